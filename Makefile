@@ -1,0 +1,48 @@
+# pelwarden — every target works on a fresh machine with Go 1.26 and
+# redis-server on PATH (.ci/run installs it with apt-get).
+
+GO        ?= go
+BIN       := bin/pelwarden
+LINT      := $(GO) tool -modfile=tools/golangci-lint/go.mod golangci-lint
+BUF       := $(GO) tool buf
+BENCHTIME ?= 3s
+
+.PHONY: all build test lint generate bench demo fuzz clean
+
+all: build
+
+## build: the pelwarden binary in bin/
+build:
+	$(GO) build -trimpath -o $(BIN) ./cmd/pelwarden
+
+## test: unit, end-to-end and fuzz-seed tests against real redis-server processes
+test:
+	$(GO) test -race -count=1 -timeout 15m ./...
+
+## lint: golangci-lint (pinned in tools/golangci-lint) and buf lint
+lint:
+	$(LINT) run ./...
+	$(BUF) lint
+
+## generate: Go code from proto/ (plugins pinned in go.mod's tool block)
+generate:
+	$(BUF) generate
+
+## bench: scaler poll latency/throughput and push latency, side by side with
+## the XPENDING summary KEDA's redis-streams scaler sends each poll
+bench:
+	$(GO) test -run '^$$' -bench 'Poll|Refresh' -benchtime $(BENCHTIME) -benchmem ./bench/
+	$(GO) test -run '^$$' -bench 'PushActivation' -benchtime 200x ./bench/
+
+## demo: a throwaway redis-server and pelwarden with live and ghost workers
+demo:
+	$(GO) run ./cmd/pelwarden-demo
+
+## fuzz: run each fuzz target for a while (make test runs their seeds)
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzParseMetadata -fuzztime 60s ./internal/scaler/
+	$(GO) test -run '^$$' -fuzz FuzzLoadYAML -fuzztime 60s ./internal/config/
+	$(GO) test -run '^$$' -fuzz FuzzLoadEnv -fuzztime 60s ./internal/config/
+
+clean:
+	rm -rf bin/

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/pelwarden/pelwarden/internal/config"
+)
+
+// version is set at build time with -ldflags "-X main.version=v1.2.3".
+var version = "dev"
+
+// Exit statuses.
+const (
+	exitOK      = 0
+	exitFailure = 1 // pelwarden started and then failed
+	exitUsage   = 2 // bad flags, arguments or configuration: nothing was started
+)
+
+// runFunc runs pelwarden until ctx ends; app.Run in production.
+type runFunc func(ctx context.Context, cfg config.Config) error
+
+// exitError ends a command with a status once its message has been printed.
+type exitError struct{ code int }
+
+func (e *exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+// execute runs the command line args against env and returns the exit
+// status. It touches nothing of the process but what it is handed, except
+// for signal handling and reading the files the configuration names.
+func execute(args []string, env func(string) (string, bool), stdout, stderr io.Writer, runApp runFunc) int {
+	root := newRootCommand(env, stdout, stderr, runApp)
+	root.SetArgs(args)
+	cmd, err := root.ExecuteContextC(context.Background())
+	var exit *exitError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &exit):
+		return exit.code
+	default:
+		// Cobra's own errors: unknown command or flag, bad flag value or
+		// unexpected arguments.
+		fmt.Fprintf(stderr, "pelwarden: %v\nRun '%s --help' for usage.\n", err, cmd.CommandPath())
+		return exitUsage
+	}
+}
+
+func newRootCommand(env func(string) (string, bool), stdout, stderr io.Writer, runApp runFunc) *cobra.Command {
+	const short = "Ghost-aware KEDA external scaler and PEL hygiene for Redis Streams consumer groups"
+	root := &cobra.Command{
+		Use:   "pelwarden",
+		Short: short,
+		Long: short + `.
+
+pelwarden reports the work waiting on a Redis Streams consumer group to KEDA,
+leaving out the entries that dead ("ghost") consumers hold, and gives those
+entries back to live workers.`,
+		SilenceErrors:     true, // execute prints errors, once
+		SilenceUsage:      true,
+		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.AddCommand(newServeCommand(env, stderr, runApp), newVersionCommand(stdout))
+	return root
+}
+
+const serveLong = `Serve the KEDA ExternalScaler gRPC API and the /metrics, /healthz and /readyz
+HTTP endpoints until SIGINT or SIGTERM.
+
+Configuration is built in layers, each overriding the one before: defaults,
+the YAML file named by --config, PELWARDEN_* environment variables, flags.
+An environment variable set to the empty string counts as unset. The
+PELWARDEN_REDIS_* variables and --redis-* flags set the Redis connection named
+"default", creating it if the file has none, so this is a complete setup:
+
+  pelwarden serve --redis-addr 127.0.0.1:6379
+
+A Redis password is never read from the YAML file or a flag: name it with
+passwordEnv or passwordFile in the file, PELWARDEN_REDIS_PASSWORD, or
+--redis-password-file.
+
+Environment variables (variable, flag, config path it sets):
+`
+
+const serveExit = `
+Exit status: 0 after a clean shutdown, 1 if serving failed, 2 for bad flags
+or configuration (every problem is listed, each naming its field).`
+
+func newServeCommand(env func(string) (string, bool), stderr io.Writer, runApp runFunc) *cobra.Command {
+	var flags *config.Flags
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Serve the KEDA external scaler and the metrics and health endpoints",
+		Long:  serveLong + config.EnvUsage() + serveExit,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := config.Load(config.Sources{Env: env, ReadFile: os.ReadFile}, flags)
+			if err != nil {
+				printConfigError(stderr, err)
+				return &exitError{code: exitUsage}
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			if err := runApp(ctx, cfg); err != nil {
+				fmt.Fprintf(stderr, "pelwarden: %v\n", err)
+				return &exitError{code: exitFailure}
+			}
+			return nil
+		},
+	}
+	flags = config.NewFlags(cmd.Flags())
+	return cmd
+}
+
+// printConfigError lists each configuration problem on its own line.
+func printConfigError(w io.Writer, err error) {
+	fmt.Fprintln(w, "pelwarden: invalid configuration:")
+	var cfgErr *config.Error
+	if !errors.As(err, &cfgErr) {
+		fmt.Fprintf(w, "  %v\n", err)
+		return
+	}
+	for _, p := range cfgErr.Problems {
+		fmt.Fprintf(w, "  %v\n", p)
+	}
+}
+
+func newVersionCommand(stdout io.Writer) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the pelwarden version",
+		Args:  cobra.NoArgs,
+		Run: func(*cobra.Command, []string) {
+			fmt.Fprintln(stdout, version)
+		},
+	}
+}

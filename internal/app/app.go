@@ -1,0 +1,200 @@
+// Package app wires pelwarden together: Redis connections, the liveness
+// view, the gRPC server (ExternalScaler, health, reflection), the HTTP server
+// (metrics and probes), and a bounded shutdown.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/kedacore/keda/v2/pkg/scalers/externalscaler"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/pelwarden/pelwarden/internal/admin"
+	"github.com/pelwarden/pelwarden/internal/config"
+	"github.com/pelwarden/pelwarden/internal/liveness"
+	"github.com/pelwarden/pelwarden/internal/redisx"
+	"github.com/pelwarden/pelwarden/internal/scaler"
+	pelwardenv1 "github.com/pelwarden/pelwarden/proto/pelwarden/v1"
+)
+
+// readinessInterval is how often the Redis connections are pinged for
+// readiness.
+const readinessInterval = 5 * time.Second
+
+// App is a configured pelwarden with its listeners bound.
+type App struct {
+	cfg   config.Config
+	log   *slog.Logger
+	conns *redisx.Conns
+	view  *liveness.View
+	grpc  *grpc.Server
+	http  *http.Server
+	hs    *health.Server
+
+	grpcLis, httpLis net.Listener
+
+	wakers map[string]*redisx.Waker
+	ready  readiness
+}
+
+// Run starts pelwarden and serves until ctx ends.
+func Run(ctx context.Context, cfg config.Config) error {
+	a, err := New(cfg, NewLogger(cfg.Log, os.Stderr))
+	if err != nil {
+		return err
+	}
+	return a.Run(ctx)
+}
+
+// New builds pelwarden and binds its listeners, so GRPCAddr and HTTPAddr
+// are known before Run.
+func New(cfg config.Config, log *slog.Logger) (*App, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	redisx.SetLogger(log)
+	conns, err := redisx.Open(cfg.Redis)
+	if err != nil {
+		return nil, err
+	}
+	a := &App{cfg: cfg, log: log, conns: conns, wakers: make(map[string]*redisx.Waker)}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reader := &redisx.Reader{Conns: conns, LagEstimateCap: cfg.Scaler.LagEstimateCap}
+	var m *metrics
+	a.view = liveness.NewView(reader.Fetch, liveness.ViewOptions{
+		RefreshInterval: cfg.Scaler.RefreshInterval,
+		MaxAge:          cfg.Scaler.MaxSnapshotAge,
+		FetchTimeout:    cfg.Scaler.RequestTimeout,
+		Expiry:          cfg.Scaler.TargetIdleExpiry,
+		MaxTargets:      cfg.Scaler.MaxTargets,
+		OnRefresh: func(t liveness.Target, s *liveness.Snapshot, err error, took time.Duration) {
+			if m.refreshed(t, s, err, took) {
+				log.Warn("consumer group not found; reporting 0", "target", t.String())
+			}
+			if err == nil && s.LagEstimated && s.Lag > 0 {
+				log.Debug("lag is NULL in XINFO GROUPS; reporting an estimate", "target", t.String(), "estimate", s.Lag)
+			}
+		},
+		OnExpire: func(t liveness.Target) {
+			m.expired(t)
+			log.Info("target expired", "target", t.String())
+		},
+	})
+	m = newMetrics(reg, a.view, time.Now)
+
+	for _, name := range conns.Names() {
+		c, _ := conns.Get(name)
+		a.wakers[name] = redisx.NewWaker(c, log)
+	}
+	sc := scaler.New(a.view, scaler.Options{
+		Conns:          conns.Names(),
+		RequestTimeout: cfg.Scaler.RequestTimeout,
+		ResendInterval: cfg.Scaler.ActiveResendInterval,
+		Arm: func(ctx context.Context, conn, stream string) (<-chan struct{}, func(), error) {
+			w, ok := a.wakers[conn]
+			if !ok {
+				return nil, nil, fmt.Errorf("no redis connection named %q", conn)
+			}
+			return w.Arm(ctx, stream)
+		},
+		Reported: m.report,
+		Log:      log,
+	})
+
+	a.grpc = newGRPCServer(log, reg)
+	externalscaler.RegisterExternalScalerServer(a.grpc, sc)
+	a.hs = health.NewServer()
+	healthpb.RegisterHealthServer(a.grpc, a.hs)
+	pelwardenv1.RegisterAdminServer(a.grpc, admin.New(a.view, time.Now))
+	reflection.Register(a.grpc)
+	a.hs.SetServingStatus(scalerService, healthpb.HealthCheckResponse_NOT_SERVING)
+
+	a.http = &http.Server{Handler: a.httpHandler(reg), ReadHeaderTimeout: 5 * time.Second}
+	if a.grpcLis, err = net.Listen("tcp", cfg.GRPC.Addr); err != nil {
+		_ = conns.Close()
+		return nil, fmt.Errorf("grpc.addr %s: %w", cfg.GRPC.Addr, err)
+	}
+	if a.httpLis, err = net.Listen("tcp", cfg.HTTP.Addr); err != nil {
+		_ = a.grpcLis.Close()
+		_ = conns.Close()
+		return nil, fmt.Errorf("http.addr %s: %w", cfg.HTTP.Addr, err)
+	}
+	return a, nil
+}
+
+// GRPCAddr is the bound gRPC address.
+func (a *App) GRPCAddr() string { return a.grpcLis.Addr().String() }
+
+// HTTPAddr is the bound HTTP address.
+func (a *App) HTTPAddr() string { return a.httpLis.Addr().String() }
+
+// Run serves until ctx ends, then shuts down within the configured timeout.
+func (a *App) Run(ctx context.Context) error {
+	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	goRun := func(f func()) {
+		wg.Add(1)
+		go func() { defer wg.Done(); f() }()
+	}
+	goRun(func() { _ = a.view.Run(bg) })
+	for _, w := range a.wakers {
+		goRun(func() { w.Run(bg) })
+	}
+	goRun(func() { a.watchReadiness(bg) })
+
+	errc := make(chan error, 2)
+	go func() { errc <- a.grpc.Serve(a.grpcLis) }()
+	go func() { errc <- a.http.Serve(a.httpLis) }()
+	a.log.Info("pelwarden serving", "grpc", a.GRPCAddr(), "http", a.HTTPAddr(), "redis", a.conns.Names())
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		runErr = fmt.Errorf("server stopped: %w", err)
+	}
+	a.shutdown()
+	stopBG()
+	wg.Wait()
+	return errors.Join(runErr, a.conns.Close())
+}
+
+// shutdown stops the servers in reverse order of need: first refuse new
+// work, then let calls finish for at most the shutdown timeout, then cut
+// what is left (KEDA holds StreamIsActive streams open forever).
+func (a *App) shutdown() {
+	a.hs.Shutdown()
+	timeout := a.cfg.GRPC.ShutdownTimeout
+	done := make(chan struct{})
+	go func() { a.grpc.GracefulStop(); close(done) }()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+		a.log.Warn("graceful stop timed out; closing open streams", "timeout", timeout)
+		a.grpc.Stop()
+		<-done
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if err := a.http.Shutdown(ctx); err != nil {
+		_ = a.http.Close()
+	}
+	a.log.Info("pelwarden stopped")
+}

@@ -1,0 +1,189 @@
+// Package config holds pelwarden's configuration: its structure, defaults,
+// validation and loading from a YAML file, PELWARDEN_* environment variables
+// and command-line flags.
+package config
+
+import "time"
+
+// DefaultConnection is the name of the Redis connection that the
+// PELWARDEN_REDIS_* variables and --redis-* flags define, and the connection
+// a ScaledObject reaches when its metadata has no `redis` key.
+const DefaultConnection = "default"
+
+// Config is the whole of pelwarden's configuration.
+type Config struct {
+	// GRPC configures the server that KEDA calls (ExternalScaler) and that
+	// serves pelwarden's own diagnostics API.
+	GRPC GRPC `yaml:"grpc"`
+	// HTTP configures the server for /metrics, /healthz and /readyz.
+	HTTP HTTP `yaml:"http"`
+	// Log configures the process log.
+	Log Log `yaml:"log"`
+	// Scaler configures how the ExternalScaler answers KEDA.
+	Scaler Scaler `yaml:"scaler"`
+	// Redis lists the connections a ScaledObject may reach, by name. A
+	// ScaledObject can reach no address that is not listed here.
+	Redis []Redis `yaml:"redis"`
+}
+
+// GRPC configures the gRPC server.
+type GRPC struct {
+	// Addr is the listen address, host:port. Default ":9090", the port KEDA
+	// external scalers conventionally use.
+	Addr string `yaml:"addr"`
+	// ShutdownTimeout bounds graceful shutdown: the server tries GracefulStop
+	// and falls back to Stop after this long, because KEDA holds
+	// StreamIsActive streams open forever. Default 10s; must be positive.
+	ShutdownTimeout time.Duration `yaml:"shutdownTimeout"`
+}
+
+// HTTP configures the HTTP server.
+type HTTP struct {
+	// Addr is the listen address, host:port, of /metrics, /healthz and
+	// /readyz. Default ":8080"; must differ from grpc.addr.
+	Addr string `yaml:"addr"`
+}
+
+// Log configures logging.
+type Log struct {
+	// Level is the lowest level logged: debug, info, warn or error.
+	// Default info.
+	Level string `yaml:"level"`
+	// Format is json (one object a line, for log collectors) or text.
+	// Default json.
+	Format string `yaml:"format"`
+}
+
+// Scaler configures the KEDA ExternalScaler.
+type Scaler struct {
+	// RefreshInterval is how often each target's snapshot is refreshed in the
+	// background. Default 2s; must be positive.
+	RefreshInterval time.Duration `yaml:"refreshInterval"`
+	// MaxSnapshotAge is the oldest snapshot GetMetrics and IsActive may
+	// serve; an older one is refreshed inline. Default 5s; must be at least
+	// RefreshInterval, or every request would refresh inline.
+	MaxSnapshotAge time.Duration `yaml:"maxSnapshotAge"`
+	// RequestTimeout is pelwarden's own deadline for an RPC that must reach
+	// Redis; KEDA sets none. Default 3s; must be positive.
+	RequestTimeout time.Duration `yaml:"requestTimeout"`
+	// TargetIdleExpiry drops a target that no RPC has asked about for this
+	// long, so deleted ScaledObjects stop costing Redis round trips.
+	// Default 10m; must be positive.
+	TargetIdleExpiry time.Duration `yaml:"targetIdleExpiry"`
+	// ActiveResendInterval is how often StreamIsActive re-sends its answer,
+	// so a KEDA that missed one converges. Default 5s; must be positive.
+	ActiveResendInterval time.Duration `yaml:"activeResendInterval"`
+	// MaxTargets bounds the number of registered targets, and with it the
+	// memory and Redis load that ScaledObjects can cause. Default 10000;
+	// must be at least 1.
+	MaxTargets int `yaml:"maxTargets"`
+	// LagEstimateCap is the most entries counted to estimate lag when
+	// XINFO GROUPS reports it as NULL (after deletions). Default 10000; must
+	// be at least 1.
+	LagEstimateCap int64 `yaml:"lagEstimateCap"`
+}
+
+// Redis is one named Redis connection.
+type Redis struct {
+	// Name identifies the connection in ScaledObject metadata (key `redis`).
+	// Required and unique; lowercase letters, digits and '-', starting and
+	// ending with a letter or digit, at most 63 characters.
+	Name string `yaml:"name"`
+	// Addr is host:port of the Redis server. Required; the port is numeric,
+	// 1-65535.
+	Addr string `yaml:"addr"`
+	// Username is the ACL user. Optional; empty means the default user.
+	Username string `yaml:"username"`
+	// Password is resolved at load time from PasswordEnv or PasswordFile.
+	// It is never read from YAML text, so a config file can be shared.
+	Password string `yaml:"-"`
+	// PasswordEnv names an environment variable that holds the password.
+	// Mutually exclusive with PasswordFile.
+	PasswordEnv string `yaml:"passwordEnv"`
+	// PasswordFile is the path of a file that holds the password, such as a
+	// mounted Kubernetes Secret; trailing newlines are trimmed. Mutually
+	// exclusive with PasswordEnv.
+	PasswordFile string `yaml:"passwordFile"`
+	// DB is the logical database number. Default 0; must not be negative.
+	DB int `yaml:"db"`
+	// TLS configures TLS to the server.
+	TLS RedisTLS `yaml:"tls"`
+	// DialTimeout bounds establishing a connection. Default 2s; must be
+	// positive.
+	DialTimeout time.Duration `yaml:"dialTimeout"`
+	// ReadTimeout bounds reading one reply. Default 2s; must be positive.
+	ReadTimeout time.Duration `yaml:"readTimeout"`
+	// WriteTimeout bounds writing one command. Default 2s; must be positive.
+	WriteTimeout time.Duration `yaml:"writeTimeout"`
+	// PoolSize is the most connections kept to this server. Default 20;
+	// must be at least 1.
+	PoolSize int `yaml:"poolSize"`
+}
+
+// RedisTLS configures TLS for one Redis connection. Every field other than
+// Enabled requires Enabled, so a half-written TLS block fails loudly instead
+// of silently connecting in plain text.
+type RedisTLS struct {
+	// Enabled turns TLS on. Default false.
+	Enabled bool `yaml:"enabled"`
+	// CAFile is a PEM bundle of CAs that verify the server; empty means the
+	// system roots. The file must be readable.
+	CAFile string `yaml:"caFile"`
+	// CertFile is the PEM client certificate for mutual TLS; set together
+	// with KeyFile or not at all. The file must be readable.
+	CertFile string `yaml:"certFile"`
+	// KeyFile is the PEM private key of CertFile; set together with
+	// CertFile or not at all. The file must be readable.
+	KeyFile string `yaml:"keyFile"`
+	// ServerName overrides the name verified in the server certificate;
+	// empty means the host of Addr.
+	ServerName string `yaml:"serverName"`
+	// InsecureSkipVerify skips verifying the server certificate. For tests
+	// only: it allows a man in the middle.
+	InsecureSkipVerify bool `yaml:"insecureSkipVerify"`
+}
+
+// Default returns the configuration used where nothing else is set. It has no
+// Redis connection: one must be configured, for example with --redis-addr.
+func Default() Config {
+	return Config{
+		GRPC: GRPC{
+			Addr:            ":9090",
+			ShutdownTimeout: 10 * time.Second,
+		},
+		HTTP: HTTP{Addr: ":8080"},
+		Log:  Log{Level: "info", Format: "json"},
+		Scaler: Scaler{
+			RefreshInterval:      2 * time.Second,
+			MaxSnapshotAge:       5 * time.Second,
+			RequestTimeout:       3 * time.Second,
+			TargetIdleExpiry:     10 * time.Minute,
+			ActiveResendInterval: 5 * time.Second,
+			MaxTargets:           10000,
+			LagEstimateCap:       10000,
+		},
+	}
+}
+
+// DefaultRedis returns a connection with the given name and address and
+// default values for everything else.
+func DefaultRedis(name, addr string) Redis {
+	return Redis{
+		Name:         name,
+		Addr:         addr,
+		DialTimeout:  2 * time.Second,
+		ReadTimeout:  2 * time.Second,
+		WriteTimeout: 2 * time.Second,
+		PoolSize:     20,
+	}
+}
+
+// Connection returns the Redis connection with the given name.
+func (c Config) Connection(name string) (Redis, bool) {
+	for _, r := range c.Redis {
+		if r.Name == name {
+			return r, true
+		}
+	}
+	return Redis{}, false
+}

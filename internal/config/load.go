@@ -1,0 +1,190 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/pflag"
+)
+
+// Sources is where Load reads, so that tests need not touch the process.
+type Sources struct {
+	// Env looks up an environment variable, like os.LookupEnv. A variable
+	// set to the empty string counts as unset, so a Kubernetes manifest can
+	// blank one out. Nil means no environment.
+	Env func(name string) (string, bool)
+	// ReadFile reads the config file and password files, like os.ReadFile.
+	// Nil means os.ReadFile.
+	ReadFile func(path string) ([]byte, error)
+}
+
+func (s Sources) lookup(name string) (string, bool) {
+	if s.Env == nil {
+		return "", false
+	}
+	v, ok := s.Env(name)
+	return v, ok && v != ""
+}
+
+func (s Sources) readFile(path string) ([]byte, error) {
+	if s.ReadFile == nil {
+		return os.ReadFile(path) //nolint:gosec // G304: reading the files the operator configured is the point
+	}
+	return s.ReadFile(path)
+}
+
+// Flags holds the command-line flags that override the configuration.
+// NewFlags registers them; after the flag set is parsed, Load applies the
+// ones given on the command line and nothing else.
+type Flags struct {
+	config flagValue
+	values []*flagValue
+}
+
+// NewFlags registers pelwarden's configuration flags on fs. Each flag's help
+// names its environment variable; a value is checked as it is parsed, so a
+// malformed one is a usage error.
+func NewFlags(fs *pflag.FlagSet) *Flags {
+	f := &Flags{config: flagValue{typ: "path"}}
+	fs.Var(&f.config, "config", "YAML config file (env "+EnvConfig+")")
+	defaults := Default()
+	for i := range settings {
+		s := &settings[i]
+		if s.flag == "" {
+			continue
+		}
+		v := &flagValue{setting: s, typ: s.typ}
+		if s.show != nil {
+			scratch := defaults
+			v.def = s.show(&scratch)
+		}
+		f.values = append(f.values, v)
+		fs.Var(v, s.flag, fmt.Sprintf("%s (env %s)", s.usage, s.env))
+		if s.typ == "bool" {
+			fs.Lookup(s.flag).NoOptDefVal = "true"
+		}
+	}
+	return f
+}
+
+// flagValue is a pflag.Value that remembers whether it was set.
+type flagValue struct {
+	setting *setting // nil for --config
+	typ     string
+	def     string
+	raw     string
+	changed bool
+}
+
+func (v *flagValue) String() string {
+	if v.changed {
+		return v.raw
+	}
+	return v.def
+}
+
+func (v *flagValue) Set(raw string) error {
+	if v.setting != nil {
+		scratch := Default()
+		if err := v.setting.apply(&scratch, raw); err != nil {
+			return err
+		}
+	}
+	v.raw, v.changed = raw, true
+	return nil
+}
+
+func (v *flagValue) Type() string { return v.typ }
+
+// Load builds the configuration: defaults, then the YAML file named by
+// --config or PELWARDEN_CONFIG, then PELWARDEN_* variables, then flags; each
+// layer overrides the one before. The PELWARDEN_REDIS_* variables and
+// --redis-* flags set the connection named default, creating it if the file
+// has none. Passwords are then read from passwordEnv or passwordFile, and the
+// result is validated. flags may be nil.
+//
+// Every error is an *Error listing all problems found.
+func Load(src Sources, flags *Flags) (Config, error) {
+	var p problems
+	cfg := Default()
+
+	file, _ := src.lookup(EnvConfig)
+	if flags != nil && flags.config.changed {
+		file = flags.config.raw
+	}
+	if file != "" {
+		data, err := src.readFile(file)
+		if err != nil {
+			p.add("config file", "must name a readable file: %s", pathErrText(err))
+			return Config{}, p.err()
+		}
+		decodeYAML(file, data, &cfg, &p)
+		if len(p) > 0 {
+			return Config{}, p.err()
+		}
+	}
+
+	applyEnv(src, &cfg, &p)
+	if flags != nil {
+		for _, v := range flags.values {
+			if !v.changed {
+				continue
+			}
+			if err := v.setting.apply(&cfg, v.raw); err != nil {
+				p.add("--"+v.setting.flag, "%v", err)
+			}
+		}
+	}
+	resolvePasswords(src, &cfg, &p)
+	cfg.validate(&p)
+	if len(p) > 0 {
+		return Config{}, p.err()
+	}
+	return cfg, nil
+}
+
+func applyEnv(src Sources, cfg *Config, p *problems) {
+	for _, s := range settings {
+		raw, ok := src.lookup(s.env)
+		if !ok {
+			continue
+		}
+		if err := s.apply(cfg, raw); err != nil {
+			p.add(s.env, "%v", err)
+		}
+	}
+	_, hasPassword := src.lookup(envPassword)
+	_, hasFile := src.lookup(envPasswordFile)
+	if hasPassword && hasFile {
+		p.add(envPassword, "is mutually exclusive with %s; set one of them", envPasswordFile)
+	}
+}
+
+// resolvePasswords fills Password from PasswordEnv or PasswordFile. Naming
+// both is reported by Validate.
+func resolvePasswords(src Sources, cfg *Config, p *problems) {
+	for i := range cfg.Redis {
+		r := &cfg.Redis[i]
+		path := fmt.Sprintf("redis[%d]", i)
+		switch {
+		case r.PasswordEnv != "" && r.PasswordFile != "":
+		case r.PasswordEnv != "":
+			v, ok := src.lookup(r.PasswordEnv)
+			if !ok {
+				p.add(path+".passwordEnv", "names the environment variable %s, which is unset or empty", r.PasswordEnv)
+			}
+			r.Password = v
+		case r.PasswordFile != "":
+			data, err := src.readFile(r.PasswordFile)
+			if err != nil {
+				p.add(path+".passwordFile", "must name a readable file: %s", pathErrText(err))
+				continue
+			}
+			r.Password = strings.TrimRight(string(data), "\r\n")
+			if r.Password == "" {
+				p.add(path+".passwordFile", "names %q, which holds no password", r.PasswordFile)
+			}
+		}
+	}
+}

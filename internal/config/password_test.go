@@ -1,0 +1,120 @@
+package config_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pelwarden/pelwarden/internal/config"
+)
+
+func TestPasswordIsResolvedFromItsSource(t *testing.T) {
+	t.Parallel()
+	tests := map[string]struct {
+		file  string // config file; empty means none
+		env   map[string]string
+		files map[string]string
+		args  []string
+		want  string
+	}{
+		"passwordEnv in YAML": {
+			file: "redis: [{name: default, addr: 'r:1', passwordEnv: ORDERS_PW}]",
+			env:  map[string]string{"ORDERS_PW": "from-env"},
+			want: "from-env",
+		},
+		"passwordFile in YAML, trailing newline trimmed": {
+			file:  "redis: [{name: default, addr: 'r:1', passwordFile: /secret/pw}]",
+			files: map[string]string{"/secret/pw": "from-file\r\n"},
+			want:  "from-file",
+		},
+		"PELWARDEN_REDIS_PASSWORD": {
+			env:  map[string]string{"PELWARDEN_REDIS_ADDR": "r:1", "PELWARDEN_REDIS_PASSWORD": "pelwarden-env"},
+			want: "pelwarden-env",
+		},
+		"PELWARDEN_REDIS_PASSWORD_FILE": {
+			env:   map[string]string{"PELWARDEN_REDIS_ADDR": "r:1", "PELWARDEN_REDIS_PASSWORD_FILE": "/secret/pw"},
+			files: map[string]string{"/secret/pw": "pelwarden-file\n"},
+			want:  "pelwarden-file",
+		},
+		"PELWARDEN_REDIS_PASSWORD replaces the file's passwordFile": {
+			file: "redis: [{name: default, addr: 'r:1', passwordFile: /missing}]",
+			env:  map[string]string{"PELWARDEN_REDIS_PASSWORD": "env-wins"},
+			want: "env-wins",
+		},
+		"--redis-password-file replaces PELWARDEN_REDIS_PASSWORD": {
+			env:   map[string]string{"PELWARDEN_REDIS_ADDR": "r:1", "PELWARDEN_REDIS_PASSWORD": "env"},
+			files: map[string]string{"/flag/pw": "flag-wins"},
+			args:  []string{"--redis-password-file=/flag/pw"},
+			want:  "flag-wins",
+		},
+		"no password": {
+			env:  map[string]string{"PELWARDEN_REDIS_ADDR": "r:1"},
+			want: "",
+		},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			files := map[string]string{}
+			for k, v := range tt.files {
+				files[k] = v
+			}
+			args := tt.args
+			if tt.file != "" {
+				files["/c.yaml"] = tt.file
+				args = append([]string{"--config=/c.yaml"}, args...)
+			}
+			cfg, err := config.Load(sources(tt.env, files), parseFlags(t, args...))
+			require.NoError(t, err)
+			r, ok := cfg.Connection("default")
+			require.True(t, ok)
+			require.Equal(t, tt.want, r.Password)
+		})
+	}
+}
+
+func TestPasswordSourceProblemsNameTheField(t *testing.T) {
+	t.Parallel()
+	tests := map[string]struct {
+		file string
+		env  map[string]string
+		want string
+	}{
+		"both sources in YAML": {
+			file: "redis: [{name: default, addr: 'r:1', passwordEnv: PW, passwordFile: /pw}]",
+			env:  map[string]string{"PW": "x"},
+			want: `redis[0].passwordEnv: is mutually exclusive with passwordFile; set one of them`,
+		},
+		"both sources in env": {
+			env:  map[string]string{"PELWARDEN_REDIS_ADDR": "r:1", "PELWARDEN_REDIS_PASSWORD": "x", "PELWARDEN_REDIS_PASSWORD_FILE": "/pw"},
+			want: `PELWARDEN_REDIS_PASSWORD: is mutually exclusive with PELWARDEN_REDIS_PASSWORD_FILE`,
+		},
+		"passwordEnv names an unset variable": {
+			file: "redis: [{name: default, addr: 'r:1', passwordEnv: ORDERS_PW}]",
+			want: `redis[0].passwordEnv: names the environment variable ORDERS_PW, which is unset or empty`,
+		},
+		"passwordFile cannot be read": {
+			file: "redis: [{name: default, addr: 'r:1', passwordFile: /missing}]",
+			want: `redis[0].passwordFile: must name a readable file: "/missing": file does not exist`,
+		},
+		"passwordFile is empty": {
+			file: "redis: [{name: default, addr: 'r:1', passwordFile: /empty}]",
+			want: `redis[0].passwordFile: names "/empty", which holds no password`,
+		},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			files := map[string]string{"/pw": "pw", "/empty": "\n"}
+			var args []string
+			if tt.file != "" {
+				files["/c.yaml"] = tt.file
+				args = []string{"--config=/c.yaml"}
+			}
+			_, err := config.Load(sources(tt.env, files), parseFlags(t, args...))
+			var cfgErr *config.Error
+			require.ErrorAs(t, err, &cfgErr)
+			require.ErrorContains(t, err, tt.want)
+		})
+	}
+}

@@ -1,0 +1,254 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// FieldError is one problem with one setting. Field names where the setting
+// came from: a config path such as `redis[1].addr`, an environment variable
+// or a flag.
+type FieldError struct {
+	// Field is the config path, variable or flag that has the problem.
+	Field string
+	// Problem says what is wrong and what is accepted.
+	Problem string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Problem }
+
+// Error is an invalid configuration: every problem found, not just the first.
+// Load and Validate return only this type, so a caller can tell a bad
+// configuration (exit status 2) from a failure to run.
+type Error struct {
+	// Problems lists each problem, in the order found.
+	Problems []*FieldError
+}
+
+// Error joins the problems one a line, as errors.Join does.
+func (e *Error) Error() string {
+	lines := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		lines[i] = p.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Unwrap returns the problems, so errors.As finds a *FieldError.
+func (e *Error) Unwrap() []error {
+	errs := make([]error, len(e.Problems))
+	for i, p := range e.Problems {
+		errs[i] = p
+	}
+	return errs
+}
+
+// problems collects FieldErrors.
+type problems []*FieldError
+
+func (p *problems) add(field, format string, args ...any) {
+	*p = append(*p, &FieldError{Field: field, Problem: fmt.Sprintf(format, args...)})
+}
+
+// err returns nil when there are no problems, else an *Error.
+func (p problems) err() error {
+	if len(p) == 0 {
+		return nil
+	}
+	return &Error{Problems: p}
+}
+
+var (
+	logLevels  = []string{"debug", "info", "warn", "error"}
+	logFormats = []string{"json", "text"}
+	// connectionName is an RFC 1123 label, so a name fits in Kubernetes
+	// labels and metric label values without escaping.
+	connectionName = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`)
+)
+
+// Validate checks every field and returns an *Error listing all problems, or
+// nil. It also checks that the TLS files named can be read.
+func (c *Config) Validate() error {
+	var p problems
+	c.validate(&p)
+	return p.err()
+}
+
+func (c *Config) validate(p *problems) {
+	checkListenAddr(p, "grpc.addr", c.GRPC.Addr, ":9090")
+	checkPositive(p, "grpc.shutdownTimeout", c.GRPC.ShutdownTimeout, "10s")
+	checkListenAddr(p, "http.addr", c.HTTP.Addr, ":8080")
+	if sameListenPort(c.GRPC.Addr, c.HTTP.Addr) {
+		p.add("http.addr", "must differ from grpc.addr, both are %q", c.HTTP.Addr)
+	}
+	checkOneOf(p, "log.level", c.Log.Level, logLevels)
+	checkOneOf(p, "log.format", c.Log.Format, logFormats)
+
+	s := c.Scaler
+	checkPositive(p, "scaler.refreshInterval", s.RefreshInterval, "2s")
+	checkPositive(p, "scaler.maxSnapshotAge", s.MaxSnapshotAge, "5s")
+	if s.MaxSnapshotAge > 0 && s.MaxSnapshotAge < s.RefreshInterval {
+		p.add("scaler.maxSnapshotAge", "must be at least scaler.refreshInterval (%s), got %q",
+			s.RefreshInterval, s.MaxSnapshotAge)
+	}
+	checkPositive(p, "scaler.requestTimeout", s.RequestTimeout, "3s")
+	checkPositive(p, "scaler.targetIdleExpiry", s.TargetIdleExpiry, "10m")
+	checkPositive(p, "scaler.activeResendInterval", s.ActiveResendInterval, "5s")
+	checkAtLeastOne(p, "scaler.maxTargets", int64(s.MaxTargets))
+	checkAtLeastOne(p, "scaler.lagEstimateCap", s.LagEstimateCap)
+
+	if len(c.Redis) == 0 {
+		p.add("redis", "at least one connection is required; set --redis-addr, "+
+			"PELWARDEN_REDIS_ADDR or a redis list in the config file")
+	}
+	seen := make(map[string]int, len(c.Redis))
+	for i, r := range c.Redis {
+		path := fmt.Sprintf("redis[%d]", i)
+		if first, dup := seen[r.Name]; dup && r.Name != "" {
+			p.add(path+".name", "must be unique, %q is also redis[%d].name", r.Name, first)
+		} else {
+			seen[r.Name] = i
+		}
+		r.validate(p, path)
+	}
+}
+
+func (r *Redis) validate(p *problems, path string) {
+	if len(r.Name) > 63 || !connectionName.MatchString(r.Name) {
+		p.add(path+".name", "must be 1-63 lowercase letters, digits or '-', "+
+			"starting and ending with a letter or digit, such as %q, got %q", DefaultConnection, r.Name)
+	}
+	if r.Addr == "" && r.Name == DefaultConnection {
+		p.add(path+".addr", "is required; for the connection named %s set --redis-addr or PELWARDEN_REDIS_ADDR, "+
+			"such as %q", DefaultConnection, "redis:6379")
+	} else {
+		checkDialAddr(p, path+".addr", r.Addr)
+	}
+	if r.PasswordEnv != "" && r.PasswordFile != "" {
+		p.add(path+".passwordEnv", "is mutually exclusive with passwordFile; set one of them")
+	}
+	if r.DB < 0 {
+		p.add(path+".db", "must be an integer >= 0, got %d", r.DB)
+	}
+	checkPositive(p, path+".dialTimeout", r.DialTimeout, "2s")
+	checkPositive(p, path+".readTimeout", r.ReadTimeout, "2s")
+	checkPositive(p, path+".writeTimeout", r.WriteTimeout, "2s")
+	checkAtLeastOne(p, path+".poolSize", int64(r.PoolSize))
+	r.TLS.validate(p, path+".tls")
+}
+
+func (t *RedisTLS) validate(p *problems, path string) {
+	if !t.Enabled {
+		for _, f := range []struct {
+			key string
+			set bool
+		}{
+			{"caFile", t.CAFile != ""},
+			{"certFile", t.CertFile != ""},
+			{"keyFile", t.KeyFile != ""},
+			{"serverName", t.ServerName != ""},
+			{"insecureSkipVerify", t.InsecureSkipVerify},
+		} {
+			if f.set {
+				p.add(path+"."+f.key, "requires %s.enabled: true (--redis-tls, PELWARDEN_REDIS_TLS for the default connection)", path)
+			}
+		}
+	}
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		p.add(path+".certFile", "must be set together with keyFile, or neither")
+	}
+	checkReadable(p, path+".caFile", t.CAFile)
+	checkReadable(p, path+".certFile", t.CertFile)
+	checkReadable(p, path+".keyFile", t.KeyFile)
+}
+
+func checkPositive(p *problems, field string, d time.Duration, example string) {
+	if d <= 0 {
+		p.add(field, "must be a positive duration such as %s, got %q", example, d)
+	}
+}
+
+func checkAtLeastOne(p *problems, field string, n int64) {
+	if n < 1 {
+		p.add(field, "must be an integer >= 1, got %d", n)
+	}
+}
+
+func checkOneOf(p *problems, field, value string, accepted []string) {
+	for _, a := range accepted {
+		if value == a {
+			return
+		}
+	}
+	p.add(field, "must be one of %s, got %q", strings.Join(accepted, ", "), value)
+}
+
+// checkListenAddr accepts host:port with an empty host (all interfaces) and
+// port 0 (any free port, which tests use).
+func checkListenAddr(p *problems, field, addr, example string) {
+	if _, _, ok := splitAddr(addr, 0); !ok {
+		p.add(field, "must be host:port with a numeric port 0-65535, such as %q, got %q", example, addr)
+	}
+}
+
+// checkDialAddr accepts host:port with a host and a port a server can have.
+func checkDialAddr(p *problems, field, addr string) {
+	if host, _, ok := splitAddr(addr, 1); !ok || host == "" {
+		p.add(field, "must be host:port with a host and a numeric port 1-65535, such as %q, got %q",
+			"redis:6379", addr)
+	}
+}
+
+func splitAddr(addr string, minPort int) (host string, port int, ok bool) {
+	host, portText, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, false
+	}
+	port, err = strconv.Atoi(portText)
+	if err != nil || port < minPort || port > 65535 {
+		return "", 0, false
+	}
+	return host, port, true
+}
+
+// sameListenPort reports whether two listen addresses would collide. Port 0
+// never collides: each listener gets its own free port.
+func sameListenPort(a, b string) bool {
+	hostA, portA, okA := splitAddr(a, 0)
+	hostB, portB, okB := splitAddr(b, 0)
+	if !okA || !okB || portA == 0 || portA != portB {
+		return false
+	}
+	return hostA == hostB || hostA == "" || hostB == ""
+}
+
+func checkReadable(p *problems, field, path string) {
+	if path == "" {
+		return
+	}
+	f, err := os.Open(path) //nolint:gosec // G304: the operator configured this path; we only check it opens
+	if err != nil {
+		p.add(field, "must name a readable file: %s", pathErrText(err))
+		return
+	}
+	defer f.Close()
+	if info, err := f.Stat(); err == nil && info.IsDir() {
+		p.add(field, "must name a readable file, %q is a directory", path)
+	}
+}
+
+// pathErrText renders an *os.PathError as `"path": reason`, without the
+// operation, which says nothing to someone fixing a config.
+func pathErrText(err error) string {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return fmt.Sprintf("%q: %v", pe.Path, pe.Err)
+	}
+	return err.Error()
+}

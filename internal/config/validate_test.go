@@ -1,0 +1,173 @@
+package config_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pelwarden/pelwarden/internal/config"
+)
+
+// valid returns the defaults plus the one connection they lack.
+func valid() config.Config {
+	c := config.Default()
+	c.Redis = []config.Redis{config.DefaultRedis("default", "127.0.0.1:6379")}
+	return c
+}
+
+func TestDefaultsWithOneConnectionValidate(t *testing.T) {
+	t.Parallel()
+	c := valid()
+	require.NoError(t, c.Validate())
+}
+
+func TestDefaultsAloneAskForARedisConnection(t *testing.T) {
+	t.Parallel()
+	c := config.Default()
+	err := c.Validate()
+	require.ErrorContains(t, err, "redis: at least one connection is required")
+	require.ErrorContains(t, err, "--redis-addr")
+}
+
+func TestConnectionFindsByName(t *testing.T) {
+	t.Parallel()
+	c := valid()
+	c.Redis = append(c.Redis, config.DefaultRedis("orders", "orders:6379"))
+
+	r, ok := c.Connection("orders")
+	require.True(t, ok, "connection orders should be found")
+	require.Equal(t, "orders:6379", r.Addr)
+
+	_, ok = c.Connection("missing")
+	require.False(t, ok, "an unknown name should not be found")
+}
+
+// writeFile creates a file in a test directory and returns its path.
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	require.NoError(t, os.WriteFile(path, []byte(content), 0o600))
+	return path
+}
+
+func TestValidateRejectsEachBadFieldByName(t *testing.T) {
+	t.Parallel()
+	ca := writeFile(t, "ca.pem", "ca")
+	missing := filepath.Join(t.TempDir(), "missing.pem")
+	dir := t.TempDir()
+
+	tests := map[string]struct {
+		mutate func(c *config.Config)
+		want   string // substring of the error: the field and what it accepts
+	}{
+		"empty grpc addr":            {func(c *config.Config) { c.GRPC.Addr = "" }, `grpc.addr: must be host:port with a numeric port 0-65535, such as ":9090", got ""`},
+		"grpc addr without port":     {func(c *config.Config) { c.GRPC.Addr = "localhost" }, `grpc.addr: must be host:port`},
+		"grpc port out of range":     {func(c *config.Config) { c.GRPC.Addr = ":65536" }, `grpc.addr: must be host:port`},
+		"zero shutdown timeout":      {func(c *config.Config) { c.GRPC.ShutdownTimeout = 0 }, `grpc.shutdownTimeout: must be a positive duration such as 10s, got "0s"`},
+		"named http port":            {func(c *config.Config) { c.HTTP.Addr = ":http" }, `http.addr: must be host:port with a numeric port 0-65535, such as ":8080", got ":http"`},
+		"http on the grpc port":      {func(c *config.Config) { c.HTTP.Addr = "0.0.0.0:9090" }, `http.addr: must differ from grpc.addr`},
+		"unknown log level":          {func(c *config.Config) { c.Log.Level = "trace" }, `log.level: must be one of debug, info, warn, error, got "trace"`},
+		"unknown log format":         {func(c *config.Config) { c.Log.Format = "logfmt" }, `log.format: must be one of json, text, got "logfmt"`},
+		"zero refresh interval":      {func(c *config.Config) { c.Scaler.RefreshInterval = 0 }, `scaler.refreshInterval: must be a positive duration such as 2s, got "0s"`},
+		"negative snapshot age":      {func(c *config.Config) { c.Scaler.MaxSnapshotAge = -time.Second }, `scaler.maxSnapshotAge: must be a positive duration such as 5s, got "-1s"`},
+		"snapshot age below refresh": {func(c *config.Config) { c.Scaler.MaxSnapshotAge = time.Second }, `scaler.maxSnapshotAge: must be at least scaler.refreshInterval (2s), got "1s"`},
+		"zero request timeout":       {func(c *config.Config) { c.Scaler.RequestTimeout = 0 }, `scaler.requestTimeout: must be a positive duration`},
+		"zero target idle expiry":    {func(c *config.Config) { c.Scaler.TargetIdleExpiry = 0 }, `scaler.targetIdleExpiry: must be a positive duration`},
+		"zero resend interval":       {func(c *config.Config) { c.Scaler.ActiveResendInterval = 0 }, `scaler.activeResendInterval: must be a positive duration`},
+		"zero max targets":           {func(c *config.Config) { c.Scaler.MaxTargets = 0 }, `scaler.maxTargets: must be an integer >= 1, got 0`},
+		"zero lag estimate cap":      {func(c *config.Config) { c.Scaler.LagEstimateCap = 0 }, `scaler.lagEstimateCap: must be an integer >= 1, got 0`},
+		"no connections":             {func(c *config.Config) { c.Redis = nil }, `redis: at least one connection is required`},
+		"empty name":                 {func(c *config.Config) { c.Redis[0].Name = "" }, `redis[0].name: must be 1-63 lowercase letters, digits or '-'`},
+		"uppercase name":             {func(c *config.Config) { c.Redis[0].Name = "Orders" }, `redis[0].name: must be 1-63 lowercase letters`},
+		"name ending in a dash":      {func(c *config.Config) { c.Redis[0].Name = "orders-" }, `redis[0].name: must be 1-63`},
+		"name of 64 characters": {func(c *config.Config) {
+			c.Redis[0].Name = "a123456789012345678901234567890123456789012345678901234567890123"
+		}, `redis[0].name: must be 1-63`},
+		"duplicate name": {func(c *config.Config) {
+			c.Redis = append(c.Redis, config.DefaultRedis("default", "other:6379"))
+		}, `redis[1].name: must be unique, "default" is also redis[0].name`},
+		"default connection without addr": {func(c *config.Config) { c.Redis[0].Addr = "" }, `redis[0].addr: is required; for the connection named default set --redis-addr or PELWARDEN_REDIS_ADDR`},
+		"addr without port": {func(c *config.Config) {
+			c.Redis = append(c.Redis, config.DefaultRedis("orders", "orders"))
+		}, `redis[1].addr: must be host:port with a host and a numeric port 1-65535, such as "redis:6379", got "orders"`},
+		"addr with port 0":        {func(c *config.Config) { c.Redis[0].Addr = "redis:0" }, `redis[0].addr: must be host:port with a host and a numeric port 1-65535`},
+		"addr with named port":    {func(c *config.Config) { c.Redis[0].Addr = "redis:redis" }, `redis[0].addr: must be host:port`},
+		"addr without host":       {func(c *config.Config) { c.Redis[0].Addr = ":6379" }, `redis[0].addr: must be host:port with a host`},
+		"both password sources":   {func(c *config.Config) { c.Redis[0].PasswordEnv, c.Redis[0].PasswordFile = "PW", "/pw" }, `redis[0].passwordEnv: is mutually exclusive with passwordFile`},
+		"negative db":             {func(c *config.Config) { c.Redis[0].DB = -1 }, `redis[0].db: must be an integer >= 0, got -1`},
+		"zero dial timeout":       {func(c *config.Config) { c.Redis[0].DialTimeout = 0 }, `redis[0].dialTimeout: must be a positive duration such as 2s`},
+		"zero read timeout":       {func(c *config.Config) { c.Redis[0].ReadTimeout = 0 }, `redis[0].readTimeout: must be a positive duration`},
+		"zero write timeout":      {func(c *config.Config) { c.Redis[0].WriteTimeout = 0 }, `redis[0].writeTimeout: must be a positive duration`},
+		"zero pool size":          {func(c *config.Config) { c.Redis[0].PoolSize = 0 }, `redis[0].poolSize: must be an integer >= 1, got 0`},
+		"ca file without tls":     {func(c *config.Config) { c.Redis[0].TLS.CAFile = ca }, `redis[0].tls.caFile: requires redis[0].tls.enabled: true`},
+		"cert file without tls":   {func(c *config.Config) { c.Redis[0].TLS.CertFile, c.Redis[0].TLS.KeyFile = ca, ca }, `redis[0].tls.certFile: requires redis[0].tls.enabled: true`},
+		"key file without tls":    {func(c *config.Config) { c.Redis[0].TLS.CertFile, c.Redis[0].TLS.KeyFile = ca, ca }, `redis[0].tls.keyFile: requires redis[0].tls.enabled: true`},
+		"server name without tls": {func(c *config.Config) { c.Redis[0].TLS.ServerName = "redis" }, `redis[0].tls.serverName: requires redis[0].tls.enabled: true`},
+		"skip verify without tls": {func(c *config.Config) { c.Redis[0].TLS.InsecureSkipVerify = true }, `redis[0].tls.insecureSkipVerify: requires redis[0].tls.enabled: true`},
+		"cert without key":        {func(c *config.Config) { c.Redis[0].TLS.Enabled, c.Redis[0].TLS.CertFile = true, ca }, `redis[0].tls.certFile: must be set together with keyFile, or neither`},
+		"key without cert":        {func(c *config.Config) { c.Redis[0].TLS.Enabled, c.Redis[0].TLS.KeyFile = true, ca }, `redis[0].tls.certFile: must be set together with keyFile`},
+		"missing ca file":         {func(c *config.Config) { c.Redis[0].TLS.Enabled, c.Redis[0].TLS.CAFile = true, missing }, `redis[0].tls.caFile: must name a readable file: "` + missing + `": no such file or directory`},
+		"ca file that is a dir":   {func(c *config.Config) { c.Redis[0].TLS.Enabled, c.Redis[0].TLS.CAFile = true, dir }, `redis[0].tls.caFile: must name a readable file, "` + dir + `" is a directory`},
+		"missing client cert file": {func(c *config.Config) {
+			c.Redis[0].TLS.Enabled, c.Redis[0].TLS.CertFile, c.Redis[0].TLS.KeyFile = true, missing, ca
+		}, `redis[0].tls.certFile: must name a readable file`},
+		"missing client key file": {func(c *config.Config) {
+			c.Redis[0].TLS.Enabled, c.Redis[0].TLS.CertFile, c.Redis[0].TLS.KeyFile = true, ca, missing
+		}, `redis[0].tls.keyFile: must name a readable file`},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			c := valid()
+			tt.mutate(&c)
+			err := c.Validate()
+			require.ErrorContains(t, err, tt.want)
+			var cfgErr *config.Error
+			require.ErrorAs(t, err, &cfgErr, "Validate should return a *config.Error")
+		})
+	}
+}
+
+func TestValidateAcceptsEnabledTLSWithReadableFiles(t *testing.T) {
+	t.Parallel()
+	c := valid()
+	c.Redis[0].TLS = config.RedisTLS{
+		Enabled:    true,
+		CAFile:     writeFile(t, "ca.pem", "ca"),
+		CertFile:   writeFile(t, "cert.pem", "cert"),
+		KeyFile:    writeFile(t, "key.pem", "key"),
+		ServerName: "redis.internal",
+	}
+	require.NoError(t, c.Validate())
+}
+
+func TestValidateAcceptsPortZeroForBothListeners(t *testing.T) {
+	t.Parallel()
+	c := valid()
+	c.GRPC.Addr, c.HTTP.Addr = "127.0.0.1:0", "127.0.0.1:0"
+	require.NoError(t, c.Validate(), "port 0 picks a free port for each listener, so they cannot collide")
+}
+
+func TestValidateReportsEveryProblemAsAFieldError(t *testing.T) {
+	t.Parallel()
+	c := valid()
+	c.Log.Level = "loud"
+	c.Scaler.MaxTargets = 0
+	c.Redis[0].PoolSize = 0
+
+	err := c.Validate()
+	var cfgErr *config.Error
+	require.ErrorAs(t, err, &cfgErr)
+	fields := make([]string, 0, len(cfgErr.Problems))
+	for _, p := range cfgErr.Problems {
+		fields = append(fields, p.Field)
+	}
+	require.Equal(t, []string{"log.level", "scaler.maxTargets", "redis[0].poolSize"}, fields)
+
+	var fieldErr *config.FieldError
+	require.ErrorAs(t, err, &fieldErr, "errors.As should reach a *config.FieldError")
+	require.Equal(t, "log.level", fieldErr.Field)
+}

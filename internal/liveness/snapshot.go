@@ -1,0 +1,208 @@
+package liveness
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Target is one (Redis connection, stream, consumer group) with the rule its
+// consumers are judged by.
+type Target struct {
+	// Conn is the name of a configured Redis connection.
+	Conn   string
+	Stream string
+	Group  string
+	Spec   Spec
+}
+
+// Key identifies a target; requests with equal keys share one snapshot.
+func (t Target) Key() string {
+	return fmt.Sprintf("%s\x00%s\x00%s\x00%s", t.Conn, t.Stream, t.Group, t.Spec)
+}
+
+func (t Target) String() string {
+	return fmt.Sprintf("%s/%s/%s", t.Conn, t.Stream, t.Group)
+}
+
+// ConsumerObs is one row of XINFO CONSUMERS.
+type ConsumerObs struct {
+	Name    string
+	Pending int64
+	// Idle is the time since the last read attempt.
+	Idle time.Duration
+	// Inactive is the time since the last successful read, -1 where Redis
+	// (before 7.2) does not report it or the consumer never read.
+	Inactive time.Duration
+}
+
+// HeartbeatObs is the read of one heartbeat key.
+type HeartbeatObs struct {
+	Value  string
+	Exists bool
+	// Err is set when the read of this key failed.
+	Err error
+}
+
+// Observation is what one refresh read from Redis, raw.
+type Observation struct {
+	// ServerTime is Redis's clock at the read; heartbeat ages use it so the
+	// clock of the host pelwarden runs on does not matter.
+	ServerTime    time.Time
+	StreamMissing bool
+	GroupMissing  bool
+	// LastDeliveredID is the group's last-delivered-id.
+	LastDeliveredID string
+	// Lag is XINFO GROUPS lag, valid when LagValid.
+	Lag      int64
+	LagValid bool
+	// LagEstimate is the fallback when lag is NULL: the entries after
+	// last-delivered-id, counted up to a cap.
+	LagEstimate int64
+	// LagEstimateCapped says the count stopped at the cap.
+	LagEstimateCapped bool
+	Consumers         []ConsumerObs
+	// PendingByConsumer is the per-consumer count of the XPENDING summary.
+	PendingByConsumer map[string]int64
+	// Heartbeats maps a key to its read; keys not present were not read.
+	Heartbeats map[string]HeartbeatObs
+}
+
+// ConsumerView is one consumer with its verdict.
+type ConsumerView struct {
+	Name string
+	// Owner is the resolved owner, empty when none matched.
+	Owner    string
+	Pending  int64
+	Idle     time.Duration
+	Inactive time.Duration
+	Verdict  Verdict
+	Reasons  []Reason
+}
+
+// Snapshot is the judged state of one target at one moment. It is immutable
+// once built and shared by everyone who reads the target.
+type Snapshot struct {
+	Target Target
+	// At is the local time the snapshot was built.
+	At            time.Time
+	ServerTime    time.Time
+	StreamMissing bool
+	GroupMissing  bool
+	// Consumers are sorted by name.
+	Consumers []ConsumerView
+	// LivePending is the pending entries held by Alive or Unknown consumers.
+	LivePending int64
+	// GhostPending is the pending entries held by Ghost consumers.
+	GhostPending   int64
+	UnknownPending int64
+	GhostConsumers int
+	// Lag is XINFO GROUPS lag or, when LagEstimated, the fallback estimate.
+	Lag             int64
+	LagEstimated    bool
+	LastDeliveredID string
+}
+
+// Build judges every consumer of an observation. It is pure.
+func Build(t Target, obs Observation, now time.Time) *Snapshot {
+	s := &Snapshot{
+		Target:          t,
+		At:              now,
+		ServerTime:      obs.ServerTime,
+		StreamMissing:   obs.StreamMissing,
+		GroupMissing:    obs.GroupMissing,
+		LastDeliveredID: obs.LastDeliveredID,
+		Lag:             obs.Lag,
+	}
+	if obs.StreamMissing || obs.GroupMissing {
+		s.Lag = 0
+		return s
+	}
+	if !obs.LagValid {
+		s.Lag, s.LagEstimated = obs.LagEstimate, true
+	}
+
+	listed := make(map[string]ConsumerObs, len(obs.Consumers))
+	names := make([]string, 0, len(obs.Consumers)+len(obs.PendingByConsumer))
+	for _, c := range obs.Consumers {
+		listed[c.Name] = c
+		names = append(names, c.Name)
+	}
+	for name := range obs.PendingByConsumer {
+		if _, ok := listed[name]; !ok {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+
+	s.Consumers = make([]ConsumerView, 0, len(names))
+	for _, name := range names {
+		c, ok := listed[name]
+		pending := obs.PendingByConsumer[name]
+		cv := ConsumerView{Name: name, Pending: pending, Idle: c.Idle, Inactive: c.Inactive}
+		if !ok {
+			cv.Inactive = -1
+		}
+		hb, owner := heartbeatFor(t.Spec, name, obs)
+		cv.Owner = owner
+		cv.Verdict, cv.Reasons = Judge(t.Spec, Evidence{Seen: c.Idle, Inactive: cv.Inactive, Listed: ok, Heartbeat: hb})
+		switch cv.Verdict {
+		case Ghost:
+			s.GhostPending += pending
+			s.GhostConsumers++
+		case Unknown:
+			s.UnknownPending += pending
+			s.LivePending += pending
+		default:
+			s.LivePending += pending
+		}
+		s.Consumers = append(s.Consumers, cv)
+	}
+	return s
+}
+
+// heartbeatFor finds the heartbeat evidence and the owner of one consumer.
+// With an {owner} pattern the longest owner candidate whose key exists
+// decides; with prefix matching that is also how the owner is known.
+func heartbeatFor(spec Spec, consumer string, obs Observation) (Heartbeat, string) {
+	noInfo := func(string) bool { return false }
+	owner, _ := spec.Owner.Resolve(consumer, noInfo)
+	if !spec.Heartbeat {
+		return Heartbeat{}, owner
+	}
+	keys := spec.HeartbeatKeys(consumer)
+	if len(keys) == 0 {
+		return Heartbeat{State: HeartbeatError, Err: "no owner matches the consumer name under ownerMatch " + spec.Owner.String()}, ""
+	}
+	if !spec.byOwner() {
+		return readHeartbeat(spec, keys[0], obs), owner
+	}
+	cands := spec.Owner.Candidates(consumer)
+	for i, key := range keys {
+		if hb := readHeartbeat(spec, key, obs); hb.State != HeartbeatMissing {
+			return hb, cands[i]
+		}
+	}
+	return readHeartbeat(spec, keys[0], obs), owner
+}
+
+func readHeartbeat(spec Spec, key string, obs Observation) Heartbeat {
+	r, ok := obs.Heartbeats[key]
+	switch {
+	case !ok:
+		return Heartbeat{State: HeartbeatUnread, Key: key}
+	case r.Err != nil:
+		return Heartbeat{State: HeartbeatError, Key: key, Err: r.Err.Error()}
+	case !r.Exists:
+		return Heartbeat{State: HeartbeatMissing, Key: key}
+	}
+	at, err := ParseHeartbeat(r.Value)
+	if err != nil {
+		return Heartbeat{State: HeartbeatError, Key: key, Err: err.Error()}
+	}
+	age := max(obs.ServerTime.Sub(at), 0)
+	if age > spec.HeartbeatMaxAge {
+		return Heartbeat{State: HeartbeatStale, Key: key, Age: age}
+	}
+	return Heartbeat{State: HeartbeatFresh, Key: key, Age: age}
+}

@@ -1,0 +1,178 @@
+package liveness
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Spec is how one target judges its consumers. It is a plain value so that
+// two requests with the same settings share one target.
+type Spec struct {
+	// Idle enables the idle source (XINFO CONSUMERS idle time).
+	Idle bool
+	// Heartbeat enables the heartbeat source.
+	Heartbeat bool
+	// GhostIdle is how long a consumer may go without a read attempt before
+	// the idle source calls it a ghost.
+	GhostIdle time.Duration
+	// HeartbeatKey is the key pattern, with {consumer} or {owner}.
+	HeartbeatKey string
+	// HeartbeatMaxAge is the age past which a heartbeat is stale.
+	HeartbeatMaxAge time.Duration
+	// Owner maps consumer names to owners.
+	Owner OwnerMatch
+}
+
+// String is a stable text form used as part of a target's identity.
+func (s Spec) String() string {
+	var src []string
+	if s.Idle {
+		src = append(src, string(SourceIdle))
+	}
+	if s.Heartbeat {
+		src = append(src, string(SourceHeartbeat))
+	}
+	return fmt.Sprintf("%s|%s|%s|%s|%s", strings.Join(src, ","), s.GhostIdle, s.HeartbeatKey, s.HeartbeatMaxAge, s.Owner)
+}
+
+func (s Spec) readGrace() time.Duration {
+	if s.Idle || !s.Heartbeat {
+		return s.GhostIdle
+	}
+	return s.HeartbeatMaxAge
+}
+
+// byOwner says the heartbeat key is per owner rather than per consumer.
+func (s Spec) byOwner() bool {
+	return strings.Contains(s.HeartbeatKey, "{owner}")
+}
+
+// Separators at which the prefix resolver cuts a consumer name.
+const prefixSeparators = "-_.:@/"
+
+// OwnerMatch maps a consumer name to the owner (process or pod) behind it.
+type OwnerMatch struct {
+	mode string // "exact", "prefix" or "regex"
+	re   *regexp.Regexp
+}
+
+// ParseOwnerMatch reads the ownerMatch metadata value: exact, prefix or
+// regex:<pattern with a (?P<owner>...) group>. Empty means exact.
+func ParseOwnerMatch(s string) (OwnerMatch, error) {
+	switch {
+	case s == "" || s == "exact":
+		return OwnerMatch{mode: "exact"}, nil
+	case s == "prefix":
+		return OwnerMatch{mode: "prefix"}, nil
+	case strings.HasPrefix(s, "regex:"):
+		re, err := regexp.Compile(strings.TrimPrefix(s, "regex:"))
+		if err != nil {
+			return OwnerMatch{}, fmt.Errorf("invalid regular expression: %w", err)
+		}
+		if re.SubexpIndex("owner") < 0 {
+			return OwnerMatch{}, errors.New("the regular expression needs a named group (?P<owner>...)")
+		}
+		return OwnerMatch{mode: "regex", re: re}, nil
+	default:
+		return OwnerMatch{}, fmt.Errorf("got %q", s)
+	}
+}
+
+func (m OwnerMatch) String() string {
+	if m.mode == "regex" {
+		return "regex:" + m.re.String()
+	}
+	if m.mode == "" {
+		return "exact"
+	}
+	return m.mode
+}
+
+// Candidates lists the owners a consumer name may belong to, most specific
+// first. Exact gives the name itself; prefix gives the name and each of its
+// prefixes cut at a separator (review-e-codex-0, review-e-codex, review-e,
+// review), so that the longest known owner wins; regex gives the owner group
+// of a match, or nothing.
+func (m OwnerMatch) Candidates(consumer string) []string {
+	switch m.mode {
+	case "prefix":
+		out := []string{consumer}
+		for i := len(consumer) - 1; i > 0; i-- {
+			if strings.IndexByte(prefixSeparators, consumer[i]) >= 0 && !strings.ContainsRune(prefixSeparators, rune(consumer[i-1])) {
+				out = append(out, consumer[:i])
+			}
+		}
+		return out
+	case "regex":
+		sub := m.re.FindStringSubmatch(consumer)
+		if sub == nil {
+			return nil
+		}
+		owner := sub[m.re.SubexpIndex("owner")]
+		if owner == "" {
+			return nil
+		}
+		return []string{owner}
+	default:
+		return []string{consumer}
+	}
+}
+
+// Resolve returns the owner of a consumer: the first candidate for which
+// known is true. For exact and regex matching every candidate is known.
+func (m OwnerMatch) Resolve(consumer string, known func(owner string) bool) (string, bool) {
+	for _, c := range m.Candidates(consumer) {
+		if m.mode != "prefix" || known(c) {
+			return c, true
+		}
+	}
+	return "", false
+}
+
+// HeartbeatKeys lists the heartbeat keys to read for a consumer, most
+// specific first. With {consumer} it is one key; with {owner} one key per
+// owner candidate, and the longest one that exists decides.
+func (s Spec) HeartbeatKeys(consumer string) []string {
+	if !s.Heartbeat {
+		return nil
+	}
+	if !s.byOwner() {
+		return []string{strings.ReplaceAll(s.HeartbeatKey, "{consumer}", consumer)}
+	}
+	cands := s.Owner.Candidates(consumer)
+	keys := make([]string, len(cands))
+	for i, c := range cands {
+		keys[i] = strings.ReplaceAll(s.HeartbeatKey, "{owner}", c)
+	}
+	return keys
+}
+
+// ParseHeartbeat reads a heartbeat value: a Unix time in seconds or in
+// milliseconds, integer or decimal. Values below 1e11 are seconds (1e11 s is
+// the year 5138; 1e11 ms is 1973).
+func ParseHeartbeat(v string) (time.Time, error) {
+	f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || f <= 0 {
+		return time.Time{}, fmt.Errorf("heartbeat value %q is not a positive Unix time in seconds or milliseconds", truncate(v, 64))
+	}
+	if f < 1e11 {
+		sec, frac := math.Modf(f)
+		return time.Unix(int64(sec), int64(frac*1e9)), nil
+	}
+	if f > 1e15 {
+		return time.Time{}, fmt.Errorf("heartbeat value %q is past any Unix time in milliseconds", truncate(v, 64))
+	}
+	return time.UnixMilli(int64(f)), nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}

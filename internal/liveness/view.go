@@ -1,0 +1,289 @@
+package liveness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Fetcher reads one target from Redis in one round trip. known lists the
+// consumers of the previous snapshot so their heartbeat keys can be read in
+// the same round trip.
+type Fetcher func(ctx context.Context, t Target, known []string) (Observation, error)
+
+// ErrTooManyTargets is returned when registering one more target would pass
+// Options.MaxTargets.
+var ErrTooManyTargets = errors.New("too many targets registered")
+
+// ViewOptions configures a View.
+type ViewOptions struct {
+	// RefreshInterval is how often each target is read in the background.
+	RefreshInterval time.Duration
+	// MaxAge is the oldest snapshot served without reading again.
+	MaxAge time.Duration
+	// FetchTimeout bounds one read of one target.
+	FetchTimeout time.Duration
+	// Expiry drops a target nobody asked about (and nobody watches) for this long.
+	Expiry time.Duration
+	// MaxTargets bounds the number of registered targets.
+	MaxTargets int
+	// Concurrency bounds the background reads running at once.
+	Concurrency int
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+	// OnRefresh, when set, is called after every read with its outcome.
+	OnRefresh func(t Target, s *Snapshot, err error, took time.Duration)
+	// OnExpire, when set, is called when a target is dropped.
+	OnExpire func(t Target)
+}
+
+// View holds the latest snapshot of every registered target and keeps it
+// fresh. It is safe for concurrent use.
+type View struct {
+	fetch Fetcher
+	opts  ViewOptions
+
+	mu      sync.Mutex
+	targets map[string]*entry
+}
+
+type entry struct {
+	target Target
+
+	mu        sync.Mutex
+	snap      *Snapshot
+	err       error
+	lastAsked time.Time
+	inflight  *call
+	subs      map[chan struct{}]struct{}
+}
+
+// call is one read in progress; waiters block on done.
+type call struct {
+	started time.Time
+	done    chan struct{}
+	snap    *Snapshot
+	err     error
+}
+
+// NewView returns a View reading through fetch.
+func NewView(fetch Fetcher, opts ViewOptions) *View {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Concurrency <= 0 {
+		opts.Concurrency = 32
+	}
+	return &View{fetch: fetch, opts: opts, targets: make(map[string]*entry)}
+}
+
+// Snapshot returns a snapshot of t no older than MaxAge, reading Redis when
+// the last one is older or failed. It registers t on first use. The error is
+// the read's: callers must not mistake it for an empty group.
+func (v *View) Snapshot(ctx context.Context, t Target) (*Snapshot, error) {
+	e, err := v.register(t)
+	if err != nil {
+		return nil, err
+	}
+	now := v.opts.Now()
+	e.mu.Lock()
+	e.lastAsked = now
+	snap, serr := e.snap, e.err
+	e.mu.Unlock()
+	if serr == nil && snap != nil && now.Sub(snap.At) <= v.opts.MaxAge {
+		return snap, nil
+	}
+	return v.refresh(ctx, e, time.Time{})
+}
+
+// Refresh reads t now and returns a snapshot whose read started no earlier
+// than the call: a caller woken by a new stream entry sees that entry.
+func (v *View) Refresh(ctx context.Context, t Target) (*Snapshot, error) {
+	e, err := v.register(t)
+	if err != nil {
+		return nil, err
+	}
+	return v.refresh(ctx, e, v.opts.Now())
+}
+
+// Subscribe returns a channel that receives a signal after every read of t,
+// and a function to stop. A subscribed target does not expire.
+func (v *View) Subscribe(t Target) (<-chan struct{}, func(), error) {
+	e, err := v.register(t)
+	if err != nil {
+		return nil, nil, err
+	}
+	ch := make(chan struct{}, 1)
+	e.mu.Lock()
+	e.subs[ch] = struct{}{}
+	e.mu.Unlock()
+	return ch, func() {
+		e.mu.Lock()
+		delete(e.subs, ch)
+		e.lastAsked = v.opts.Now()
+		e.mu.Unlock()
+	}, nil
+}
+
+// Latest returns every target's latest snapshot (nil where none yet) and
+// error, for diagnostics and metrics.
+func (v *View) Latest() []Latest {
+	v.mu.Lock()
+	entries := make([]*entry, 0, len(v.targets))
+	for _, e := range v.targets {
+		entries = append(entries, e)
+	}
+	v.mu.Unlock()
+	out := make([]Latest, 0, len(entries))
+	for _, e := range entries {
+		e.mu.Lock()
+		out = append(out, Latest{Target: e.target, Snapshot: e.snap, Err: e.err})
+		e.mu.Unlock()
+	}
+	return out
+}
+
+// Latest is one target's latest state.
+type Latest struct {
+	Target   Target
+	Snapshot *Snapshot
+	Err      error
+}
+
+// Run refreshes every target each RefreshInterval and expires unused ones,
+// until ctx ends.
+func (v *View) Run(ctx context.Context) error {
+	tick := time.NewTicker(v.opts.RefreshInterval)
+	defer tick.Stop()
+	sem := make(chan struct{}, v.opts.Concurrency)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		for _, e := range v.due(v.opts.Now()) {
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return nil
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				_, _ = v.refresh(ctx, e, time.Time{})
+			}()
+		}
+	}
+}
+
+// due expires unused targets and returns those whose snapshot is at least
+// one interval old (a read on request may have refreshed some already).
+func (v *View) due(now time.Time) []*entry {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	out := make([]*entry, 0, len(v.targets))
+	for key, e := range v.targets {
+		e.mu.Lock()
+		expired := len(e.subs) == 0 && now.Sub(e.lastAsked) > v.opts.Expiry
+		fresh := e.err == nil && e.snap != nil && now.Sub(e.snap.At) < v.opts.RefreshInterval*9/10
+		e.mu.Unlock()
+		switch {
+		case expired:
+			delete(v.targets, key)
+			if v.opts.OnExpire != nil {
+				v.opts.OnExpire(e.target)
+			}
+		case !fresh:
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func (v *View) register(t Target) (*entry, error) {
+	key := t.Key()
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if e, ok := v.targets[key]; ok {
+		return e, nil
+	}
+	if len(v.targets) >= v.opts.MaxTargets {
+		return nil, fmt.Errorf("%w (maxTargets %d)", ErrTooManyTargets, v.opts.MaxTargets)
+	}
+	e := &entry{target: t, lastAsked: v.opts.Now(), subs: make(map[chan struct{}]struct{})}
+	v.targets[key] = e
+	return e, nil
+}
+
+// refresh joins a read of e that started at or after notBefore, or starts
+// one. The read runs under its own timeout, detached from ctx, so one
+// impatient caller cannot fail the read for the others waiting on it.
+func (v *View) refresh(ctx context.Context, e *entry, notBefore time.Time) (*Snapshot, error) {
+	for {
+		e.mu.Lock()
+		c := e.inflight
+		if c == nil {
+			c = &call{started: v.opts.Now(), done: make(chan struct{})}
+			e.inflight = c
+			known := consumerNames(e.snap)
+			e.mu.Unlock()
+			go v.read(ctx, e, c, known)
+		} else {
+			e.mu.Unlock()
+		}
+		select {
+		case <-c.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if !c.started.Before(notBefore) {
+			return c.snap, c.err
+		}
+	}
+}
+
+func (v *View) read(ctx context.Context, e *entry, c *call, known []string) {
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), v.opts.FetchTimeout)
+	defer cancel()
+	obs, err := v.fetch(fctx, e.target, known)
+	now := v.opts.Now()
+	if err == nil {
+		c.snap = Build(e.target, obs, now)
+	} else {
+		c.err = err
+	}
+	e.mu.Lock()
+	if err == nil {
+		e.snap = c.snap
+	}
+	e.err = err
+	e.inflight = nil
+	for ch := range e.subs {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+	e.mu.Unlock()
+	close(c.done)
+	if v.opts.OnRefresh != nil {
+		v.opts.OnRefresh(e.target, c.snap, err, now.Sub(c.started))
+	}
+}
+
+func consumerNames(s *Snapshot) []string {
+	if s == nil {
+		return nil
+	}
+	names := make([]string, len(s.Consumers))
+	for i, c := range s.Consumers {
+		names[i] = c.Name
+	}
+	return names
+}

@@ -1,0 +1,268 @@
+package redistest
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+const (
+	// readyTimeout bounds how long a start or restart waits for PING.
+	readyTimeout = 10 * time.Second
+
+	// portAttempts is how many free ports a first start tries before giving
+	// up; another process can take a port between probing and binding it.
+	portAttempts = 5
+
+	// restartAttempts is how often a restart retries its fixed port while
+	// something else holds it.
+	restartAttempts = 20
+
+	logTailLines = 30
+)
+
+// errPortTaken reports that redis-server could not own its port.
+var errPortTaken = errors.New("port already in use")
+
+// process is one run of redis-server; done closes once it has exited.
+type process struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func (p *process) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (s *Server) startOnFreePort() error {
+	var err error
+	for range portAttempts {
+		s.port, err = freePort()
+		if err != nil {
+			return err
+		}
+		err = s.launch()
+		if !errors.Is(err, errPortTaken) {
+			return err
+		}
+	}
+	return fmt.Errorf("no free port after %d attempts: %w", portAttempts, err)
+}
+
+func (s *Server) restart() error {
+	s.mu.Lock()
+	closed := s.closed
+	if !closed {
+		s.stopLocked()
+	}
+	s.mu.Unlock()
+	if closed {
+		return errors.New("restart of a closed server")
+	}
+	var err error
+	for range restartAttempts {
+		err = s.launch()
+		if !errors.Is(err, errPortTaken) {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return err
+}
+
+// freePort asks the kernel for a free loopback port. It is released before
+// redis-server binds it, so callers retry on errPortTaken.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find free port: %w", err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	if err := l.Close(); err != nil {
+		return 0, fmt.Errorf("find free port: %w", err)
+	}
+	return port, nil
+}
+
+func (s *Server) args() []string {
+	args := []string{
+		"--port", strconv.Itoa(s.port),
+		"--bind", "127.0.0.1",
+		"--protected-mode", "no",
+		"--daemonize", "no",
+		"--dir", s.dir,
+		"--logfile", s.logPath(),
+		// No RDB snapshots, even with AOF: the AOF alone brings data back,
+		// and background saves would add forks and noise to chaos tests.
+		"--save", "",
+		// Lets tests use DEBUG SLEEP and friends from loopback.
+		"--enable-debug-command", "local",
+	}
+	if s.opts.AOF {
+		args = append(args, "--appendonly", "yes", "--appendfsync", "everysec")
+	}
+	return append(args, s.opts.Args...)
+}
+
+func (s *Server) logPath() string    { return filepath.Join(s.dir, "redis.log") }
+func (s *Server) outputPath() string { return filepath.Join(s.dir, "redis.stdout") }
+
+// launch runs redis-server once and waits until it is ready. It returns
+// errPortTaken when the port belongs to someone else.
+func (s *Server) launch() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return errors.New("start of a closed server")
+	}
+	logStart := fileSize(s.logPath())
+	out, err := os.Create(s.outputPath())
+	if err != nil {
+		return fmt.Errorf("create output file: %w", err)
+	}
+	defer func() { _ = out.Close() }() // the child holds its own copy
+
+	cmd := exec.Command(s.bin, s.args()...) //nolint:gosec // G204: redis-server from PATH, our own args
+	cmd.Stdout = out
+	cmd.Stderr = out
+	cmd.SysProcAttr = sysProcAttr()
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", s.bin, err)
+	}
+	p := &process{cmd: cmd, done: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		close(p.done)
+	}()
+	s.proc = p
+
+	if err := waitReady(s.Addr(), p); err != nil {
+		s.killLocked()
+		tail := s.logTail(logStart)
+		if errors.Is(err, errPortTaken) || strings.Contains(tail, "Address already in use") {
+			return fmt.Errorf("%s: %w", s.Addr(), errPortTaken)
+		}
+		return fmt.Errorf("redis-server on %s: %w\n--- log tail (%s) ---\n%s", s.Addr(), err, s.dir, tail)
+	}
+	return nil
+}
+
+// waitReady polls until the server answers PING, checking that the process
+// that answers is ours and not another server that won the port. It speaks
+// RESP directly: a go-redis pool backs off after failed dials, which would
+// slow down every start.
+func waitReady(addr string, p *process) error {
+	deadline := time.Now().Add(readyTimeout)
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		pid, err := probe(addr)
+		if err == nil {
+			if pid != p.cmd.Process.Pid {
+				return fmt.Errorf("answered by process %d, not ours: %w", pid, errPortTaken)
+			}
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no PING answer within %s: %w", readyTimeout, err)
+		}
+		select {
+		case <-p.done:
+			return fmt.Errorf("exited before answering PING: %s", p.cmd.ProcessState)
+		case <-tick.C:
+		}
+	}
+}
+
+// probe sends PING and INFO server on one connection and returns the
+// answering server's process id. It fails while the server is still loading
+// its AOF, since PING answers -LOADING then.
+func probe(addr string) (int, error) {
+	conn, err := net.DialTimeout("tcp", addr, 250*time.Millisecond)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = conn.Close() }()
+	if err := conn.SetDeadline(time.Now().Add(time.Second)); err != nil {
+		return 0, err
+	}
+	if _, err := io.WriteString(conn, "PING\r\nINFO server\r\n"); err != nil {
+		return 0, err
+	}
+	r := bufio.NewReader(conn)
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return 0, err
+	}
+	if line != "+PONG\r\n" {
+		return 0, fmt.Errorf("PING answered %q", strings.TrimSpace(line))
+	}
+	header, err := r.ReadString('\n')
+	if err != nil {
+		return 0, err
+	}
+	size, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(header, "$")))
+	if !strings.HasPrefix(header, "$") || err != nil {
+		return 0, fmt.Errorf("INFO answered %q", strings.TrimSpace(header))
+	}
+	info := make([]byte, size)
+	if _, err := io.ReadFull(r, info); err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(infoField(string(info), "process_id"))
+}
+
+func infoField(info, key string) string {
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(line, key+":"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+func fileSize(path string) int64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+// logTail returns the last lines this run wrote to redis.log, plus anything
+// redis-server printed before its log was open (such as config errors).
+func (s *Server) logTail(from int64) string {
+	var b strings.Builder
+	if out, err := os.ReadFile(s.outputPath()); err == nil && len(out) > 0 {
+		b.WriteString(lastLines(string(out), logTailLines))
+	}
+	logData, err := os.ReadFile(s.logPath())
+	if err == nil && int64(len(logData)) >= from {
+		b.WriteString(lastLines(string(logData[from:]), logTailLines))
+	}
+	if b.Len() == 0 {
+		return "(empty)"
+	}
+	return b.String()
+}
+
+func lastLines(text string, n int) string {
+	lines := strings.SplitAfter(strings.TrimRight(text, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "") + "\n"
+}

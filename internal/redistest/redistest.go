@@ -1,0 +1,242 @@
+// Package redistest runs real redis-server processes for tests, benchmarks
+// and demos. There are no mocks: every Server is a redis-server child process
+// listening on a free loopback port with its data in a private directory.
+//
+// A missing redis-server binary is a failure, never a skip, so CI cannot go
+// green without having exercised Redis.
+package redistest
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+const (
+	// binaryName is looked up on PATH.
+	binaryName = "redis-server"
+
+	// stopTimeout bounds a graceful stop before it falls back to SIGKILL.
+	stopTimeout = 10 * time.Second
+)
+
+// Options configures a Server. The zero value is an in-memory server without
+// persistence.
+type Options struct {
+	// AOF turns on the append-only file (appendfsync everysec) so data
+	// survives Kill, Stop and Restart.
+	AOF bool
+
+	// Args are extra redis-server directives appended after the defaults, so
+	// they override them, e.g. []string{"--maxmemory", "10mb"}.
+	Args []string
+}
+
+// Server is one redis-server process. Its port and data directory stay the
+// same across Kill/Stop and Restart. Methods are safe for concurrent use.
+type Server struct {
+	opts      Options
+	bin       string
+	dir       string
+	port      int
+	removeDir bool // StartProcess made dir; Close removes it.
+
+	mu     sync.Mutex
+	proc   *process
+	resume *time.Timer // pending SIGCONT from Pause
+	closed bool
+}
+
+// Start starts a redis-server on 127.0.0.1 with a free port and a data
+// directory under tb.TempDir, waits until it answers PING, and kills it when
+// the test ends. It fails the test, with the server's log tail, if the server
+// cannot start or redis-server is not installed.
+func Start(tb testing.TB, opts ...Options) *Server {
+	tb.Helper()
+	if len(opts) > 1 {
+		tb.Fatalf("redistest.Start: got %d Options, want at most 1", len(opts))
+	}
+	var o Options
+	if len(opts) == 1 {
+		o = opts[0]
+	}
+	bin, err := lookBinary()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s := &Server{opts: o, bin: bin, dir: tb.TempDir()}
+	// Registered after TempDir, so the process is gone before its
+	// directory is removed.
+	tb.Cleanup(s.Close)
+	if err := s.startOnFreePort(); err != nil {
+		tb.Fatalf("redistest: %v", err)
+	}
+	return s
+}
+
+// StartProcess is Start for code without a testing.TB, such as a demo or a
+// benchmark binary. The caller must Close the server, which also removes its
+// data directory.
+func StartProcess(opts Options) (*Server, error) {
+	bin, err := lookBinary()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "redistest-")
+	if err != nil {
+		return nil, fmt.Errorf("redistest: create data dir: %w", err)
+	}
+	s := &Server{opts: opts, bin: bin, dir: dir, removeDir: true}
+	if err := s.startOnFreePort(); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("redistest: %w", err)
+	}
+	return s, nil
+}
+
+func lookBinary() (string, error) {
+	bin, err := exec.LookPath(binaryName)
+	if err != nil {
+		return "", fmt.Errorf("redistest: %s not found on PATH (on Debian: apt-get install redis-server): %w", binaryName, err)
+	}
+	return bin, nil
+}
+
+// Addr returns the server's "127.0.0.1:PORT" address.
+func (s *Server) Addr() string {
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
+}
+
+// Dir returns the server's data directory (AOF files and redis.log).
+func (s *Server) Dir() string {
+	return s.dir
+}
+
+// Client returns a go-redis client for the server, closed when the test ends.
+// It keeps working across Restart because it redials.
+func (s *Server) Client(tb testing.TB) *redis.Client {
+	tb.Helper()
+	c := redis.NewClient(&redis.Options{Addr: s.Addr()})
+	tb.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// Kill sends SIGKILL and waits for the process to exit, as a crash would.
+// Without AOF all data is lost. With AOF, acknowledged writes survive: Redis
+// appends them to the file before replying, and the file outlives the
+// process (appendfsync only matters when the machine itself crashes).
+func (s *Server) Kill() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.killLocked()
+}
+
+// Stop shuts the server down gracefully with SIGTERM, as SHUTDOWN would, and
+// waits for it to exit. It falls back to SIGKILL after 10s.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopLocked()
+}
+
+// Restart starts the server again on the same port and data directory, so
+// AOF data comes back, and waits until it answers PING. A server that is
+// still running is stopped gracefully first.
+func (s *Server) Restart(tb testing.TB) {
+	tb.Helper()
+	if err := s.restart(); err != nil {
+		tb.Fatalf("redistest: %v", err)
+	}
+}
+
+// Pause freezes the server with SIGSTOP to simulate a hung Redis: it keeps
+// its connections but answers nothing. It resumes by itself after d, or on
+// Resume. Pause does not block.
+func (s *Server) Pause(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil || s.proc.exited() {
+		return
+	}
+	s.cancelResumeLocked()
+	_ = s.proc.cmd.Process.Signal(syscall.SIGSTOP)
+	var t *time.Timer
+	t = time.AfterFunc(d, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		// A later Pause or Resume replaced this timer after it fired.
+		if s.resume == t {
+			s.resumeLocked()
+		}
+	})
+	s.resume = t
+}
+
+// Resume continues a paused server at once.
+func (s *Server) Resume() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.resumeLocked()
+}
+
+func (s *Server) resumeLocked() {
+	s.cancelResumeLocked()
+	if s.proc != nil && !s.proc.exited() {
+		_ = s.proc.cmd.Process.Signal(syscall.SIGCONT)
+	}
+}
+
+// Close kills the server and, for StartProcess servers, removes its data
+// directory. Close is idempotent; a closed server cannot be restarted.
+func (s *Server) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	s.closed = true
+	s.killLocked()
+	if s.removeDir {
+		_ = os.RemoveAll(s.dir)
+	}
+}
+
+func (s *Server) killLocked() {
+	s.cancelResumeLocked()
+	if s.proc == nil {
+		return
+	}
+	// SIGKILL also ends a stopped process, so no SIGCONT is needed.
+	_ = s.proc.cmd.Process.Signal(syscall.SIGKILL)
+	<-s.proc.done
+}
+
+func (s *Server) stopLocked() {
+	s.cancelResumeLocked()
+	if s.proc == nil || s.proc.exited() {
+		return
+	}
+	_ = s.proc.cmd.Process.Signal(syscall.SIGTERM)
+	// A paused server handles SIGTERM only once it runs again.
+	_ = s.proc.cmd.Process.Signal(syscall.SIGCONT)
+	select {
+	case <-s.proc.done:
+	case <-time.After(stopTimeout):
+		s.killLocked()
+	}
+}
+
+func (s *Server) cancelResumeLocked() {
+	if s.resume != nil {
+		s.resume.Stop()
+		s.resume = nil
+	}
+}

@@ -1,0 +1,184 @@
+package redisx
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/pelwarden/pelwarden/internal/liveness"
+)
+
+// lagEstimateScript counts the entries after the group's last-delivered-id,
+// up to a cap, without sending them over the wire. It runs only when XINFO
+// GROUPS answers a NULL lag (deletions inside the unread range).
+var lagEstimateScript = redis.NewScript(`
+local r = redis.call('XRANGE', KEYS[1], '(' .. ARGV[1], '+', 'COUNT', ARGV[2])
+return #r
+`)
+
+// Reader reads targets over the configured connections.
+type Reader struct {
+	Conns *Conns
+	// LagEstimateCap bounds the fallback count when lag is NULL.
+	LagEstimateCap int64
+}
+
+// Fetch reads one target. In steady state that is one pipelined round trip:
+// TIME, XINFO GROUPS, XINFO CONSUMERS, the XPENDING summary and a GET of the
+// heartbeat key of every known consumer. A second round trip happens only
+// when a consumer appeared whose heartbeat was not read, or when the lag is
+// NULL and must be estimated.
+func (r *Reader) Fetch(ctx context.Context, t liveness.Target, known []string) (liveness.Observation, error) {
+	c, ok := r.Conns.Get(t.Conn)
+	if !ok {
+		return liveness.Observation{}, fmt.Errorf("no redis connection named %q", t.Conn)
+	}
+	var obs liveness.Observation
+	hbKeys := heartbeatKeys(t.Spec, known, nil)
+
+	pipe := c.Pipeline()
+	timeCmd := pipe.Time(ctx)
+	groupsCmd := pipe.XInfoGroups(ctx, t.Stream)
+	consumersCmd := pipe.XInfoConsumers(ctx, t.Stream, t.Group)
+	pendingCmd := pipe.XPending(ctx, t.Stream, t.Group)
+	hbCmds := queueGets(ctx, pipe, hbKeys)
+	_, _ = pipe.Exec(ctx) // errors are read per command below
+
+	now, err := timeCmd.Result()
+	if err != nil {
+		return obs, fmt.Errorf("read %s: %w", t, err)
+	}
+	obs.ServerTime = now
+
+	groups, err := groupsCmd.Result()
+	switch {
+	case isNoSuchKey(err):
+		obs.StreamMissing = true
+		return obs, nil
+	case err != nil:
+		return obs, fmt.Errorf("XINFO GROUPS %s: %w", t.Stream, err)
+	}
+	found := false
+	for _, g := range groups {
+		if g.Name == t.Group {
+			found = true
+			obs.LastDeliveredID = g.LastDeliveredID
+			obs.Lag, obs.LagValid = g.Lag, g.Lag >= 0
+		}
+	}
+	if !found {
+		obs.GroupMissing = true
+		return obs, nil
+	}
+
+	consumers, err := consumersCmd.Result()
+	if err != nil {
+		if isNoGroup(err) || isNoSuchKey(err) {
+			obs.GroupMissing = true
+			return obs, nil
+		}
+		return obs, fmt.Errorf("XINFO CONSUMERS %s %s: %w", t.Stream, t.Group, err)
+	}
+	obs.Consumers = make([]liveness.ConsumerObs, len(consumers))
+	for i, cs := range consumers {
+		inactive := time.Duration(-1)
+		if cs.Inactive > 0 || (cs.Inactive == 0 && cs.Idle == 0) {
+			inactive = cs.Inactive
+		}
+		obs.Consumers[i] = liveness.ConsumerObs{Name: cs.Name, Pending: cs.Pending, Idle: cs.Idle, Inactive: inactive}
+	}
+
+	pending, err := pendingCmd.Result()
+	if err != nil {
+		if isNoGroup(err) {
+			obs.GroupMissing = true
+			return obs, nil
+		}
+		return obs, fmt.Errorf("XPENDING %s %s: %w", t.Stream, t.Group, err)
+	}
+	obs.PendingByConsumer = pending.Consumers
+
+	obs.Heartbeats = make(map[string]liveness.HeartbeatObs, len(hbKeys))
+	collectGets(hbCmds, obs.Heartbeats)
+
+	if err := r.second(ctx, c, t, &obs); err != nil {
+		return obs, err
+	}
+	return obs, nil
+}
+
+// second reads what the first round trip could not know to ask for.
+func (r *Reader) second(ctx context.Context, c *redis.Client, t liveness.Target, obs *liveness.Observation) error {
+	names := make([]string, 0, len(obs.Consumers)+len(obs.PendingByConsumer))
+	for _, cs := range obs.Consumers {
+		names = append(names, cs.Name)
+	}
+	for name := range obs.PendingByConsumer {
+		names = append(names, name)
+	}
+	missing := heartbeatKeys(t.Spec, names, obs.Heartbeats)
+	if len(missing) == 0 && obs.LagValid {
+		return nil
+	}
+	pipe := c.Pipeline()
+	cmds := queueGets(ctx, pipe, missing)
+	var lagCmd *redis.Cmd
+	if !obs.LagValid {
+		lagCmd = lagEstimateScript.Eval(ctx, pipe, []string{t.Stream}, obs.LastDeliveredID, r.LagEstimateCap)
+	}
+	_, _ = pipe.Exec(ctx)
+	collectGets(cmds, obs.Heartbeats)
+	if lagCmd != nil {
+		n, err := lagCmd.Int64()
+		if err != nil {
+			return fmt.Errorf("estimate lag of %s: %w", t, err)
+		}
+		obs.LagEstimate, obs.LagEstimateCapped = n, n >= r.LagEstimateCap
+	}
+	return nil
+}
+
+// heartbeatKeys lists the heartbeat keys of consumers, leaving out the ones
+// already in have.
+func heartbeatKeys(spec liveness.Spec, consumers []string, have map[string]liveness.HeartbeatObs) []string {
+	if !spec.Heartbeat {
+		return nil
+	}
+	seen := make(map[string]bool)
+	var keys []string
+	for _, name := range consumers {
+		for _, k := range spec.HeartbeatKeys(name) {
+			if _, ok := have[k]; ok || seen[k] {
+				continue
+			}
+			seen[k] = true
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+func queueGets(ctx context.Context, pipe redis.Pipeliner, keys []string) map[string]*redis.StringCmd {
+	cmds := make(map[string]*redis.StringCmd, len(keys))
+	for _, k := range keys {
+		cmds[k] = pipe.Get(ctx, k)
+	}
+	return cmds
+}
+
+func collectGets(cmds map[string]*redis.StringCmd, into map[string]liveness.HeartbeatObs) {
+	for k, cmd := range cmds {
+		v, err := cmd.Result()
+		switch {
+		case errors.Is(err, redis.Nil):
+			into[k] = liveness.HeartbeatObs{}
+		case err != nil:
+			into[k] = liveness.HeartbeatObs{Err: err}
+		default:
+			into[k] = liveness.HeartbeatObs{Value: v, Exists: true}
+		}
+	}
+}

@@ -1,0 +1,218 @@
+package scaler
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pelwarden/pelwarden/internal/liveness"
+	"github.com/pelwarden/pelwarden/internal/policy"
+)
+
+// Defaults for metadata a trigger leaves out.
+const (
+	// DefaultConn is the connection a trigger without `redis` uses.
+	DefaultConn = "default"
+	// DefaultPendingEntriesCount matches KEDA's redis-streams scaler, so a
+	// moved ScaledObject scales the same.
+	DefaultPendingEntriesCount = 5
+	// DefaultGhostIdleSeconds: five minutes without a read attempt. Workers
+	// call XREADGROUP at least every BLOCK timeout, so only a stuck or dead
+	// process stays this quiet; long jobs need heartbeats.
+	DefaultGhostIdleSeconds = 300
+	// DefaultHeartbeatMaxAgeSeconds: three missed beats of a 10 s heartbeat.
+	DefaultHeartbeatMaxAgeSeconds = 30
+	maxSeconds                    = 366 * 24 * 3600
+	maxNameLen                    = 1024
+)
+
+// Request is a trigger's metadata, parsed and checked.
+type Request struct {
+	Target liveness.Target
+	Metric policy.Metric
+	// TargetValue is the per-replica target of the metric.
+	TargetValue float64
+	// Activation is the threshold above which the target is active.
+	Activation float64
+	// MetricName is the name reported in GetMetricSpec and GetMetrics.
+	MetricName string
+}
+
+// MetadataError names the metadata key that is wrong and what it accepts.
+type MetadataError struct {
+	Key      string
+	Accepted string
+	Got      string
+}
+
+func (e *MetadataError) Error() string {
+	if e.Got == "" {
+		return fmt.Sprintf("metadata %q: %s", e.Key, e.Accepted)
+	}
+	return fmt.Sprintf("metadata %q: %s, got %q", e.Key, e.Accepted, truncate(e.Got, 80))
+}
+
+// ParseMetadata reads trigger metadata. Keys it does not know are ignored,
+// because KEDA forwards every trigger key (scalerAddress among them).
+// conns lists the configured Redis connection names.
+func ParseMetadata(md map[string]string, conns []string) (Request, error) {
+	var r Request
+	conn := md["redis"]
+	if conn == "" {
+		conn = DefaultConn
+	}
+	if !slices.Contains(conns, conn) {
+		return r, &MetadataError{Key: "redis", Accepted: "must name a configured Redis connection (" + strings.Join(conns, ", ") + ")", Got: conn}
+	}
+	stream, err := requiredName(md, "stream")
+	if err != nil {
+		return r, err
+	}
+	group, err := requiredName(md, "consumerGroup")
+	if err != nil {
+		return r, err
+	}
+	r.Metric, r.TargetValue, err = parseMetric(md)
+	if err != nil {
+		return r, err
+	}
+	for _, m := range []policy.Metric{policy.Pending, policy.Lag, policy.Backlog} {
+		if _, ok := md[m.ActivationKey()]; ok && m != r.Metric {
+			return r, &MetadataError{Key: m.ActivationKey(), Accepted: fmt.Sprintf("applies to %s; with %s use %s", m.Key(), r.Metric.Key(), r.Metric.ActivationKey())}
+		}
+	}
+	if r.Activation, err = number(md, r.Metric.ActivationKey(), 0, false); err != nil {
+		return r, err
+	}
+	spec, err := parseSpec(md)
+	if err != nil {
+		return r, err
+	}
+	r.Target = liveness.Target{Conn: conn, Stream: stream, Group: group, Spec: spec}
+	r.MetricName = metricName(conn, stream, group)
+	return r, nil
+}
+
+func parseMetric(md map[string]string) (policy.Metric, float64, error) {
+	var set []policy.Metric
+	for _, m := range []policy.Metric{policy.Pending, policy.Lag, policy.Backlog} {
+		if _, ok := md[m.Key()]; ok {
+			set = append(set, m)
+		}
+	}
+	switch len(set) {
+	case 0:
+		return policy.Pending, DefaultPendingEntriesCount, nil
+	case 1:
+		v, err := number(md, set[0].Key(), 0, true)
+		return set[0], v, err
+	default:
+		return 0, 0, &MetadataError{Key: set[1].Key(), Accepted: "set only one of pendingEntriesCount, lagCount, backlogCount"}
+	}
+}
+
+func parseSpec(md map[string]string) (liveness.Spec, error) {
+	var s liveness.Spec
+	sources := md["liveness"]
+	if sources == "" {
+		sources = string(liveness.SourceIdle)
+	}
+	for _, part := range strings.Split(sources, ",") {
+		switch liveness.Source(strings.TrimSpace(part)) {
+		case liveness.SourceIdle:
+			s.Idle = true
+		case liveness.SourceHeartbeat:
+			s.Heartbeat = true
+		default:
+			return s, &MetadataError{Key: "liveness", Accepted: "must be a comma list of idle, heartbeat", Got: sources}
+		}
+	}
+	var err error
+	if s.GhostIdle, err = seconds(md, "ghostIdleSeconds", DefaultGhostIdleSeconds); err != nil {
+		return s, err
+	}
+	if s.HeartbeatMaxAge, err = seconds(md, "heartbeatMaxAgeSeconds", DefaultHeartbeatMaxAgeSeconds); err != nil {
+		return s, err
+	}
+	if s.Owner, err = liveness.ParseOwnerMatch(md["ownerMatch"]); err != nil {
+		return s, &MetadataError{Key: "ownerMatch", Accepted: "must be exact, prefix or regex:<pattern with (?P<owner>...)> (" + err.Error() + ")", Got: md["ownerMatch"]}
+	}
+	s.HeartbeatKey = md["heartbeatKey"]
+	hasConsumer := strings.Contains(s.HeartbeatKey, "{consumer}")
+	hasOwner := strings.Contains(s.HeartbeatKey, "{owner}")
+	switch {
+	case s.Heartbeat && hasConsumer == hasOwner:
+		return s, &MetadataError{Key: "heartbeatKey", Accepted: "required with liveness heartbeat: a key pattern with exactly one of {consumer} or {owner}", Got: s.HeartbeatKey}
+	case !s.Heartbeat && s.HeartbeatKey != "":
+		return s, &MetadataError{Key: "heartbeatKey", Accepted: "is used only when liveness includes heartbeat", Got: s.HeartbeatKey}
+	case len(s.HeartbeatKey) > maxNameLen:
+		return s, &MetadataError{Key: "heartbeatKey", Accepted: fmt.Sprintf("must be at most %d bytes", maxNameLen)}
+	}
+	return s, nil
+}
+
+func requiredName(md map[string]string, key string) (string, error) {
+	v := md[key]
+	switch {
+	case v == "":
+		return "", &MetadataError{Key: key, Accepted: "is required"}
+	case len(v) > maxNameLen:
+		return "", &MetadataError{Key: key, Accepted: fmt.Sprintf("must be at most %d bytes", maxNameLen)}
+	}
+	return v, nil
+}
+
+// number parses a non-negative (or, with positive, strictly positive)
+// decimal; a missing key gives def.
+func number(md map[string]string, key string, def float64, positive bool) (float64, error) {
+	raw, ok := md[key]
+	if !ok {
+		return def, nil
+	}
+	v, err := strconv.ParseFloat(strings.TrimSpace(raw), 64)
+	bad := err != nil || math.IsNaN(v) || math.IsInf(v, 0) || v < 0 || v > math.MaxInt64/2 || (positive && v == 0)
+	if bad {
+		accepted := "must be a number >= 0"
+		if positive {
+			accepted = "must be a number > 0"
+		}
+		return 0, &MetadataError{Key: key, Accepted: accepted, Got: raw}
+	}
+	return v, nil
+}
+
+func seconds(md map[string]string, key string, def float64) (time.Duration, error) {
+	v, err := number(md, key, def, true)
+	if err != nil || v > maxSeconds {
+		return 0, &MetadataError{Key: key, Accepted: fmt.Sprintf("must be a number of seconds > 0 and <= %d", maxSeconds), Got: md[key]}
+	}
+	return time.Duration(v * float64(time.Second)), nil
+}
+
+// metricName is a lowercase name of letters, digits and dashes, as
+// Kubernetes metric names want.
+func metricName(conn, stream, group string) string {
+	var b strings.Builder
+	b.WriteString("pelwarden")
+	for _, part := range []string{conn, stream, group} {
+		b.WriteByte('-')
+		for _, r := range strings.ToLower(part) {
+			if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
+				b.WriteRune(r)
+			} else {
+				b.WriteByte('-')
+			}
+		}
+	}
+	return truncate(b.String(), 200)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}

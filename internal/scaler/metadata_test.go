@@ -1,0 +1,130 @@
+package scaler
+
+import (
+	"errors"
+	"maps"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pelwarden/pelwarden/internal/policy"
+)
+
+var testConns = []string{"default", "orders"}
+
+func base(kv ...string) map[string]string {
+	md := map[string]string{"stream": "jobs", "consumerGroup": "workers", "scalerAddress": "pelwarden:9090"}
+	for i := 0; i+1 < len(kv); i += 2 {
+		md[kv[i]] = kv[i+1]
+	}
+	return md
+}
+
+func TestParseMetadataDefaultsMatchKEDAsRedisStreamsScaler(t *testing.T) {
+	t.Parallel()
+	r, err := ParseMetadata(base(), testConns)
+	require.NoError(t, err)
+	require.Equal(t, "default", r.Target.Conn)
+	require.Equal(t, policy.Pending, r.Metric)
+	require.InDelta(t, 5.0, r.TargetValue, 0)
+	require.Zero(t, r.Activation)
+	require.True(t, r.Target.Spec.Idle)
+	require.False(t, r.Target.Spec.Heartbeat)
+	require.Equal(t, 300*time.Second, r.Target.Spec.GhostIdle)
+	require.Equal(t, "pelwarden-default-jobs-workers", r.MetricName)
+}
+
+func TestParseMetadataReadsEveryKey(t *testing.T) {
+	t.Parallel()
+	r, err := ParseMetadata(base(
+		"redis", "orders", "backlogCount", "12.5", "activationBacklogCount", "3",
+		"liveness", "idle, heartbeat", "ghostIdleSeconds", "90", "heartbeatKey", "hb:{owner}",
+		"heartbeatMaxAgeSeconds", "7.5", "ownerMatch", "prefix", "someFutureKey", "x",
+	), testConns)
+	require.NoError(t, err)
+	require.Equal(t, "orders", r.Target.Conn)
+	require.Equal(t, policy.Backlog, r.Metric)
+	require.InDelta(t, 12.5, r.TargetValue, 0)
+	require.InDelta(t, 3.0, r.Activation, 0)
+	require.True(t, r.Target.Spec.Idle && r.Target.Spec.Heartbeat)
+	require.Equal(t, 90*time.Second, r.Target.Spec.GhostIdle)
+	require.Equal(t, 7500*time.Millisecond, r.Target.Spec.HeartbeatMaxAge)
+	require.Equal(t, "prefix", r.Target.Spec.Owner.String())
+}
+
+func TestParseMetadataNamesTheBadKey(t *testing.T) {
+	t.Parallel()
+	cases := map[string]struct {
+		md      map[string]string
+		key     string
+		mention string
+	}{
+		"missing stream":                {md: map[string]string{"consumerGroup": "g"}, key: "stream", mention: "required"},
+		"missing group":                 {md: map[string]string{"stream": "s"}, key: "consumerGroup", mention: "required"},
+		"unknown connection":            {md: base("redis", "nope"), key: "redis", mention: "default, orders"},
+		"non-numeric target":            {md: base("pendingEntriesCount", "five"), key: "pendingEntriesCount", mention: "> 0"},
+		"zero target":                   {md: base("lagCount", "0"), key: "lagCount", mention: "> 0"},
+		"negative activation":           {md: base("activationPendingEntriesCount", "-1"), key: "activationPendingEntriesCount", mention: ">= 0"},
+		"two metrics":                   {md: base("pendingEntriesCount", "5", "lagCount", "5"), key: "lagCount", mention: "only one"},
+		"activation of another metric":  {md: base("lagCount", "5", "activationPendingEntriesCount", "1"), key: "activationPendingEntriesCount", mention: "activationLagCount"},
+		"unknown liveness source":       {md: base("liveness", "idle,psychic"), key: "liveness", mention: "idle, heartbeat"},
+		"kubernetes not in this build":  {md: base("liveness", "kubernetes"), key: "liveness", mention: "idle, heartbeat"},
+		"heartbeat without a key":       {md: base("liveness", "heartbeat"), key: "heartbeatKey", mention: "{consumer}"},
+		"heartbeat key with both":       {md: base("liveness", "heartbeat", "heartbeatKey", "{owner}:{consumer}"), key: "heartbeatKey", mention: "exactly one"},
+		"heartbeat key without source":  {md: base("heartbeatKey", "hb:{consumer}"), key: "heartbeatKey", mention: "only when"},
+		"ghost idle not a number":       {md: base("ghostIdleSeconds", "5m"), key: "ghostIdleSeconds", mention: "seconds"},
+		"ghost idle zero":               {md: base("ghostIdleSeconds", "0"), key: "ghostIdleSeconds", mention: "> 0"},
+		"heartbeat max age over a year": {md: base("heartbeatMaxAgeSeconds", "1e12"), key: "heartbeatMaxAgeSeconds", mention: "<= 31622400"},
+		"bad owner match":               {md: base("ownerMatch", "fuzzy"), key: "ownerMatch", mention: "exact, prefix or regex"},
+		"regex without owner group":     {md: base("ownerMatch", "regex:^(.*)$"), key: "ownerMatch", mention: "(?P<owner>"},
+		"stream name too long":          {md: base("stream", strings.Repeat("s", 2000)), key: "stream", mention: "at most"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			in := maps.Clone(tc.md)
+			_, err := ParseMetadata(tc.md, testConns)
+			require.Error(t, err)
+			var me *MetadataError
+			require.True(t, errors.As(err, &me), "error %v is a MetadataError", err)
+			require.Equal(t, tc.key, me.Key, "error: %v", err)
+			require.Contains(t, err.Error(), tc.mention)
+			require.Equal(t, in, tc.md, "parsing does not change its input")
+		})
+	}
+}
+
+// FuzzParseMetadata checks that no metadata makes the parser panic, that a
+// failure always names a key, and that an accepted request is usable.
+func FuzzParseMetadata(f *testing.F) {
+	f.Add("jobs", "workers", "pendingEntriesCount", "5", "idle", "", "", "300")
+	f.Add("jobs", "workers", "lagCount", "1e3", "heartbeat", "hb:{consumer}", "exact", "30")
+	f.Add("s", "g", "backlogCount", "0.5", "idle,heartbeat", "hb:{owner}", "prefix", "1")
+	f.Add("s", "g", "activationLagCount", "-1", "kubernetes", "{owner}{consumer}", "regex:(?P<owner>", "NaN")
+	f.Add("", "", "pendingEntriesCount", "+Inf", ",", "", "regex:^(?P<owner>.+)-\\d+$", "1e400")
+	f.Fuzz(func(t *testing.T, stream, group, metricKey, metricValue, sources, hbKey, ownerMatch, ghostIdle string) {
+		md := map[string]string{
+			"stream": stream, "consumerGroup": group, metricKey: metricValue,
+			"liveness": sources, "heartbeatKey": hbKey, "ownerMatch": ownerMatch, "ghostIdleSeconds": ghostIdle,
+		}
+		r, err := ParseMetadata(md, testConns)
+		if err != nil {
+			var me *MetadataError
+			if !errors.As(err, &me) || me.Key == "" {
+				t.Fatalf("error %v does not name a key", err)
+			}
+			return
+		}
+		if r.TargetValue <= 0 || r.Activation < 0 || r.Target.Stream == "" || r.Target.Group == "" {
+			t.Fatalf("accepted an unusable request: %+v", r)
+		}
+		if r.Target.Spec.GhostIdle <= 0 || r.Target.Spec.HeartbeatMaxAge <= 0 {
+			t.Fatalf("accepted a non-positive duration: %+v", r.Target.Spec)
+		}
+		for _, c := range []string{"a", "b-0", ""} {
+			_ = r.Target.Spec.HeartbeatKeys(c)
+		}
+	})
+}

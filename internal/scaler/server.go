@@ -1,0 +1,228 @@
+// Package scaler serves KEDA's ExternalScaler contract from the shared
+// liveness view: the numbers it reports leave out ghost-held entries.
+package scaler
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/kedacore/keda/v2/pkg/scalers/externalscaler"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/pelwarden/pelwarden/internal/liveness"
+	"github.com/pelwarden/pelwarden/internal/policy"
+)
+
+// ArmFunc returns a channel closed when a new entry lands on a stream of a
+// connection, and a function to disarm it.
+type ArmFunc func(ctx context.Context, conn, stream string) (<-chan struct{}, func(), error)
+
+// Options configures a Server.
+type Options struct {
+	// Conns lists the configured Redis connection names a trigger may use.
+	Conns []string
+	// RequestTimeout is pelwarden's own deadline for reaching Redis; KEDA
+	// sets none.
+	RequestTimeout time.Duration
+	// ResendInterval is how often StreamIsActive repeats its answer.
+	ResendInterval time.Duration
+	// Arm wakes StreamIsActive on a new entry; nil falls back to the view's
+	// background refresh.
+	Arm ArmFunc
+	// Reported, when set, is told every value GetMetrics reports.
+	Reported func(r Request, value int64)
+	Log      *slog.Logger
+}
+
+// Server implements externalscaler.ExternalScalerServer.
+type Server struct {
+	externalscaler.UnimplementedExternalScalerServer
+	view *liveness.View
+	opts Options
+}
+
+// New returns a Server reading from view.
+func New(view *liveness.View, opts Options) *Server {
+	return &Server{view: view, opts: opts}
+}
+
+// GetMetricSpec reports the metric and its per-replica target. It needs no
+// Redis: the target comes from metadata.
+func (s *Server) GetMetricSpec(_ context.Context, ref *externalscaler.ScaledObjectRef) (*externalscaler.GetMetricSpecResponse, error) {
+	r, err := s.parse(ref)
+	if err != nil {
+		return nil, err
+	}
+	return metricSpec(r), nil
+}
+
+// GetMetrics reports the metric value from the target's snapshot. A Redis
+// failure is Unavailable, never a zero that would scale workers away.
+func (s *Server) GetMetrics(ctx context.Context, req *externalscaler.GetMetricsRequest) (*externalscaler.GetMetricsResponse, error) {
+	r, err := s.parse(req.GetScaledObjectRef())
+	if err != nil {
+		return nil, err
+	}
+	snap, err := s.snapshot(ctx, r, false)
+	if err != nil {
+		return nil, err
+	}
+	v := policy.Value(r.Metric, snap)
+	if s.opts.Reported != nil {
+		s.opts.Reported(r, v)
+	}
+	name := req.GetMetricName()
+	if name == "" {
+		name = r.MetricName
+	}
+	return &externalscaler.GetMetricsResponse{MetricValues: []*externalscaler.MetricValue{{
+		MetricName: name, MetricValue: v, MetricValueFloat: float64(v),
+	}}}, nil
+}
+
+// IsActive answers from the same snapshot GetMetrics used on this poll.
+func (s *Server) IsActive(ctx context.Context, ref *externalscaler.ScaledObjectRef) (*externalscaler.IsActiveResponse, error) {
+	r, err := s.parse(ref)
+	if err != nil {
+		return nil, err
+	}
+	snap, err := s.snapshot(ctx, r, false)
+	if err != nil {
+		return nil, err
+	}
+	return &externalscaler.IsActiveResponse{Result: policy.Active(policy.Value(r.Metric, snap), r.Activation)}, nil
+}
+
+// StreamIsActive pushes the activity of a target: at once when the stream
+// is opened, as soon as it changes, and again every ResendInterval. While
+// the answer is false a waker is armed on the stream, so the first XADD is
+// seen within a round trip instead of at the next refresh.
+func (s *Server) StreamIsActive(ref *externalscaler.ScaledObjectRef, stream grpc.ServerStreamingServer[externalscaler.IsActiveResponse]) error {
+	r, err := s.parse(ref)
+	if err != nil {
+		return err
+	}
+	ctx := stream.Context()
+	updates, unsubscribe, err := s.view.Subscribe(r.Target)
+	if err != nil {
+		return toStatus(err)
+	}
+	defer unsubscribe()
+	resend := time.NewTicker(s.opts.ResendInterval)
+	defer resend.Stop()
+
+	var wake <-chan struct{}
+	disarm := func() {}
+	defer func() { disarm() }()
+
+	var sent, last bool
+	readNow, force := true, true
+	for {
+		snap, err := s.snapshot(ctx, r, readNow)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		active := policy.Active(policy.Value(r.Metric, snap), r.Activation)
+		if force || !sent || active != last {
+			if err := stream.Send(&externalscaler.IsActiveResponse{Result: active}); err != nil {
+				return err
+			}
+			sent, last = true, active
+		}
+		switch {
+		case active && wake != nil:
+			disarm()
+			wake, disarm = nil, func() {}
+		case !active && wake == nil && s.opts.Arm != nil:
+			// Arm, then read once more: an entry added between the read
+			// above and the arming cannot slip by.
+			if ch, stop, err := s.opts.Arm(ctx, r.Target.Conn, r.Target.Stream); err == nil {
+				wake, disarm = ch, stop
+				readNow, force = true, false
+				continue
+			}
+		}
+		readNow, force = false, false
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-wake:
+			disarm()
+			wake, disarm, readNow = nil, func() {}, true
+		case <-updates:
+		case <-resend.C:
+			force = true
+		}
+	}
+}
+
+// StreamMetricSpec sends the metric spec once: it derives from metadata
+// alone, so it never changes while the stream is open.
+func (s *Server) StreamMetricSpec(ref *externalscaler.ScaledObjectRef, stream grpc.ServerStreamingServer[externalscaler.GetMetricSpecResponse]) error {
+	r, err := s.parse(ref)
+	if err != nil {
+		return err
+	}
+	if err := stream.Send(metricSpec(r)); err != nil {
+		return err
+	}
+	<-stream.Context().Done()
+	return nil
+}
+
+func (s *Server) parse(ref *externalscaler.ScaledObjectRef) (Request, error) {
+	if ref == nil {
+		return Request{}, status.Error(codes.InvalidArgument, "scaledObjectRef is required")
+	}
+	r, err := ParseMetadata(ref.GetScalerMetadata(), s.opts.Conns)
+	if err != nil {
+		return r, status.Error(codes.InvalidArgument, err.Error())
+	}
+	return r, nil
+}
+
+// snapshot reads the target under pelwarden's own deadline; readNow forces
+// a read that starts after the call.
+func (s *Server) snapshot(ctx context.Context, r Request, readNow bool) (*liveness.Snapshot, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.opts.RequestTimeout)
+	defer cancel()
+	var snap *liveness.Snapshot
+	var err error
+	if readNow {
+		snap, err = s.view.Refresh(ctx, r.Target)
+	} else {
+		snap, err = s.view.Snapshot(ctx, r.Target)
+	}
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return snap, nil
+}
+
+func toStatus(err error) error {
+	switch {
+	case errors.Is(err, liveness.ErrTooManyTargets):
+		return status.Error(codes.ResourceExhausted, err.Error())
+	case errors.Is(err, context.Canceled):
+		return status.Error(codes.Canceled, "request cancelled")
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Error(codes.Unavailable, "redis did not answer within the request timeout")
+	default:
+		return status.Error(codes.Unavailable, "redis: "+err.Error())
+	}
+}
+
+func metricSpec(r Request) *externalscaler.GetMetricSpecResponse {
+	return &externalscaler.GetMetricSpecResponse{MetricSpecs: []*externalscaler.MetricSpec{{
+		MetricName:      r.MetricName,
+		TargetSize:      int64(max(1, r.TargetValue+0.5)),
+		TargetSizeFloat: r.TargetValue,
+	}}}
+}

@@ -1,0 +1,139 @@
+// Package e2e runs pelwarden in-process against real redis-server processes
+// and talks to it the way KEDA does: through KEDA's generated client.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/kedacore/keda/v2/pkg/scalers/externalscaler"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/pelwarden/pelwarden/internal/app"
+	"github.com/pelwarden/pelwarden/internal/config"
+)
+
+// pelwarden is one running instance with a KEDA client connected to it.
+type pelwarden struct {
+	app    *app.App
+	client externalscaler.ExternalScalerClient
+	conn   *grpc.ClientConn
+	stop   func()
+}
+
+// startPelwarden runs pelwarden on free loopback ports with one Redis
+// connection named default, and stops it at cleanup.
+func startPelwarden(t *testing.T, redisAddr string, tune func(*config.Config)) *pelwarden {
+	t.Helper()
+	cfg := config.Default()
+	cfg.GRPC.Addr = "127.0.0.1:0"
+	cfg.HTTP.Addr = "127.0.0.1:0"
+	cfg.GRPC.ShutdownTimeout = 2 * time.Second
+	cfg.Scaler.RefreshInterval = 200 * time.Millisecond
+	cfg.Scaler.MaxSnapshotAge = 500 * time.Millisecond
+	cfg.Scaler.RequestTimeout = time.Second
+	r := config.DefaultRedis("default", redisAddr)
+	r.DialTimeout, r.ReadTimeout, r.WriteTimeout = 300*time.Millisecond, 300*time.Millisecond, 300*time.Millisecond
+	cfg.Redis = []config.Redis{r}
+	if tune != nil {
+		tune(&cfg)
+	}
+	a, err := app.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	conn, err := grpc.NewClient(a.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	p := &pelwarden{app: a, client: externalscaler.NewExternalScalerClient(conn), conn: conn}
+	var stopped bool
+	p.stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		_ = conn.Close()
+		cancel()
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(10 * time.Second):
+			t.Error("pelwarden did not stop within 10s")
+		}
+	}
+	t.Cleanup(p.stop)
+	return p
+}
+
+func ref(md map[string]string) *externalscaler.ScaledObjectRef {
+	return &externalscaler.ScaledObjectRef{Name: "workers", Namespace: "default", ScalerMetadata: md}
+}
+
+// group creates a stream and consumer group with n entries added before the
+// group exists (already delivered) plus lag entries after.
+func newGroup(t *testing.T, rdb *redis.Client, stream, group string) {
+	t.Helper()
+	require.NoError(t, rdb.XGroupCreateMkStream(context.Background(), stream, group, "$").Err())
+}
+
+func addEntries(t *testing.T, rdb *redis.Client, stream string, n int) {
+	t.Helper()
+	pipe := rdb.Pipeline()
+	for i := range n {
+		pipe.XAdd(context.Background(), &redis.XAddArgs{Stream: stream, Values: []any{"job", strconv.Itoa(i)}})
+	}
+	_, err := pipe.Exec(context.Background())
+	require.NoError(t, err)
+}
+
+// readAs makes consumer read n entries, leaving them pending.
+func readAs(t *testing.T, rdb *redis.Client, stream, group, consumer string, n int) {
+	t.Helper()
+	res, err := rdb.XReadGroup(context.Background(), &redis.XReadGroupArgs{
+		Group: group, Consumer: consumer, Streams: []string{stream, ">"}, Count: int64(n), Block: -1,
+	}).Result()
+	require.NoError(t, err)
+	require.Len(t, res, 1)
+	require.Len(t, res[0].Messages, n, "consumer %s read %d entries", consumer, n)
+}
+
+func heartbeat(t *testing.T, rdb *redis.Client, key string, at time.Time) {
+	t.Helper()
+	require.NoError(t, rdb.Set(context.Background(), key, strconv.FormatInt(at.UnixMilli(), 10), 0).Err())
+}
+
+// metric calls GetMetrics and returns the value after checking that the
+// float and the int fields agree.
+func metric(ctx context.Context, t *testing.T, c externalscaler.ExternalScalerClient, md map[string]string) (int64, error) {
+	t.Helper()
+	res, err := c.GetMetrics(ctx, &externalscaler.GetMetricsRequest{ScaledObjectRef: ref(md), MetricName: "s0-pelwarden"})
+	if err != nil {
+		return 0, err
+	}
+	require.Len(t, res.GetMetricValues(), 1)
+	v := res.GetMetricValues()[0]
+	require.Equal(t, "s0-pelwarden", v.GetMetricName())
+	require.InDelta(t, float64(v.GetMetricValue()), v.GetMetricValueFloat(), 0, "both value fields are filled and agree")
+	return v.GetMetricValue(), nil
+}
+
+func eventually(t *testing.T, within time.Duration, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	var last error
+	for time.Now().Before(deadline) {
+		if last = cond(); last == nil {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	require.NoError(t, last, fmt.Sprintf("condition not met within %s", within))
+}

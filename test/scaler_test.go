@@ -1,0 +1,231 @@
+package e2e
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/kedacore/keda/v2/pkg/scalers/externalscaler"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/pelwarden/pelwarden/internal/redistest"
+)
+
+// TestGetMetricsLeavesOutGhostHeldEntries is the scenario KEDA's built-in
+// scaler gets wrong: 3 heartbeating consumers hold 9 entries and 2 dead ones
+// hold 40. KEDA's count would be 49; the work live workers face is 9.
+func TestGetMetricsLeavesOutGhostHeldEntries(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	newGroup(t, rdb, "jobs", "workers")
+	addEntries(t, rdb, "jobs", 49)
+	readAs(t, rdb, "jobs", "workers", "ghost-a", 25)
+	readAs(t, rdb, "jobs", "workers", "ghost-b", 15)
+	for _, c := range []string{"live-0", "live-1", "live-2"} {
+		readAs(t, rdb, "jobs", "workers", c, 3)
+	}
+	addEntries(t, rdb, "jobs", 5) // lag: added, not yet delivered
+	heartbeat(t, rdb, "hb:ghost-a", time.Now().Add(-time.Hour))
+	// ghost-b never heartbeated: a missing key is no heartbeat.
+	time.Sleep(1100 * time.Millisecond) // the ghosts' idle passes the 1 s read grace
+
+	done := make(chan struct{})
+	defer close(done)
+	go func() { // the live workers keep beating while they hold their entries
+		for {
+			for _, c := range []string{"live-0", "live-1", "live-2"} {
+				_ = rdb.Set(ctx, "hb:"+c, time.Now().UnixMilli(), 0).Err()
+			}
+			select {
+			case <-done:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+	eventually(t, time.Second, func() error { return rdb.Get(ctx, "hb:live-2").Err() })
+
+	p := startPelwarden(t, srv.Addr(), nil)
+	md := map[string]string{
+		"scalerAddress": "pelwarden:9090", "stream": "jobs", "consumerGroup": "workers",
+		"pendingEntriesCount": "3", "liveness": "heartbeat", "heartbeatKey": "hb:{consumer}", "heartbeatMaxAgeSeconds": "1",
+	}
+	spec, err := p.client.GetMetricSpec(ctx, ref(md))
+	require.NoError(t, err)
+	require.Len(t, spec.GetMetricSpecs(), 1)
+	require.Equal(t, int64(3), spec.GetMetricSpecs()[0].GetTargetSize(), "the target comes from pendingEntriesCount")
+	require.InDelta(t, 3.0, spec.GetMetricSpecs()[0].GetTargetSizeFloat(), 0)
+	require.Equal(t, "pelwarden-default-jobs-workers", spec.GetMetricSpecs()[0].GetMetricName())
+
+	v, err := metric(ctx, t, p.client, md)
+	require.NoError(t, err)
+	require.Equal(t, int64(9), v, "live pending: 9, not the 49 an all-consumers count gives")
+	active, err := p.client.IsActive(ctx, ref(md))
+	require.NoError(t, err)
+	require.True(t, active.GetResult())
+
+	lag := cloneWith(md, "pendingEntriesCount", "", "lagCount", "2")
+	v, err = metric(ctx, t, p.client, lag)
+	require.NoError(t, err)
+	require.Equal(t, int64(5), v, "lag is XINFO GROUPS lag")
+	backlog := cloneWith(md, "pendingEntriesCount", "", "backlogCount", "2")
+	v, err = metric(ctx, t, p.client, backlog)
+	require.NoError(t, err)
+	require.Equal(t, int64(14), v, "backlog is lag plus live pending")
+}
+
+// TestGetMetricsOfMissingStreamOrGroupIsZero: no stream or no group is no
+// work, and not an error.
+func TestGetMetricsOfMissingStreamOrGroupIsZero(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	p := startPelwarden(t, srv.Addr(), nil)
+	for name, md := range map[string]map[string]string{
+		"missing stream": {"stream": "nothing-here", "consumerGroup": "workers"},
+		"missing group":  {"stream": "jobs", "consumerGroup": "nobody"},
+	} {
+		if name == "missing group" {
+			addEntries(t, rdb, "jobs", 3)
+		}
+		v, err := metric(ctx, t, p.client, md)
+		require.NoError(t, err, name)
+		require.Zero(t, v, name)
+		active, err := p.client.IsActive(ctx, ref(md))
+		require.NoError(t, err, name)
+		require.False(t, active.GetResult(), name)
+	}
+}
+
+func TestBadMetadataIsInvalidArgumentNamingTheKey(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	p := startPelwarden(t, srv.Addr(), nil)
+	ctx := context.Background()
+	bad := map[string]string{"stream": "jobs", "consumerGroup": "workers", "ghostIdleSeconds": "soon"}
+	_, err := p.client.GetMetrics(ctx, &externalscaler.GetMetricsRequest{ScaledObjectRef: ref(bad)})
+	require.Equal(t, codes.InvalidArgument, status.Code(err))
+	require.Contains(t, status.Convert(err).Message(), "ghostIdleSeconds")
+	_, err = p.client.GetMetricSpec(ctx, ref(map[string]string{"consumerGroup": "workers"}))
+	require.Equal(t, codes.InvalidArgument, status.Code(err))
+	require.Contains(t, status.Convert(err).Message(), "stream")
+	_, err = p.client.IsActive(ctx, nil)
+	require.Equal(t, codes.InvalidArgument, status.Code(err), "a nil ref is refused, not a panic")
+}
+
+// TestRedisDownIsUnavailableThenRecovers: a Redis failure is an error to
+// KEDA (so it keeps its fallback), returned within pelwarden's own deadline
+// although KEDA sets none; when Redis is back, no restart is needed.
+func TestRedisDownIsUnavailableThenRecovers(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, redistest.Options{AOF: true})
+	rdb := srv.Client(t)
+	newGroup(t, rdb, "jobs", "workers")
+	addEntries(t, rdb, "jobs", 6)
+	readAs(t, rdb, "jobs", "workers", "w-0", 4)
+	require.NoError(t, rdb.Do(context.Background(), "BGREWRITEAOF").Err())
+	time.Sleep(200 * time.Millisecond)
+
+	const requestTimeout = time.Second
+	p := startPelwarden(t, srv.Addr(), nil)
+	md := map[string]string{"stream": "jobs", "consumerGroup": "workers"}
+	ctx := context.Background()
+	v, err := metric(ctx, t, p.client, md)
+	require.NoError(t, err)
+	require.Equal(t, int64(4), v)
+
+	srv.Kill()
+	time.Sleep(600 * time.Millisecond) // let the last good snapshot pass its max age
+	for _, call := range []string{"GetMetrics", "IsActive"} {
+		start := time.Now()
+		if call == "GetMetrics" {
+			_, err = metric(ctx, t, p.client, md)
+		} else {
+			_, err = p.client.IsActive(ctx, ref(md))
+		}
+		took := time.Since(start)
+		require.Equal(t, codes.Unavailable, status.Code(err), "%s with Redis down: %v", call, err)
+		require.Less(t, took, requestTimeout+2*time.Second, "%s answers within pelwarden's own deadline", call)
+	}
+
+	srv.Restart(t)
+	eventually(t, 10*time.Second, func() error {
+		got, err := metric(ctx, t, p.client, md)
+		if err == nil && got != 4 {
+			t.Fatalf("after recovery got %d, want 4", got)
+		}
+		return err
+	})
+}
+
+// TestStreamIsActivePushesOnXAddAndEndsOnCancel is not parallel: it checks
+// for leaked goroutines.
+func TestStreamIsActivePushesOnXAddAndEndsOnCancel(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	newGroup(t, rdb, "jobs", "workers")
+	before := goleak.IgnoreCurrent()
+	p := startPelwarden(t, srv.Addr(), nil)
+	md := map[string]string{"stream": "jobs", "consumerGroup": "workers", "lagCount": "1"}
+	_, err := metric(context.Background(), t, p.client, md) // registers the target
+	require.NoError(t, err)
+	running := goleak.IgnoreCurrent()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	stream, err := p.client.StreamIsActive(ctx, ref(md))
+	require.NoError(t, err)
+	first, err := stream.Recv()
+	require.NoError(t, err)
+	require.False(t, first.GetResult(), "an empty group is not active")
+
+	added := time.Now()
+	addEntries(t, rdb, "jobs", 1)
+	got := make(chan bool, 1)
+	go func() {
+		for {
+			r, err := stream.Recv()
+			if err != nil {
+				close(got)
+				return
+			}
+			if r.GetResult() {
+				got <- true
+			}
+		}
+	}()
+	select {
+	case ok := <-got:
+		require.True(t, ok)
+		t.Logf("push after XADD took %s", time.Since(added))
+	case <-time.After(5 * time.Second):
+		t.Fatal("no true pushed within 5s of the XADD")
+	}
+
+	cancel()
+	// The handler, its waker watch and the client's receive loop all end
+	// while pelwarden keeps running.
+	goleak.VerifyNone(t, running)
+	p.stop()
+	goleak.VerifyNone(t, before)
+}
+
+func cloneWith(md map[string]string, kv ...string) map[string]string {
+	out := make(map[string]string, len(md))
+	for k, v := range md {
+		out[k] = v
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i+1] == "" {
+			delete(out, kv[i])
+			continue
+		}
+		out[kv[i]] = kv[i+1]
+	}
+	return out
+}
