@@ -21,8 +21,8 @@ import (
 	"github.com/pelwarden/pelwarden/internal/app"
 	"github.com/pelwarden/pelwarden/internal/config"
 	"github.com/pelwarden/pelwarden/internal/liveness"
-	"github.com/pelwarden/pelwarden/internal/redisx"
 	"github.com/pelwarden/pelwarden/internal/redistest"
+	"github.com/pelwarden/pelwarden/internal/redisx"
 	"github.com/pelwarden/pelwarden/internal/scaler"
 )
 

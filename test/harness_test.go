@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"strconv"
@@ -135,5 +134,5 @@ func eventually(t *testing.T, within time.Duration, cond func() error) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	require.NoError(t, last, fmt.Sprintf("condition not met within %s", within))
+	require.NoError(t, last, "condition not met within %s", within)
 }

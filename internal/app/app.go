@@ -168,7 +168,7 @@ func (a *App) Run(ctx context.Context) error {
 	case err := <-errc:
 		runErr = fmt.Errorf("server stopped: %w", err)
 	}
-	a.shutdown()
+	a.shutdown(context.WithoutCancel(ctx))
 	stopBG()
 	wg.Wait()
 	return errors.Join(runErr, a.conns.Close())
@@ -177,7 +177,7 @@ func (a *App) Run(ctx context.Context) error {
 // shutdown stops the servers in reverse order of need: first refuse new
 // work, then let calls finish for at most the shutdown timeout, then cut
 // what is left (KEDA holds StreamIsActive streams open forever).
-func (a *App) shutdown() {
+func (a *App) shutdown(ctx context.Context) {
 	a.hs.Shutdown()
 	timeout := a.cfg.GRPC.ShutdownTimeout
 	done := make(chan struct{})
@@ -191,7 +191,7 @@ func (a *App) shutdown() {
 		a.grpc.Stop()
 		<-done
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if err := a.http.Shutdown(ctx); err != nil {
 		_ = a.http.Close()

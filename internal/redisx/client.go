@@ -21,7 +21,7 @@ import (
 )
 
 // NewClient builds a client for one configured connection. Context
-// deadlines are honoured on every socket operation, so a caller's deadline
+// deadlines are honored on every socket operation, so a caller's deadline
 // bounds a call even while Redis is unreachable.
 func NewClient(c config.Redis) (*redis.Client, error) {
 	opts := &redis.Options{

@@ -88,7 +88,7 @@ func TestParseMetadataNamesTheBadKey(t *testing.T) {
 			_, err := ParseMetadata(tc.md, testConns)
 			require.Error(t, err)
 			var me *MetadataError
-			require.True(t, errors.As(err, &me), "error %v is a MetadataError", err)
+			require.ErrorAs(t, err, &me)
 			require.Equal(t, tc.key, me.Key, "error: %v", err)
 			require.Contains(t, err.Error(), tc.mention)
 			require.Equal(t, in, tc.md, "parsing does not change its input")

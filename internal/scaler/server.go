@@ -211,7 +211,7 @@ func toStatus(err error) error {
 	case errors.Is(err, liveness.ErrTooManyTargets):
 		return status.Error(codes.ResourceExhausted, err.Error())
 	case errors.Is(err, context.Canceled):
-		return status.Error(codes.Canceled, "request cancelled")
+		return status.Error(codes.Canceled, "request canceled")
 	case errors.Is(err, context.DeadlineExceeded):
 		return status.Error(codes.Unavailable, "redis did not answer within the request timeout")
 	default:
