@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -118,13 +119,9 @@ func TestReadinessFollowsRedis(t *testing.T) {
 	eventually(t, 15*time.Second, func() error { return wantStatus(status("/readyz"), http.StatusOK) })
 }
 
-type statusError struct{ got, want int }
-
-func (e statusError) Error() string { return http.StatusText(e.got) + ", want " + http.StatusText(e.want) }
-
 func wantStatus(got, want int) error {
 	if got != want {
-		return statusError{got, want}
+		return fmt.Errorf("status %d, want %d", got, want)
 	}
 	return nil
 }
