@@ -40,7 +40,7 @@ demo:
 
 ## fuzz: run each fuzz target for a while (make test runs their seeds)
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzParseMetadata -fuzztime 60s ./internal/scaler/
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 60s ./internal/metadata/
 	$(GO) test -run '^$$' -fuzz FuzzLoadYAML -fuzztime 60s ./internal/config/
 	$(GO) test -run '^$$' -fuzz FuzzLoadEnv -fuzztime 60s ./internal/config/
 

@@ -21,9 +21,9 @@ import (
 	"github.com/pelwarden/pelwarden/internal/app"
 	"github.com/pelwarden/pelwarden/internal/config"
 	"github.com/pelwarden/pelwarden/internal/liveness"
+	"github.com/pelwarden/pelwarden/internal/metadata"
 	"github.com/pelwarden/pelwarden/internal/redistest"
 	"github.com/pelwarden/pelwarden/internal/redisx"
-	"github.com/pelwarden/pelwarden/internal/scaler"
 )
 
 var consumerCounts = []int{10, 1000}
@@ -178,7 +178,7 @@ func BenchmarkRefresh(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.Cleanup(func() { _ = conns.Close() })
-			r, err := scaler.ParseMetadata(md, []string{"default"})
+			r, err := metadata.Parse(md, []string{"default"})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -7,7 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pelwarden/pelwarden/internal/liveness"
-	"github.com/pelwarden/pelwarden/internal/scaler"
+	"github.com/pelwarden/pelwarden/internal/metadata"
 )
 
 var targetLabels = []string{"redis", "stream", "group"}
@@ -134,7 +134,7 @@ func (m *metrics) expired(t liveness.Target) {
 	m.mu.Unlock()
 }
 
-func (m *metrics) report(r scaler.Request, v int64) {
+func (m *metrics) report(r metadata.Request, v int64) {
 	m.reported.WithLabelValues(r.Target.Conn, r.Target.Stream, r.Target.Group, r.Metric.Key()).Set(float64(v))
 }
 

@@ -78,6 +78,9 @@ type ConsumerView struct {
 	Inactive time.Duration
 	Verdict  Verdict
 	Reasons  []Reason
+	// HeartbeatAge is the age of the consumer's heartbeat, -1 where none
+	// was read.
+	HeartbeatAge time.Duration
 }
 
 // Snapshot is the judged state of one target at one moment. It is immutable
@@ -144,7 +147,10 @@ func Build(t Target, obs Observation, now time.Time) *Snapshot {
 			cv.Inactive = -1
 		}
 		hb, owner := heartbeatFor(t.Spec, name, obs)
-		cv.Owner = owner
+		cv.Owner, cv.HeartbeatAge = owner, -1
+		if hb.State == HeartbeatFresh || hb.State == HeartbeatStale {
+			cv.HeartbeatAge = hb.Age
+		}
 		cv.Verdict, cv.Reasons = Judge(t.Spec, Evidence{Seen: c.Idle, Inactive: cv.Inactive, Listed: ok, Heartbeat: hb})
 		switch cv.Verdict {
 		case Ghost:

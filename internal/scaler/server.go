@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/pelwarden/pelwarden/internal/liveness"
+	"github.com/pelwarden/pelwarden/internal/metadata"
 	"github.com/pelwarden/pelwarden/internal/policy"
 )
 
@@ -34,7 +35,7 @@ type Options struct {
 	// background refresh.
 	Arm ArmFunc
 	// Reported, when set, is told every value GetMetrics reports.
-	Reported func(r Request, value int64)
+	Reported func(r metadata.Request, value int64)
 	Log      *slog.Logger
 }
 
@@ -177,11 +178,11 @@ func (s *Server) StreamMetricSpec(ref *externalscaler.ScaledObjectRef, stream gr
 	return nil
 }
 
-func (s *Server) parse(ref *externalscaler.ScaledObjectRef) (Request, error) {
+func (s *Server) parse(ref *externalscaler.ScaledObjectRef) (metadata.Request, error) {
 	if ref == nil {
-		return Request{}, status.Error(codes.InvalidArgument, "scaledObjectRef is required")
+		return metadata.Request{}, status.Error(codes.InvalidArgument, "scaledObjectRef is required")
 	}
-	r, err := ParseMetadata(ref.GetScalerMetadata(), s.opts.Conns)
+	r, err := metadata.Parse(ref.GetScalerMetadata(), s.opts.Conns)
 	if err != nil {
 		return r, status.Error(codes.InvalidArgument, err.Error())
 	}
@@ -190,7 +191,7 @@ func (s *Server) parse(ref *externalscaler.ScaledObjectRef) (Request, error) {
 
 // snapshot reads the target under pelwarden's own deadline; readNow forces
 // a read that starts after the call.
-func (s *Server) snapshot(ctx context.Context, r Request, readNow bool) (*liveness.Snapshot, error) {
+func (s *Server) snapshot(ctx context.Context, r metadata.Request, readNow bool) (*liveness.Snapshot, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.RequestTimeout)
 	defer cancel()
 	var snap *liveness.Snapshot
@@ -219,7 +220,7 @@ func toStatus(err error) error {
 	}
 }
 
-func metricSpec(r Request) *externalscaler.GetMetricSpecResponse {
+func metricSpec(r metadata.Request) *externalscaler.GetMetricSpecResponse {
 	return &externalscaler.GetMetricSpecResponse{MetricSpecs: []*externalscaler.MetricSpec{{
 		MetricName:      r.MetricName,
 		TargetSize:      int64(max(1, r.TargetValue+0.5)),

@@ -1,4 +1,7 @@
-package scaler
+// Package metadata parses a KEDA trigger's metadata (the keys of KEDA's
+// redis-streams scaler plus pelwarden's own) into a checked Request. Hygiene
+// targets in the configuration use the same keys.
+package metadata
 
 import (
 	"fmt"
@@ -39,6 +42,9 @@ type Request struct {
 	Activation float64
 	// MetricName is the name reported in GetMetricSpec and GetMetrics.
 	MetricName string
+	// Hygiene is what the hygiene loop does for this target; Mode off
+	// leaves the group alone.
+	Hygiene policy.Hygiene
 }
 
 // MetadataError names the metadata key that is wrong and what it accepts.
@@ -55,10 +61,10 @@ func (e *MetadataError) Error() string {
 	return fmt.Sprintf("metadata %q: %s, got %q", e.Key, e.Accepted, truncate(e.Got, 80))
 }
 
-// ParseMetadata reads trigger metadata. Keys it does not know are ignored,
+// Parse reads trigger metadata. Keys it does not know are ignored,
 // because KEDA forwards every trigger key (scalerAddress among them).
 // conns lists the configured Redis connection names.
-func ParseMetadata(md map[string]string, conns []string) (Request, error) {
+func Parse(md map[string]string, conns []string) (Request, error) {
 	var r Request
 	conn := md["redis"]
 	if conn == "" {
@@ -93,7 +99,88 @@ func ParseMetadata(md map[string]string, conns []string) (Request, error) {
 	}
 	r.Target = liveness.Target{Conn: conn, Stream: stream, Group: group, Spec: spec}
 	r.MetricName = metricName(conn, stream, group)
+	if r.Hygiene, err = parseHygiene(md, stream); err != nil {
+		return r, err
+	}
 	return r, nil
+}
+
+// Defaults of the hygiene keys.
+const (
+	// DefaultEntryStaleSeconds: an entry a ghost held for 30 s is not one a
+	// worker is about to acknowledge.
+	DefaultEntryStaleSeconds = 30
+	// DefaultDeliveryCountField carries delivery counts across requeues.
+	DefaultDeliveryCountField = "pelwarden-deliveries"
+)
+
+func parseHygiene(md map[string]string, stream string) (policy.Hygiene, error) {
+	h := policy.Hygiene{Mode: policy.ReclaimOff, DeliveryCountField: DefaultDeliveryCountField, ClaimFallback: policy.FallbackRequeue}
+	switch v := md["reclaim"]; v {
+	case "", "off":
+	case "requeue", "claim":
+		h.Mode = policy.ReclaimMode(v)
+	default:
+		return h, &MetadataError{Key: "reclaim", Accepted: "must be requeue, claim or off", Got: v}
+	}
+	var err error
+	if h.EntryStale, err = seconds(md, "entryStaleSeconds", DefaultEntryStaleSeconds); err != nil {
+		return h, err
+	}
+	if _, ok := md["hardTimeoutSeconds"]; ok && md["hardTimeoutSeconds"] != "0" {
+		if h.HardTimeout, err = seconds(md, "hardTimeoutSeconds", 0); err != nil {
+			return h, err
+		}
+	}
+	maxDel, err := number(md, "maxDeliveries", 0, false)
+	if err != nil || maxDel != float64(int64(maxDel)) {
+		return h, &MetadataError{Key: "maxDeliveries", Accepted: "must be a whole number >= 0 (0 is off)", Got: md["maxDeliveries"]}
+	}
+	h.MaxDeliveries = int64(maxDel)
+	h.DeadLetterStream = md["deadLetterStream"]
+	switch {
+	case h.DeadLetterStream == "" && h.MaxDeliveries > 0:
+		h.DeadLetterStream = stream + ":dead"
+	case h.DeadLetterStream == stream:
+		return h, &MetadataError{Key: "deadLetterStream", Accepted: "must differ from stream", Got: h.DeadLetterStream}
+	case len(h.DeadLetterStream) > maxNameLen:
+		return h, &MetadataError{Key: "deadLetterStream", Accepted: fmt.Sprintf("must be at most %d bytes", maxNameLen)}
+	}
+	if v, ok := md["deliveryCountField"]; ok {
+		switch {
+		case v == "off":
+			h.DeliveryCountField = ""
+		case v == "" || len(v) > 256:
+			return h, &MetadataError{Key: "deliveryCountField", Accepted: "must be a field name of 1 to 256 bytes, or off", Got: v}
+		default:
+			h.DeliveryCountField = v
+		}
+	}
+	switch v := md["claimFallback"]; v {
+	case "":
+	case "requeue", "skip":
+		h.ClaimFallback = policy.NoCandidate(v)
+	default:
+		return h, &MetadataError{Key: "claimFallback", Accepted: "must be requeue or skip", Got: v}
+	}
+	for key, dst := range map[string]*bool{"deleteGhostConsumers": &h.DeleteGhostConsumers, "deleteOriginal": &h.DeleteOriginal, "dryRun": &h.DryRun} {
+		if *dst, err = boolean(md, key, key == "deleteGhostConsumers"); err != nil {
+			return h, err
+		}
+	}
+	return h, nil
+}
+
+func boolean(md map[string]string, key string, def bool) (bool, error) {
+	raw, ok := md[key]
+	if !ok {
+		return def, nil
+	}
+	v, err := strconv.ParseBool(strings.TrimSpace(raw))
+	if err != nil {
+		return false, &MetadataError{Key: key, Accepted: "must be true or false", Got: raw}
+	}
+	return v, nil
 }
 
 func parseMetric(md map[string]string) (policy.Metric, float64, error) {

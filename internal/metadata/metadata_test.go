@@ -1,4 +1,4 @@
-package scaler
+package metadata
 
 import (
 	"errors"
@@ -24,7 +24,7 @@ func base(kv ...string) map[string]string {
 
 func TestParseMetadataDefaultsMatchKEDAsRedisStreamsScaler(t *testing.T) {
 	t.Parallel()
-	r, err := ParseMetadata(base(), testConns)
+	r, err := Parse(base(), testConns)
 	require.NoError(t, err)
 	require.Equal(t, "default", r.Target.Conn)
 	require.Equal(t, policy.Pending, r.Metric)
@@ -38,7 +38,7 @@ func TestParseMetadataDefaultsMatchKEDAsRedisStreamsScaler(t *testing.T) {
 
 func TestParseMetadataReadsEveryKey(t *testing.T) {
 	t.Parallel()
-	r, err := ParseMetadata(base(
+	r, err := Parse(base(
 		"redis", "orders", "backlogCount", "12.5", "activationBacklogCount", "3",
 		"liveness", "idle, heartbeat", "ghostIdleSeconds", "90", "heartbeatKey", "hb:{owner}",
 		"heartbeatMaxAgeSeconds", "7.5", "ownerMatch", "prefix", "someFutureKey", "x",
@@ -52,6 +52,30 @@ func TestParseMetadataReadsEveryKey(t *testing.T) {
 	require.Equal(t, 90*time.Second, r.Target.Spec.GhostIdle)
 	require.Equal(t, 7500*time.Millisecond, r.Target.Spec.HeartbeatMaxAge)
 	require.Equal(t, "prefix", r.Target.Spec.Owner.String())
+}
+
+func TestParseReadsHygieneKeys(t *testing.T) {
+	t.Parallel()
+	r, err := Parse(base(), testConns)
+	require.NoError(t, err)
+	require.Equal(t, policy.ReclaimOff, r.Hygiene.Mode, "a ScaledObject leaves its group alone unless asked")
+	require.Equal(t, 30*time.Second, r.Hygiene.EntryStale)
+	require.Equal(t, "pelwarden-deliveries", r.Hygiene.DeliveryCountField)
+	require.True(t, r.Hygiene.DeleteGhostConsumers)
+
+	r, err = Parse(base("reclaim", "claim", "entryStaleSeconds", "5", "hardTimeoutSeconds", "600", "maxDeliveries", "4",
+		"deliveryCountField", "off", "deleteGhostConsumers", "false", "deleteOriginal", "true", "claimFallback", "skip", "dryRun", "true"), testConns)
+	require.NoError(t, err)
+	h := r.Hygiene
+	require.Equal(t, policy.ReclaimClaim, h.Mode)
+	require.Equal(t, 5*time.Second, h.EntryStale)
+	require.Equal(t, 10*time.Minute, h.HardTimeout)
+	require.Equal(t, int64(4), h.MaxDeliveries)
+	require.Equal(t, "jobs:dead", h.DeadLetterStream, "the dead-letter stream defaults beside the stream")
+	require.Empty(t, h.DeliveryCountField)
+	require.False(t, h.DeleteGhostConsumers)
+	require.True(t, h.DeleteOriginal && h.DryRun)
+	require.Equal(t, policy.FallbackSkip, h.ClaimFallback)
 }
 
 func TestParseMetadataNamesTheBadKey(t *testing.T) {
@@ -80,12 +104,19 @@ func TestParseMetadataNamesTheBadKey(t *testing.T) {
 		"bad owner match":               {md: base("ownerMatch", "fuzzy"), key: "ownerMatch", mention: "exact, prefix or regex"},
 		"regex without owner group":     {md: base("ownerMatch", "regex:^(.*)$"), key: "ownerMatch", mention: "(?P<owner>"},
 		"stream name too long":          {md: base("stream", strings.Repeat("s", 2000)), key: "stream", mention: "at most"},
+		"unknown reclaim mode":          {md: base("reclaim", "steal"), key: "reclaim", mention: "requeue, claim or off"},
+		"fractional max deliveries":     {md: base("maxDeliveries", "2.5"), key: "maxDeliveries", mention: "whole number"},
+		"dead letters into the stream":  {md: base("deadLetterStream", "jobs"), key: "deadLetterStream", mention: "differ"},
+		"negative hard timeout":         {md: base("hardTimeoutSeconds", "-3"), key: "hardTimeoutSeconds", mention: "seconds"},
+		"bad boolean":                   {md: base("dryRun", "maybe"), key: "dryRun", mention: "true or false"},
+		"bad claim fallback":            {md: base("claimFallback", "drop"), key: "claimFallback", mention: "requeue or skip"},
+		"empty delivery count field":    {md: base("deliveryCountField", ""), key: "deliveryCountField", mention: "or off"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			in := maps.Clone(tc.md)
-			_, err := ParseMetadata(tc.md, testConns)
+			_, err := Parse(tc.md, testConns)
 			require.Error(t, err)
 			var me *MetadataError
 			require.ErrorAs(t, err, &me)
@@ -96,9 +127,9 @@ func TestParseMetadataNamesTheBadKey(t *testing.T) {
 	}
 }
 
-// FuzzParseMetadata checks that no metadata makes the parser panic, that a
+// FuzzParse checks that no metadata makes the parser panic, that a
 // failure always names a key, and that an accepted request is usable.
-func FuzzParseMetadata(f *testing.F) {
+func FuzzParse(f *testing.F) {
 	f.Add("jobs", "workers", "pendingEntriesCount", "5", "idle", "", "", "300")
 	f.Add("jobs", "workers", "lagCount", "1e3", "heartbeat", "hb:{consumer}", "exact", "30")
 	f.Add("s", "g", "backlogCount", "0.5", "idle,heartbeat", "hb:{owner}", "prefix", "1")
@@ -109,7 +140,7 @@ func FuzzParseMetadata(f *testing.F) {
 			"stream": stream, "consumerGroup": group, metricKey: metricValue,
 			"liveness": sources, "heartbeatKey": hbKey, "ownerMatch": ownerMatch, "ghostIdleSeconds": ghostIdle,
 		}
-		r, err := ParseMetadata(md, testConns)
+		r, err := Parse(md, testConns)
 		if err != nil {
 			var me *MetadataError
 			if !errors.As(err, &me) || me.Key == "" {

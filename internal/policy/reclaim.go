@@ -1,0 +1,138 @@
+package policy
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/pelwarden/pelwarden/internal/liveness"
+)
+
+// ReclaimMode is what hygiene does with entries it takes from an owner.
+type ReclaimMode string
+
+// Reclaim modes, named by the `reclaim` metadata values.
+const (
+	ReclaimOff     ReclaimMode = "off"
+	ReclaimRequeue ReclaimMode = "requeue"
+	ReclaimClaim   ReclaimMode = "claim"
+)
+
+// NoCandidate is what claim mode does when no live consumer can take an
+// entry.
+type NoCandidate string
+
+// Fallbacks when claim mode finds no live consumer.
+const (
+	FallbackRequeue NoCandidate = "requeue"
+	FallbackSkip    NoCandidate = "skip"
+)
+
+// Hygiene is a target's hygiene settings.
+type Hygiene struct {
+	Mode ReclaimMode
+	// EntryStale is how long an entry must be idle before any action.
+	EntryStale time.Duration
+	// HardTimeout reclaims entries idle this long even from a live owner; 0 is off.
+	HardTimeout time.Duration
+	// MaxDeliveries dead-letters an entry delivered this many times; 0 is off.
+	MaxDeliveries int64
+	// DeadLetterStream receives dead-lettered entries.
+	DeadLetterStream string
+	// DeliveryCountField carries the delivery count across requeues; empty is off.
+	DeliveryCountField string
+	// DeleteGhostConsumers deletes a ghost consumer once its PEL is empty.
+	DeleteGhostConsumers bool
+	// DeleteOriginal XDELs an entry after requeueing or dead-lettering it.
+	DeleteOriginal bool
+	// ClaimFallback applies in claim mode when no consumer can take an entry.
+	ClaimFallback NoCandidate
+	// DryRun decides and reports but changes nothing.
+	DryRun bool
+}
+
+// String is a stable text form, part of a hygiene target's identity.
+func (h Hygiene) String() string {
+	return fmt.Sprintf("%s|%s|%s|%d|%s|%s|%t|%t|%s|%t", h.Mode, h.EntryStale, h.HardTimeout, h.MaxDeliveries,
+		h.DeadLetterStream, h.DeliveryCountField, h.DeleteGhostConsumers, h.DeleteOriginal, h.ClaimFallback, h.DryRun)
+}
+
+// ReclaimThreshold is the idle time from which an owner's entries may be
+// reclaimed, and whether any may be: a ghost's entries once stale, a live
+// owner's only past the hard timeout, an Unknown owner's never.
+func ReclaimThreshold(owner liveness.Verdict, h Hygiene) (time.Duration, bool) {
+	if h.Mode == ReclaimOff {
+		return 0, false
+	}
+	switch owner {
+	case liveness.Ghost:
+		return h.EntryStale, true
+	case liveness.Alive:
+		if h.HardTimeout > 0 {
+			return max(h.HardTimeout, h.EntryStale), true
+		}
+	}
+	return 0, false
+}
+
+// ShouldReclaim reports whether an entry idle for idle, held by an owner
+// with the given verdict, is to be given back, and why.
+func ShouldReclaim(owner liveness.Verdict, idle time.Duration, h Hygiene) (bool, string) {
+	threshold, ok := ReclaimThreshold(owner, h)
+	switch {
+	case h.Mode == ReclaimOff:
+		return false, "reclaim is off"
+	case owner == liveness.Unknown:
+		return false, "owner liveness is Unknown"
+	case !ok:
+		return false, "owner is alive and no hard timeout is set"
+	case idle < threshold:
+		return false, fmt.Sprintf("entry idle %s, below %s", idle.Round(time.Millisecond), threshold)
+	case owner == liveness.Ghost:
+		return true, "owner is a ghost"
+	default:
+		return true, fmt.Sprintf("entry idle past hardTimeoutSeconds %s", h.HardTimeout)
+	}
+}
+
+// ShouldDeadLetter reports whether an entry delivered deliveries times
+// (carried count included) goes to the dead-letter stream. The reclaim
+// script applies the same rule where the carried count is read.
+func ShouldDeadLetter(deliveries, maxDeliveries int64) bool {
+	return maxDeliveries > 0 && deliveries >= maxDeliveries
+}
+
+// ShouldDeleteConsumer reports whether a consumer may be deleted: a ghost
+// with an empty PEL, idle past the threshold. The delete script checks the
+// PEL and idle again in the same step as the delete.
+func ShouldDeleteConsumer(c liveness.ConsumerView, minIdle time.Duration, h Hygiene) bool {
+	return h.DeleteGhostConsumers && h.Mode != ReclaimOff && c.Verdict == liveness.Ghost && c.Pending == 0 && c.Idle >= minIdle
+}
+
+// PickReclaimTarget chooses the consumer that receives an entry in claim
+// mode: never the owner, only Alive consumers, the freshest heartbeat first
+// (consumers with one before those without), then the fewest pending, then
+// the name, so the choice is stable.
+func PickReclaimTarget(consumers []liveness.ConsumerView, owner string) (string, bool) {
+	var cands []liveness.ConsumerView
+	for _, c := range consumers {
+		if c.Name != owner && c.Verdict == liveness.Alive {
+			cands = append(cands, c)
+		}
+	}
+	if len(cands) == 0 {
+		return "", false
+	}
+	best := slices.MinFunc(cands, func(a, b liveness.ConsumerView) int {
+		ah, bh := a.HeartbeatAge >= 0, b.HeartbeatAge >= 0
+		if ah != bh {
+			if ah {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Or(cmp.Compare(a.HeartbeatAge, b.HeartbeatAge), cmp.Compare(a.Pending, b.Pending), cmp.Compare(a.Name, b.Name))
+	})
+	return best.Name, true
+}
