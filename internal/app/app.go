@@ -24,7 +24,9 @@ import (
 
 	"github.com/pelwarden/pelwarden/internal/admin"
 	"github.com/pelwarden/pelwarden/internal/config"
+	"github.com/pelwarden/pelwarden/internal/hygiene"
 	"github.com/pelwarden/pelwarden/internal/liveness"
+	"github.com/pelwarden/pelwarden/internal/metadata"
 	"github.com/pelwarden/pelwarden/internal/redisx"
 	"github.com/pelwarden/pelwarden/internal/scaler"
 	pelwardenv1 "github.com/pelwarden/pelwarden/proto/pelwarden/v1"
@@ -46,8 +48,9 @@ type App struct {
 
 	grpcLis, httpLis net.Listener
 
-	wakers map[string]*redisx.Waker
-	ready  readiness
+	wakers  map[string]*redisx.Waker
+	hygiene *hygiene.Loop
+	ready   readiness
 }
 
 // Run starts pelwarden and serves until ctx ends.
@@ -97,6 +100,23 @@ func New(cfg config.Config, log *slog.Logger) (*App, error) {
 	})
 	m = newMetrics(reg, a.view, time.Now)
 
+	a.hygiene = hygiene.New(a.view, conns, hygiene.Options{
+		ScanInterval: cfg.Hygiene.ScanInterval,
+		LeaseTTL:     cfg.Hygiene.LeaseTTL,
+		BatchSize:    int64(cfg.Hygiene.BatchSize),
+		Identity:     identity(cfg.Hygiene.Identity),
+		Expiry:       cfg.Scaler.TargetIdleExpiry,
+		Log:          log,
+	}, reg)
+	for _, md := range cfg.Hygiene.Targets {
+		r, err := metadata.Parse(md, conns.Names())
+		if err != nil { // Validate has already refused these
+			_ = conns.Close()
+			return nil, err
+		}
+		a.hygiene.Add(hygiene.Target{Target: r.Target, Hygiene: r.Hygiene}, true)
+	}
+
 	for _, name := range conns.Names() {
 		c, _ := conns.Get(name)
 		a.wakers[name] = redisx.NewWaker(c, log)
@@ -113,7 +133,10 @@ func New(cfg config.Config, log *slog.Logger) (*App, error) {
 			return w.Arm(ctx, stream)
 		},
 		Reported: m.report,
-		Log:      log,
+		Hygiene: func(r metadata.Request) {
+			a.hygiene.Add(hygiene.Target{Target: r.Target, Hygiene: r.Hygiene}, false)
+		},
+		Log: log,
 	})
 
 	a.grpc = newGRPCServer(log, reg)
@@ -156,6 +179,7 @@ func (a *App) Run(ctx context.Context) error {
 		goRun(func() { w.Run(bg) })
 	}
 	goRun(func() { a.watchReadiness(bg) })
+	goRun(func() { a.hygiene.Run(bg) })
 
 	errc := make(chan error, 2)
 	go func() { errc <- a.grpc.Serve(a.grpcLis) }()
@@ -197,4 +221,17 @@ func (a *App) shutdown(ctx context.Context) {
 		_ = a.http.Close()
 	}
 	a.log.Info("pelwarden stopped")
+}
+
+// identity names this replica in hygiene leases: the configured name, or
+// hostname-pid (the pod name in Kubernetes).
+func identity(configured string) string {
+	if configured != "" {
+		return configured
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		host = "pelwarden"
+	}
+	return fmt.Sprintf("%s-%d", host, os.Getpid())
 }

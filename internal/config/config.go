@@ -24,6 +24,30 @@ type Config struct {
 	// Redis lists the connections a ScaledObject may reach, by name. A
 	// ScaledObject can reach no address that is not listed here.
 	Redis []Redis `yaml:"redis"`
+	// Hygiene configures the PEL hygiene loop.
+	Hygiene Hygiene `yaml:"hygiene"`
+}
+
+// Hygiene configures the loop that gives ghost-held entries back.
+type Hygiene struct {
+	// ScanInterval is how often each hygiene target is scanned; a consumer
+	// that turns Ghost while holding entries triggers a scan at once.
+	// Default 10s.
+	ScanInterval time.Duration `yaml:"scanInterval"`
+	// LeaseTTL is how long one replica's scan lease lasts unrenewed; it
+	// must be longer than scanInterval. Default 30s. Correctness never
+	// depends on the lease: every action is guarded in Redis.
+	LeaseTTL time.Duration `yaml:"leaseTTL"`
+	// BatchSize is the entries per XPENDING page and per guarded script
+	// call, 1-10000. Default 1000.
+	BatchSize int `yaml:"batchSize"`
+	// Identity names this replica in the lease; empty means hostname-pid.
+	Identity string `yaml:"identity"`
+	// Targets are groups looked after whether or not a ScaledObject names
+	// them. Each is a map of the trigger metadata keys (stream,
+	// consumerGroup, reclaim, entryStaleSeconds, liveness, ...); reclaim
+	// must be requeue or claim.
+	Targets []map[string]string `yaml:"targets"`
 }
 
 // GRPC configures the gRPC server.
@@ -153,6 +177,11 @@ func Default() Config {
 		},
 		HTTP: HTTP{Addr: ":8080"},
 		Log:  Log{Level: "info", Format: "json"},
+		Hygiene: Hygiene{
+			ScanInterval: 10 * time.Second,
+			LeaseTTL:     30 * time.Second,
+			BatchSize:    1000,
+		},
 		Scaler: Scaler{
 			RefreshInterval:      2 * time.Second,
 			MaxSnapshotAge:       5 * time.Second,

@@ -9,6 +9,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/pelwarden/pelwarden/internal/metadata"
+	"github.com/pelwarden/pelwarden/internal/policy"
 )
 
 // FieldError is one problem with one setting. Field names where the setting
@@ -102,6 +105,8 @@ func (c *Config) validate(p *problems) {
 	checkPositive(p, "scaler.activeResendInterval", s.ActiveResendInterval, "5s")
 	checkAtLeastOne(p, "scaler.maxTargets", int64(s.MaxTargets))
 	checkAtLeastOne(p, "scaler.lagEstimateCap", s.LagEstimateCap)
+
+	c.validateHygiene(p)
 
 	if len(c.Redis) == 0 {
 		p.add("redis", "at least one connection is required; set --redis-addr, "+
@@ -251,4 +256,32 @@ func pathErrText(err error) string {
 		return fmt.Sprintf("%q: %v", pe.Path, pe.Err)
 	}
 	return err.Error()
+}
+
+func (c *Config) validateHygiene(p *problems) {
+	h := c.Hygiene
+	checkPositive(p, "hygiene.scanInterval", h.ScanInterval, "10s")
+	if h.LeaseTTL <= h.ScanInterval {
+		p.add("hygiene.leaseTTL", "must be longer than hygiene.scanInterval (%s), such as %q, got %q", h.ScanInterval, "30s", h.LeaseTTL)
+	}
+	if h.BatchSize < 1 || h.BatchSize > 10000 {
+		p.add("hygiene.batchSize", "must be a whole number from 1 to 10000, got %d", h.BatchSize)
+	}
+	names := make([]string, 0, len(c.Redis))
+	for _, r := range c.Redis {
+		names = append(names, r.Name)
+	}
+	for i, md := range h.Targets {
+		path := fmt.Sprintf("hygiene.targets[%d]", i)
+		r, err := metadata.Parse(md, names)
+		var me *metadata.Error
+		switch {
+		case errors.As(err, &me):
+			p.add(path+"."+me.Key, "%s", strings.TrimPrefix(me.Error(), fmt.Sprintf("metadata %q: ", me.Key)))
+		case err != nil:
+			p.add(path, "%v", err)
+		case r.Hygiene.Mode == policy.ReclaimOff:
+			p.add(path+".reclaim", "must be requeue or claim for a hygiene target, got %q", md["reclaim"])
+		}
+	}
 }

@@ -107,6 +107,8 @@ func (w *yamlWalker) value(n *yaml.Node, v reflect.Value, path string) {
 		w.mapping(n, v, path)
 	case v.Kind() == reflect.Slice:
 		w.sequence(n, v, path)
+	case v.Kind() == reflect.Map:
+		w.stringMap(n, v, path)
 	default:
 		w.scalar(n, v, path)
 	}
@@ -256,4 +258,32 @@ func kindName(n *yaml.Node) string {
 	default:
 		return "an alias"
 	}
+}
+
+// stringMap decodes a mapping of plain keys to scalar values, such as a
+// hygiene target's metadata; values are kept as written.
+func (w *yamlWalker) stringMap(n *yaml.Node, v reflect.Value, path string) {
+	if n.Kind != yaml.MappingNode {
+		w.p.add(w.field(path), "must be a mapping of keys to values, got %s (%s)", kindName(n), w.where(n))
+		return
+	}
+	out := reflect.MakeMapWithSize(v.Type(), len(n.Content)/2)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		key, val := n.Content[i], w.resolve(n.Content[i+1])
+		if !w.spend() {
+			return
+		}
+		sub := keyPath(path, key.Value)
+		switch {
+		case key.Kind != yaml.ScalarNode:
+			w.p.add(w.field(path), "keys must be plain names, got %s (%s)", kindName(key), w.where(key))
+		case out.MapIndex(reflect.ValueOf(key.Value)).IsValid():
+			w.p.add(sub, "is set twice (%s)", w.where(key))
+		case val == nil || val.Kind != yaml.ScalarNode:
+			w.p.add(sub, "must be a single value (%s)", w.where(key))
+		default:
+			out.SetMapIndex(reflect.ValueOf(key.Value), reflect.ValueOf(val.Value))
+		}
+	}
+	v.Set(out)
 }

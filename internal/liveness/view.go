@@ -145,6 +145,20 @@ func (v *View) Latest() []Latest {
 	return out
 }
 
+// Peek returns t's latest good snapshot without reading Redis or
+// registering t.
+func (v *View) Peek(t Target) (*Snapshot, bool) {
+	v.mu.Lock()
+	e, ok := v.targets[t.Key()]
+	v.mu.Unlock()
+	if !ok {
+		return nil, false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.snap, e.snap != nil
+}
+
 // Latest is one target's latest state.
 type Latest struct {
 	Target   Target

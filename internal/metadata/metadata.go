@@ -47,14 +47,14 @@ type Request struct {
 	Hygiene policy.Hygiene
 }
 
-// MetadataError names the metadata key that is wrong and what it accepts.
-type MetadataError struct {
+// Error names the metadata key that is wrong and what it accepts.
+type Error struct {
 	Key      string
 	Accepted string
 	Got      string
 }
 
-func (e *MetadataError) Error() string {
+func (e *Error) Error() string {
 	if e.Got == "" {
 		return fmt.Sprintf("metadata %q: %s", e.Key, e.Accepted)
 	}
@@ -71,7 +71,7 @@ func Parse(md map[string]string, conns []string) (Request, error) {
 		conn = DefaultConn
 	}
 	if !slices.Contains(conns, conn) {
-		return r, &MetadataError{Key: "redis", Accepted: "must name a configured Redis connection (" + strings.Join(conns, ", ") + ")", Got: conn}
+		return r, &Error{Key: "redis", Accepted: "must name a configured Redis connection (" + strings.Join(conns, ", ") + ")", Got: conn}
 	}
 	stream, err := requiredName(md, "stream")
 	if err != nil {
@@ -87,7 +87,7 @@ func Parse(md map[string]string, conns []string) (Request, error) {
 	}
 	for _, m := range []policy.Metric{policy.Pending, policy.Lag, policy.Backlog} {
 		if _, ok := md[m.ActivationKey()]; ok && m != r.Metric {
-			return r, &MetadataError{Key: m.ActivationKey(), Accepted: fmt.Sprintf("applies to %s; with %s use %s", m.Key(), r.Metric.Key(), r.Metric.ActivationKey())}
+			return r, &Error{Key: m.ActivationKey(), Accepted: fmt.Sprintf("applies to %s; with %s use %s", m.Key(), r.Metric.Key(), r.Metric.ActivationKey())}
 		}
 	}
 	if r.Activation, err = number(md, r.Metric.ActivationKey(), 0, false); err != nil {
@@ -121,7 +121,7 @@ func parseHygiene(md map[string]string, stream string) (policy.Hygiene, error) {
 	case "requeue", "claim":
 		h.Mode = policy.ReclaimMode(v)
 	default:
-		return h, &MetadataError{Key: "reclaim", Accepted: "must be requeue, claim or off", Got: v}
+		return h, &Error{Key: "reclaim", Accepted: "must be requeue, claim or off", Got: v}
 	}
 	var err error
 	if h.EntryStale, err = seconds(md, "entryStaleSeconds", DefaultEntryStaleSeconds); err != nil {
@@ -134,7 +134,7 @@ func parseHygiene(md map[string]string, stream string) (policy.Hygiene, error) {
 	}
 	maxDel, err := number(md, "maxDeliveries", 0, false)
 	if err != nil || maxDel != float64(int64(maxDel)) {
-		return h, &MetadataError{Key: "maxDeliveries", Accepted: "must be a whole number >= 0 (0 is off)", Got: md["maxDeliveries"]}
+		return h, &Error{Key: "maxDeliveries", Accepted: "must be a whole number >= 0 (0 is off)", Got: md["maxDeliveries"]}
 	}
 	h.MaxDeliveries = int64(maxDel)
 	h.DeadLetterStream = md["deadLetterStream"]
@@ -142,16 +142,16 @@ func parseHygiene(md map[string]string, stream string) (policy.Hygiene, error) {
 	case h.DeadLetterStream == "" && h.MaxDeliveries > 0:
 		h.DeadLetterStream = stream + ":dead"
 	case h.DeadLetterStream == stream:
-		return h, &MetadataError{Key: "deadLetterStream", Accepted: "must differ from stream", Got: h.DeadLetterStream}
+		return h, &Error{Key: "deadLetterStream", Accepted: "must differ from stream", Got: h.DeadLetterStream}
 	case len(h.DeadLetterStream) > maxNameLen:
-		return h, &MetadataError{Key: "deadLetterStream", Accepted: fmt.Sprintf("must be at most %d bytes", maxNameLen)}
+		return h, &Error{Key: "deadLetterStream", Accepted: fmt.Sprintf("must be at most %d bytes", maxNameLen)}
 	}
 	if v, ok := md["deliveryCountField"]; ok {
 		switch {
 		case v == "off":
 			h.DeliveryCountField = ""
 		case v == "" || len(v) > 256:
-			return h, &MetadataError{Key: "deliveryCountField", Accepted: "must be a field name of 1 to 256 bytes, or off", Got: v}
+			return h, &Error{Key: "deliveryCountField", Accepted: "must be a field name of 1 to 256 bytes, or off", Got: v}
 		default:
 			h.DeliveryCountField = v
 		}
@@ -161,7 +161,7 @@ func parseHygiene(md map[string]string, stream string) (policy.Hygiene, error) {
 	case "requeue", "skip":
 		h.ClaimFallback = policy.NoCandidate(v)
 	default:
-		return h, &MetadataError{Key: "claimFallback", Accepted: "must be requeue or skip", Got: v}
+		return h, &Error{Key: "claimFallback", Accepted: "must be requeue or skip", Got: v}
 	}
 	for key, dst := range map[string]*bool{"deleteGhostConsumers": &h.DeleteGhostConsumers, "deleteOriginal": &h.DeleteOriginal, "dryRun": &h.DryRun} {
 		if *dst, err = boolean(md, key, key == "deleteGhostConsumers"); err != nil {
@@ -178,7 +178,7 @@ func boolean(md map[string]string, key string, def bool) (bool, error) {
 	}
 	v, err := strconv.ParseBool(strings.TrimSpace(raw))
 	if err != nil {
-		return false, &MetadataError{Key: key, Accepted: "must be true or false", Got: raw}
+		return false, &Error{Key: key, Accepted: "must be true or false", Got: raw}
 	}
 	return v, nil
 }
@@ -197,7 +197,7 @@ func parseMetric(md map[string]string) (policy.Metric, float64, error) {
 		v, err := number(md, set[0].Key(), 0, true)
 		return set[0], v, err
 	default:
-		return 0, 0, &MetadataError{Key: set[1].Key(), Accepted: "set only one of pendingEntriesCount, lagCount, backlogCount"}
+		return 0, 0, &Error{Key: set[1].Key(), Accepted: "set only one of pendingEntriesCount, lagCount, backlogCount"}
 	}
 }
 
@@ -214,7 +214,7 @@ func parseSpec(md map[string]string) (liveness.Spec, error) {
 		case liveness.SourceHeartbeat:
 			s.Heartbeat = true
 		default:
-			return s, &MetadataError{Key: "liveness", Accepted: "must be a comma list of idle, heartbeat", Got: sources}
+			return s, &Error{Key: "liveness", Accepted: "must be a comma list of idle, heartbeat", Got: sources}
 		}
 	}
 	var err error
@@ -225,18 +225,18 @@ func parseSpec(md map[string]string) (liveness.Spec, error) {
 		return s, err
 	}
 	if s.Owner, err = liveness.ParseOwnerMatch(md["ownerMatch"]); err != nil {
-		return s, &MetadataError{Key: "ownerMatch", Accepted: "must be exact, prefix or regex:<pattern with (?P<owner>...)> (" + err.Error() + ")", Got: md["ownerMatch"]}
+		return s, &Error{Key: "ownerMatch", Accepted: "must be exact, prefix or regex:<pattern with (?P<owner>...)> (" + err.Error() + ")", Got: md["ownerMatch"]}
 	}
 	s.HeartbeatKey = md["heartbeatKey"]
 	hasConsumer := strings.Contains(s.HeartbeatKey, "{consumer}")
 	hasOwner := strings.Contains(s.HeartbeatKey, "{owner}")
 	switch {
 	case s.Heartbeat && hasConsumer == hasOwner:
-		return s, &MetadataError{Key: "heartbeatKey", Accepted: "required with liveness heartbeat: a key pattern with exactly one of {consumer} or {owner}", Got: s.HeartbeatKey}
+		return s, &Error{Key: "heartbeatKey", Accepted: "required with liveness heartbeat: a key pattern with exactly one of {consumer} or {owner}", Got: s.HeartbeatKey}
 	case !s.Heartbeat && s.HeartbeatKey != "":
-		return s, &MetadataError{Key: "heartbeatKey", Accepted: "is used only when liveness includes heartbeat", Got: s.HeartbeatKey}
+		return s, &Error{Key: "heartbeatKey", Accepted: "is used only when liveness includes heartbeat", Got: s.HeartbeatKey}
 	case len(s.HeartbeatKey) > maxNameLen:
-		return s, &MetadataError{Key: "heartbeatKey", Accepted: fmt.Sprintf("must be at most %d bytes", maxNameLen)}
+		return s, &Error{Key: "heartbeatKey", Accepted: fmt.Sprintf("must be at most %d bytes", maxNameLen)}
 	}
 	return s, nil
 }
@@ -245,9 +245,9 @@ func requiredName(md map[string]string, key string) (string, error) {
 	v := md[key]
 	switch {
 	case v == "":
-		return "", &MetadataError{Key: key, Accepted: "is required"}
+		return "", &Error{Key: key, Accepted: "is required"}
 	case len(v) > maxNameLen:
-		return "", &MetadataError{Key: key, Accepted: fmt.Sprintf("must be at most %d bytes", maxNameLen)}
+		return "", &Error{Key: key, Accepted: fmt.Sprintf("must be at most %d bytes", maxNameLen)}
 	}
 	return v, nil
 }
@@ -266,7 +266,7 @@ func number(md map[string]string, key string, def float64, positive bool) (float
 		if positive {
 			accepted = "must be a number > 0"
 		}
-		return 0, &MetadataError{Key: key, Accepted: accepted, Got: raw}
+		return 0, &Error{Key: key, Accepted: accepted, Got: raw}
 	}
 	return v, nil
 }
@@ -274,7 +274,7 @@ func number(md map[string]string, key string, def float64, positive bool) (float
 func seconds(md map[string]string, key string, def float64) (time.Duration, error) {
 	v, err := number(md, key, def, true)
 	if err != nil || v > maxSeconds {
-		return 0, &MetadataError{Key: key, Accepted: fmt.Sprintf("must be a number of seconds > 0 and <= %d", maxSeconds), Got: md[key]}
+		return 0, &Error{Key: key, Accepted: fmt.Sprintf("must be a number of seconds > 0 and <= %d", maxSeconds), Got: md[key]}
 	}
 	return time.Duration(v * float64(time.Second)), nil
 }

@@ -118,7 +118,7 @@ func TestParseMetadataNamesTheBadKey(t *testing.T) {
 			in := maps.Clone(tc.md)
 			_, err := Parse(tc.md, testConns)
 			require.Error(t, err)
-			var me *MetadataError
+			var me *Error
 			require.ErrorAs(t, err, &me)
 			require.Equal(t, tc.key, me.Key, "error: %v", err)
 			require.Contains(t, err.Error(), tc.mention)
@@ -142,7 +142,7 @@ func FuzzParse(f *testing.F) {
 		}
 		r, err := Parse(md, testConns)
 		if err != nil {
-			var me *MetadataError
+			var me *Error
 			if !errors.As(err, &me) || me.Key == "" {
 				t.Fatalf("error %v does not name a key", err)
 			}

@@ -36,7 +36,10 @@ type Options struct {
 	Arm ArmFunc
 	// Reported, when set, is told every value GetMetrics reports.
 	Reported func(r metadata.Request, value int64)
-	Log      *slog.Logger
+	// Hygiene, when set, is told of every request whose metadata asks for
+	// reclaim, so the hygiene loop looks after the same target.
+	Hygiene func(r metadata.Request)
+	Log     *slog.Logger
 }
 
 // Server implements externalscaler.ExternalScalerServer.
@@ -185,6 +188,9 @@ func (s *Server) parse(ref *externalscaler.ScaledObjectRef) (metadata.Request, e
 	r, err := metadata.Parse(ref.GetScalerMetadata(), s.opts.Conns)
 	if err != nil {
 		return r, status.Error(codes.InvalidArgument, err.Error())
+	}
+	if s.opts.Hygiene != nil && r.Hygiene.Mode != policy.ReclaimOff {
+		s.opts.Hygiene(r)
 	}
 	return r, nil
 }

@@ -1,0 +1,226 @@
+// Package hygiene runs the PEL hygiene loop: for every hygiene target it
+// finds the entries that ghost consumers hold, on the same liveness view the
+// scaler reports from, and gives them back through the guarded Redis
+// actions; it dead-letters poison entries and deletes ghost consumers whose
+// PEL is empty.
+package hygiene
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pelwarden/pelwarden/internal/liveness"
+	"github.com/pelwarden/pelwarden/internal/policy"
+	"github.com/pelwarden/pelwarden/internal/redisx"
+)
+
+// Target is one group the loop looks after, with its settings.
+type Target struct {
+	Target  liveness.Target
+	Hygiene policy.Hygiene
+}
+
+func (t Target) key() string { return t.Target.Key() + "\x00" + t.Hygiene.String() }
+
+// Options configures a Loop.
+type Options struct {
+	// ScanInterval is how often every target is scanned; a new ghost also
+	// triggers a scan at once.
+	ScanInterval time.Duration
+	// LeaseTTL is how long a scanner's lease lasts without renewal.
+	LeaseTTL time.Duration
+	// BatchSize is the entries per XPENDING page and per script call.
+	BatchSize int64
+	// Identity names this replica in the lease.
+	Identity string
+	// Expiry drops a target registered from ScaledObject metadata that no
+	// RPC has named for this long. Targets from configuration stay.
+	Expiry time.Duration
+	Log    *slog.Logger
+	Now    func() time.Time
+}
+
+// Loop is the hygiene loop. Add targets, then Run.
+type Loop struct {
+	view    *liveness.View
+	conns   *redisx.Conns
+	opts    Options
+	metrics *metrics
+
+	mu      sync.Mutex
+	targets map[string]*runner
+	added   chan struct{}
+	wg      sync.WaitGroup
+}
+
+type runner struct {
+	t         Target
+	permanent bool
+	lastSeen  time.Time
+	// stop ends the target's scanner; nil until Run starts it.
+	stop context.CancelFunc
+}
+
+// New returns a Loop; its metrics are registered on reg.
+func New(view *liveness.View, conns *redisx.Conns, opts Options, reg prometheus.Registerer) *Loop {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Loop{view: view, conns: conns, opts: opts, metrics: newMetrics(reg), targets: make(map[string]*runner), added: make(chan struct{}, 1)}
+}
+
+// Add registers a target, or marks it seen again. permanent targets (from
+// configuration) never expire.
+func (l *Loop) Add(t Target, permanent bool) {
+	if t.Hygiene.Mode == policy.ReclaimOff {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if r, ok := l.targets[t.key()]; ok {
+		r.lastSeen = l.opts.Now()
+		r.permanent = r.permanent || permanent
+		return
+	}
+	l.targets[t.key()] = &runner{t: t, permanent: permanent, lastSeen: l.opts.Now()}
+	select {
+	case l.added <- struct{}{}:
+	default:
+	}
+	l.opts.Log.Info("hygiene target added", "target", t.Target.String(), "reclaim", t.Hygiene.Mode, "dryRun", t.Hygiene.DryRun)
+}
+
+// Run scans until ctx ends, then waits for scans in progress. Each target
+// has its own scanner; targets added later start at once.
+func (l *Loop) Run(ctx context.Context) {
+	tick := time.NewTicker(l.opts.ScanInterval)
+	defer tick.Stop()
+	for {
+		l.sync(ctx)
+		select {
+		case <-ctx.Done():
+			l.wg.Wait()
+			return
+		case <-tick.C:
+		case <-l.added:
+		}
+	}
+}
+
+// sync starts scanners for new targets and stops expired ones.
+func (l *Loop) sync(ctx context.Context) {
+	now := l.opts.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for key, r := range l.targets {
+		switch {
+		case !r.permanent && now.Sub(r.lastSeen) > l.opts.Expiry:
+			if r.stop != nil {
+				r.stop()
+			}
+			delete(l.targets, key)
+			l.opts.Log.Info("hygiene target expired", "target", r.t.Target.String())
+		case r.stop == nil:
+			rctx, cancel := context.WithCancel(ctx)
+			r.stop = cancel
+			l.wg.Add(1)
+			go func() {
+				defer l.wg.Done()
+				l.runTarget(rctx, r.t)
+			}()
+		}
+	}
+}
+
+// runTarget scans t every interval, and at once when a consumer holding
+// entries turns Ghost in the view.
+func (l *Loop) runTarget(ctx context.Context, t Target) {
+	updates, unsubscribe, err := l.view.Subscribe(t.Target)
+	if err != nil {
+		l.opts.Log.Error("hygiene target not watched", "target", t.Target.String(), "err", err)
+		return
+	}
+	defer unsubscribe()
+	c, _ := l.conns.Get(t.Target.Conn)
+	lease := redisx.Lease{Client: c, Key: leaseKey(t.Target), Holder: l.opts.Identity, TTL: l.opts.LeaseTTL}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		_ = lease.Release(rctx)
+	}()
+	tick := time.NewTicker(l.opts.ScanInterval)
+	defer tick.Stop()
+	var ghosts map[string]bool
+	scan := true
+	for {
+		if scan {
+			l.scanIfLeader(ctx, t, lease)
+			ghosts = ghostsHolding(l.view, t.Target)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			scan = true
+		case <-updates:
+			now := ghostsHolding(l.view, t.Target)
+			scan = newGhost(ghosts, now)
+			ghosts = now
+		}
+	}
+}
+
+func (l *Loop) scanIfLeader(ctx context.Context, t Target, lease redisx.Lease) {
+	held, err := lease.Hold(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			l.metrics.errors.WithLabelValues(labels(t)...).Inc()
+			l.opts.Log.Warn("hygiene lease failed", "target", t.Target.String(), "err", err)
+		}
+		return
+	}
+	l.metrics.leader.WithLabelValues(labels(t)...).Set(boolFloat(held))
+	if !held {
+		return
+	}
+	if _, err := l.Scan(ctx, t); err != nil && ctx.Err() == nil {
+		l.opts.Log.Warn("hygiene scan failed", "target", t.Target.String(), "err", err)
+	}
+}
+
+func ghostsHolding(v *liveness.View, t liveness.Target) map[string]bool {
+	out := map[string]bool{}
+	if s, ok := v.Peek(t); ok {
+		for _, c := range s.Consumers {
+			if c.Verdict == liveness.Ghost && c.Pending > 0 {
+				out[c.Name] = true
+			}
+		}
+	}
+	return out
+}
+
+func newGhost(before, now map[string]bool) bool {
+	for name := range now {
+		if !before[name] {
+			return true
+		}
+	}
+	return false
+}
+
+func leaseKey(t liveness.Target) string {
+	return fmt.Sprintf("pelwarden:lease:%s:%s", t.Stream, t.Group)
+}
+
+func boolFloat(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,246 @@
+package hygiene
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pelwarden/pelwarden/internal/config"
+	"github.com/pelwarden/pelwarden/internal/liveness"
+	"github.com/pelwarden/pelwarden/internal/metadata"
+	"github.com/pelwarden/pelwarden/internal/redistest"
+	"github.com/pelwarden/pelwarden/internal/redisx"
+)
+
+// newLoop builds a hygiene loop over a real Redis with its own view.
+func newLoop(t *testing.T, addr string) *Loop {
+	t.Helper()
+	conns, err := redisx.Open([]config.Redis{config.DefaultRedis("default", addr)})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conns.Close() })
+	reader := &redisx.Reader{Conns: conns, LagEstimateCap: 1000}
+	view := liveness.NewView(reader.Fetch, liveness.ViewOptions{
+		RefreshInterval: time.Second, MaxAge: time.Second, FetchTimeout: 5 * time.Second, Expiry: time.Hour, MaxTargets: 10,
+	})
+	return New(view, conns, Options{
+		ScanInterval: 50 * time.Millisecond, LeaseTTL: time.Second, BatchSize: 100, Identity: t.Name(),
+		Expiry: time.Hour, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}, prometheus.NewRegistry())
+}
+
+func target(t *testing.T, kv ...string) Target {
+	t.Helper()
+	md := map[string]string{"stream": "jobs", "consumerGroup": "workers", "reclaim": "requeue", "entryStaleSeconds": "0.05",
+		"ghostIdleSeconds": "0.2"}
+	for i := 0; i+1 < len(kv); i += 2 {
+		md[kv[i]] = kv[i+1]
+	}
+	r, err := metadata.Parse(md, []string{"default"})
+	require.NoError(t, err)
+	return Target{Target: r.Target, Hygiene: r.Hygiene}
+}
+
+// hold has consumer read n new entries (field job=<prefix><i>).
+func hold(t *testing.T, rdb *redis.Client, consumer, prefix string, n int) []string {
+	t.Helper()
+	ctx := context.Background()
+	_ = rdb.XGroupCreateMkStream(ctx, "jobs", "workers", "$").Err()
+	pipe := rdb.Pipeline()
+	for i := range n {
+		pipe.XAdd(ctx, &redis.XAddArgs{Stream: "jobs", Values: []any{"job", prefix + strconv.Itoa(i)}})
+	}
+	_, err := pipe.Exec(ctx)
+	require.NoError(t, err)
+	res, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "workers", Consumer: consumer, Streams: []string{"jobs", ">"}, Count: int64(n), Block: -1}).Result()
+	require.NoError(t, err)
+	ids := make([]string, 0, n)
+	for _, m := range res[0].Messages {
+		ids = append(ids, m.ID)
+	}
+	require.Len(t, ids, n)
+	return ids
+}
+
+// jobsInStream counts the stream's entries per job field.
+func jobsInStream(t *testing.T, rdb *redis.Client) map[string]int {
+	t.Helper()
+	all, err := rdb.XRange(context.Background(), "jobs", "-", "+").Result()
+	require.NoError(t, err)
+	out := map[string]int{}
+	for _, e := range all {
+		out[e.Values["job"].(string)]++
+	}
+	return out
+}
+
+func pendingOf(t *testing.T, rdb *redis.Client) map[string]int64 {
+	t.Helper()
+	p, err := rdb.XPending(context.Background(), "jobs", "workers").Result()
+	require.NoError(t, err)
+	return p.Consumers
+}
+
+func TestScanRequeuesAGhostsWholePELThenDeletesTheGhost(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	hold(t, rdb, "ghost", "g", 250) // more than two pages of 100
+	time.Sleep(300 * time.Millisecond)
+	l := newLoop(t, srv.Addr())
+	tg := target(t)
+
+	rep, err := l.Scan(context.Background(), tg)
+	require.NoError(t, err)
+	require.Equal(t, int64(250), rep.Counts[redisx.Requeued])
+	require.Empty(t, pendingOf(t, rdb), "nothing is left in the ghost's PEL")
+	for job, n := range jobsInStream(t, rdb) {
+		require.Equal(t, 2, n, "job %s: the original and exactly one copy", job)
+	}
+
+	time.Sleep(100 * time.Millisecond)
+	rep, err = l.Scan(context.Background(), tg)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), rep.Counts["consumer-deleted"], "the ghost goes once its PEL is empty")
+	consumers, err := rdb.XInfoConsumers(context.Background(), "jobs", "workers").Result()
+	require.NoError(t, err)
+	require.Empty(t, consumers)
+}
+
+// TestSlowLiveConsumerIsNeverReclaimed: a worker with a fresh heartbeat
+// holds an entry ten times the stale threshold (a long job).
+func TestSlowLiveConsumerIsNeverReclaimed(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ids := hold(t, rdb, "slow", "s", 1)
+	l := newLoop(t, srv.Addr())
+	tg := target(t, "liveness", "heartbeat", "heartbeatKey", "hb:{consumer}", "heartbeatMaxAgeSeconds", "0.3", "entryStaleSeconds", "0.1")
+	ctx := context.Background()
+	deadline := time.Now().Add(10 * tg.Hygiene.EntryStale).Add(300 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		require.NoError(t, rdb.Set(ctx, "hb:slow", time.Now().UnixMilli(), 0).Err())
+		_, err := l.Scan(ctx, tg)
+		require.NoError(t, err)
+		time.Sleep(50 * time.Millisecond)
+	}
+	ext, err := rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: "jobs", Group: "workers", Start: "-", End: "+", Count: 10}).Result()
+	require.NoError(t, err)
+	require.Len(t, ext, 1)
+	require.Equal(t, ids[0], ext[0].ID)
+	require.Equal(t, "slow", ext[0].Consumer)
+	require.Greater(t, ext[0].Idle, 10*tg.Hygiene.EntryStale, "held ten times the stale threshold")
+	require.Equal(t, map[string]int{"s0": 1}, jobsInStream(t, rdb), "no copy was made")
+
+	// The same worker with its heartbeat gone stale is a ghost: the test
+	// would pass vacuously if the scan could not reclaim at all.
+	time.Sleep(400 * time.Millisecond)
+	rep, err := l.Scan(ctx, tg)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), rep.Counts[redisx.Requeued])
+}
+
+// TestUnknownOwnerLeadsToNoAction: the owner's heartbeat cannot be read.
+func TestUnknownOwnerLeadsToNoAction(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	hold(t, rdb, "unreadable", "u", 5)
+	require.NoError(t, rdb.HSet(context.Background(), "hb:unreadable", "at", "yesterday").Err())
+	time.Sleep(500 * time.Millisecond)
+	l := newLoop(t, srv.Addr())
+	tg := target(t, "liveness", "heartbeat", "heartbeatKey", "hb:{consumer}", "heartbeatMaxAgeSeconds", "0.1", "hardTimeoutSeconds", "0.1")
+	rep, err := l.Scan(context.Background(), tg)
+	require.NoError(t, err)
+	require.Equal(t, int64(5), rep.Counts["skipped:owner-unknown"])
+	require.Zero(t, rep.Counts[redisx.Requeued])
+	require.Equal(t, map[string]int64{"unreadable": 5}, pendingOf(t, rdb))
+	require.Len(t, jobsInStream(t, rdb), 5)
+	for _, n := range jobsInStream(t, rdb) {
+		require.Equal(t, 1, n)
+	}
+}
+
+// TestTwoHygieneInstancesActOnEachEntryOnce: two loops with their own
+// views (two replicas; the lease deliberately bypassed) scan the same ghost
+// at once. Counting copies in the stream shows each entry acted on once.
+func TestTwoHygieneInstancesActOnEachEntryOnce(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	const n = 3000
+	hold(t, rdb, "ghost", "j", n)
+	time.Sleep(300 * time.Millisecond)
+	loops := []*Loop{newLoop(t, srv.Addr()), newLoop(t, srv.Addr())}
+	tg := target(t)
+	reps := make([]Report, 2)
+	var wg sync.WaitGroup
+	for i, l := range loops {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rep, err := l.Scan(context.Background(), tg)
+			if err != nil {
+				t.Error(err)
+			}
+			reps[i] = rep
+		}()
+	}
+	wg.Wait()
+	require.Equal(t, int64(n), reps[0].Counts[redisx.Requeued]+reps[1].Counts[redisx.Requeued], "requeued once in total")
+	jobs := jobsInStream(t, rdb)
+	require.Len(t, jobs, n)
+	for job, c := range jobs {
+		require.Equal(t, 2, c, "job %s: the original and one copy", job)
+	}
+	require.Empty(t, pendingOf(t, rdb))
+}
+
+func TestDeletedPendingEntryIsATombstoneNotRequeued(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ids := hold(t, rdb, "ghost", "t", 3)
+	require.NoError(t, rdb.XDel(context.Background(), "jobs", ids[1]).Err())
+	time.Sleep(300 * time.Millisecond)
+	rep, err := newLoop(t, srv.Addr()).Scan(context.Background(), target(t))
+	require.NoError(t, err)
+	require.Equal(t, int64(1), rep.Counts[redisx.Tombstoned])
+	require.Equal(t, int64(2), rep.Counts[redisx.Requeued])
+	require.Equal(t, map[string]int{"t0": 2, "t2": 2}, jobsInStream(t, rdb), "no copy of the deleted entry")
+	require.Empty(t, pendingOf(t, rdb))
+}
+
+func TestDryRunChangesNothing(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	hold(t, rdb, "ghost", "d", 120)
+	time.Sleep(300 * time.Millisecond)
+	rep, err := newLoop(t, srv.Addr()).Scan(context.Background(), target(t, "dryRun", "true"))
+	require.NoError(t, err)
+	require.True(t, rep.DryRun)
+	require.Equal(t, int64(120), rep.Counts[redisx.Requeued], "reports what it would do")
+	require.Equal(t, map[string]int64{"ghost": 120}, pendingOf(t, rdb))
+	require.Len(t, jobsInStream(t, rdb), 120)
+}
+
+func TestClaimModeHandsEntriesToTheLiveConsumer(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	hold(t, rdb, "ghost", "c", 4)
+	time.Sleep(300 * time.Millisecond)
+	hold(t, rdb, "live", "l", 1) // read just now: Alive under the idle source
+	rep, err := newLoop(t, srv.Addr()).Scan(context.Background(), target(t, "reclaim", "claim", "ghostIdleSeconds", "0.25"))
+	require.NoError(t, err)
+	require.Equal(t, int64(4), rep.Counts[redisx.Claimed])
+	require.Equal(t, map[string]int64{"live": 5}, pendingOf(t, rdb))
+}

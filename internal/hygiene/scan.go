@@ -1,0 +1,214 @@
+package hygiene
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/pelwarden/pelwarden/internal/liveness"
+	"github.com/pelwarden/pelwarden/internal/policy"
+	"github.com/pelwarden/pelwarden/internal/redisx"
+)
+
+// Report counts what one scan did (or, in dry run, would have done), by
+// outcome: the redisx outcome names, "consumer-deleted", and skip reasons.
+type Report struct {
+	Counts map[string]int64
+	// DryRun says the counts are what the scan would have done.
+	DryRun bool
+}
+
+func (r *Report) add(outcome string, n int64) {
+	if r.Counts == nil {
+		r.Counts = map[string]int64{}
+	}
+	r.Counts[outcome] += n
+}
+
+// Scan runs one pass over t on a fresh read of the liveness view: every
+// consumer whose entries may be reclaimed is paged through to the end, then
+// ghost consumers with an empty PEL are deleted. Correctness does not depend
+// on the lease or on the view being current: each step is guarded in Redis.
+func (l *Loop) Scan(ctx context.Context, t Target) (Report, error) {
+	rep := Report{DryRun: t.Hygiene.DryRun}
+	start := time.Now()
+	defer func() { l.metrics.scanTime.WithLabelValues(labels(t)...).Observe(time.Since(start).Seconds()) }()
+	c, ok := l.conns.Get(t.Target.Conn)
+	if !ok {
+		return rep, fmt.Errorf("no redis connection named %q", t.Target.Conn)
+	}
+	snap, err := l.view.Refresh(ctx, t.Target)
+	if err != nil {
+		l.metrics.errors.WithLabelValues(labels(t)...).Inc()
+		return rep, err
+	}
+	if snap.StreamMissing || snap.GroupMissing {
+		return rep, nil
+	}
+	for _, cv := range snap.Consumers {
+		if minIdle, ok := policy.ReclaimThreshold(cv.Verdict, t.Hygiene); ok && cv.Pending > 0 {
+			if err := l.reclaimConsumer(ctx, c, t, snap, cv, minIdle, &rep); err != nil {
+				l.metrics.errors.WithLabelValues(labels(t)...).Inc()
+				return rep, err
+			}
+		} else if cv.Pending > 0 && cv.Verdict == liveness.Unknown {
+			rep.add("skipped:owner-unknown", cv.Pending)
+			l.metrics.skipped.WithLabelValues(append(labels(t), "owner-unknown")...).Add(float64(cv.Pending))
+		}
+	}
+	for _, cv := range snap.Consumers {
+		if !policy.ShouldDeleteConsumer(cv, t.Hygiene.EntryStale, t.Hygiene) {
+			continue
+		}
+		if err := l.deleteConsumer(ctx, c, t, cv, &rep); err != nil {
+			l.metrics.errors.WithLabelValues(labels(t)...).Inc()
+			return rep, err
+		}
+	}
+	return rep, nil
+}
+
+// reclaimConsumer pages through one owner's entries idle past minIdle, with
+// no ceiling on how many there are.
+func (l *Loop) reclaimConsumer(ctx context.Context, c *redis.Client, t Target, snap *liveness.Snapshot, cv liveness.ConsumerView, minIdle time.Duration, rep *Report) error {
+	h := t.Hygiene
+	log := l.opts.Log.With("target", t.Target.String(), "consumer", cv.Name, "verdict", cv.Verdict.String())
+	mode, to := redisx.ModeRequeue, ""
+	if h.Mode == policy.ReclaimClaim {
+		if name, ok := policy.PickReclaimTarget(snap.Consumers, cv.Name); ok {
+			mode, to = redisx.ModeClaim, name
+		} else if h.ClaimFallback == policy.FallbackSkip {
+			rep.add("skipped:no-live-consumer", cv.Pending)
+			l.metrics.skipped.WithLabelValues(append(labels(t), "no-live-consumer")...).Add(float64(cv.Pending))
+			return nil
+		}
+	}
+	after := ""
+	for ctx.Err() == nil {
+		page, err := redisx.PendingPage(ctx, c, t.Target.Stream, t.Target.Group, cv.Name, minIdle, after, l.opts.BatchSize)
+		if err != nil {
+			return err
+		}
+		if len(page) == 0 {
+			return nil
+		}
+		after = page[len(page)-1].ID
+		if !l.stillReclaimable(t, cv.Name, minIdle) {
+			log.Info("owner no longer reclaimable; stopping", "left", "from "+after)
+			return nil
+		}
+		ids := make([]string, len(page))
+		for i, p := range page {
+			ids[i] = p.ID
+		}
+		if h.DryRun {
+			l.dryRun(t, page, mode, rep, log)
+		} else if err := l.apply(ctx, c, t, cv.Name, mode, to, minIdle, ids, rep, log); err != nil {
+			return err
+		}
+		if int64(len(page)) < l.opts.BatchSize {
+			return nil
+		}
+	}
+	return ctx.Err()
+}
+
+// stillReclaimable re-reads the owner's verdict between pages: a ghost
+// that came back while a long PEL was being paged is left alone.
+func (l *Loop) stillReclaimable(t Target, consumer string, minIdle time.Duration) bool {
+	s, ok := l.view.Peek(t.Target)
+	if !ok {
+		return false
+	}
+	for _, c := range s.Consumers {
+		if c.Name == consumer {
+			threshold, ok := policy.ReclaimThreshold(c.Verdict, t.Hygiene)
+			return ok && threshold <= minIdle
+		}
+	}
+	return true // gone from the group's consumer list: nothing alive holds the name
+}
+
+func (l *Loop) apply(ctx context.Context, c *redis.Client, t Target, owner string, mode redisx.Mode, to string, minIdle time.Duration, ids []string, rep *Report, log *slog.Logger) error {
+	h := t.Hygiene
+	outs, err := redisx.RunReclaim(ctx, c, redisx.Reclaim{
+		Stream: t.Target.Stream, Group: t.Target.Group, Consumer: owner, Mode: mode, ClaimTo: to,
+		MinIdle: minIdle, CarryField: h.DeliveryCountField, MaxDeliveries: h.MaxDeliveries,
+		DeadLetterStream: h.DeadLetterStream, DeleteOriginal: h.DeleteOriginal, IDs: ids,
+	})
+	if err != nil {
+		return err
+	}
+	byResult := map[string]int64{}
+	for _, o := range outs {
+		byResult[o.Result]++
+		rep.add(o.Result, 1)
+		if o.Acted() {
+			l.metrics.actions.WithLabelValues(append(labels(t), o.Result)...).Inc()
+		} else {
+			l.metrics.skipped.WithLabelValues(append(labels(t), o.Result)...).Inc()
+		}
+		switch o.Result {
+		case redisx.DeadLettered:
+			log.Warn("entry dead-lettered", "id", o.ID, "deliveries", o.Deliveries, "deadLetterStream", h.DeadLetterStream, "record", o.Detail)
+		case redisx.Tombstoned:
+			log.Info("tombstone acknowledged: the stream entry was deleted", "id", o.ID)
+		default:
+			log.Debug("entry", "id", o.ID, "outcome", o.Result, "detail", o.Detail, "deliveries", o.Deliveries)
+		}
+	}
+	attrs := []any{"mode", string(mode), "batch", len(ids), "first", ids[0], "last", ids[len(ids)-1]}
+	if to != "" {
+		attrs = append(attrs, "to", to)
+	}
+	for r, n := range byResult {
+		attrs = append(attrs, r, n)
+	}
+	log.Info("reclaimed", attrs...)
+	return nil
+}
+
+func (l *Loop) dryRun(t Target, page []redis.XPendingExt, mode redisx.Mode, rep *Report, log *slog.Logger) {
+	would := map[string]int64{}
+	for _, p := range page {
+		outcome := redisx.Requeued
+		if mode == redisx.ModeClaim {
+			outcome = redisx.Claimed
+		}
+		// The carried count is unknown without reading the entry; the
+		// delivery count Redis keeps is its lower bound.
+		if policy.ShouldDeadLetter(p.RetryCount, t.Hygiene.MaxDeliveries) {
+			outcome = redisx.DeadLettered
+		}
+		would[outcome]++
+		rep.add(outcome, 1)
+		l.metrics.dryRun.WithLabelValues(append(labels(t), outcome)...).Inc()
+	}
+	log.Info("dry run: would reclaim", "mode", string(mode), "batch", len(page), "first", page[0].ID, "last", page[len(page)-1].ID, "would", would)
+}
+
+func (l *Loop) deleteConsumer(ctx context.Context, c *redis.Client, t Target, cv liveness.ConsumerView, rep *Report) error {
+	log := l.opts.Log.With("target", t.Target.String(), "consumer", cv.Name)
+	if t.Hygiene.DryRun {
+		rep.add("consumer-deleted", 1)
+		l.metrics.dryRun.WithLabelValues(append(labels(t), "consumer-deleted")...).Inc()
+		log.Info("dry run: would delete ghost consumer (PEL empty)")
+		return nil
+	}
+	out, err := redisx.DeleteConsumer(ctx, c, t.Target.Stream, t.Target.Group, cv.Name, t.Hygiene.EntryStale)
+	if err != nil {
+		return err
+	}
+	if out == "deleted" {
+		rep.add("consumer-deleted", 1)
+		l.metrics.actions.WithLabelValues(append(labels(t), "consumer-deleted")...).Inc()
+		log.Info("ghost consumer deleted: its PEL was empty", "reasons", liveness.ReasonsString(cv.Reasons))
+		return nil
+	}
+	rep.add("skipped:delete-"+out, 1)
+	l.metrics.skipped.WithLabelValues(append(labels(t), "delete-"+out)...).Inc()
+	return nil
+}
