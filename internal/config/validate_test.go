@@ -63,14 +63,25 @@ func TestValidateRejectsEachBadFieldByName(t *testing.T) {
 		mutate func(c *config.Config)
 		want   string // substring of the error: the field and what it accepts
 	}{
-		"empty grpc addr":            {func(c *config.Config) { c.GRPC.Addr = "" }, `grpc.addr: must be host:port with a numeric port 0-65535, such as ":9090", got ""`},
-		"grpc addr without port":     {func(c *config.Config) { c.GRPC.Addr = "localhost" }, `grpc.addr: must be host:port`},
-		"grpc port out of range":     {func(c *config.Config) { c.GRPC.Addr = ":65536" }, `grpc.addr: must be host:port`},
-		"zero shutdown timeout":      {func(c *config.Config) { c.GRPC.ShutdownTimeout = 0 }, `grpc.shutdownTimeout: must be a positive duration such as 10s, got "0s"`},
-		"named http port":            {func(c *config.Config) { c.HTTP.Addr = ":http" }, `http.addr: must be host:port with a numeric port 0-65535, such as ":8080", got ":http"`},
-		"http on the grpc port":      {func(c *config.Config) { c.HTTP.Addr = "0.0.0.0:9090" }, `http.addr: must differ from grpc.addr`},
-		"unknown log level":          {func(c *config.Config) { c.Log.Level = "trace" }, `log.level: must be one of debug, info, warn, error, got "trace"`},
-		"unknown log format":         {func(c *config.Config) { c.Log.Format = "logfmt" }, `log.format: must be one of json, text, got "logfmt"`},
+		"empty grpc addr":         {func(c *config.Config) { c.GRPC.Addr = "" }, `grpc.addr: must be host:port with a numeric port 0-65535, such as ":9090", got ""`},
+		"grpc addr without port":  {func(c *config.Config) { c.GRPC.Addr = "localhost" }, `grpc.addr: must be host:port`},
+		"grpc port out of range":  {func(c *config.Config) { c.GRPC.Addr = ":65536" }, `grpc.addr: must be host:port`},
+		"zero shutdown timeout":   {func(c *config.Config) { c.GRPC.ShutdownTimeout = 0 }, `grpc.shutdownTimeout: must be a positive duration such as 10s, got "0s"`},
+		"named http port":         {func(c *config.Config) { c.HTTP.Addr = ":http" }, `http.addr: must be host:port with a numeric port 0-65535, such as ":8080", got ":http"`},
+		"http on the grpc port":   {func(c *config.Config) { c.HTTP.Addr = "0.0.0.0:9090" }, `http.addr: must differ from grpc.addr`},
+		"unknown log level":       {func(c *config.Config) { c.Log.Level = "trace" }, `log.level: must be one of debug, info, warn, error, got "trace"`},
+		"unknown log format":      {func(c *config.Config) { c.Log.Format = "logfmt" }, `log.format: must be one of json, text, got "logfmt"`},
+		"lease not past the scan": {func(c *config.Config) { c.Hygiene.LeaseTTL = c.Hygiene.ScanInterval }, `hygiene.leaseTTL: must be longer than hygiene.scanInterval`},
+		"batch of zero":           {func(c *config.Config) { c.Hygiene.BatchSize = 0 }, `hygiene.batchSize: must be a whole number from 1 to 10000, got 0`},
+		"hygiene target without mode": {func(c *config.Config) {
+			c.Hygiene.Targets = []map[string]string{{"stream": "s", "consumerGroup": "g"}}
+		}, `hygiene.targets[0].reclaim: must be requeue or claim for a hygiene target`},
+		"hygiene target bad key": {func(c *config.Config) {
+			c.Hygiene.Targets = []map[string]string{{"stream": "s", "consumerGroup": "g", "reclaim": "requeue", "maxDeliveries": "x"}}
+		}, `hygiene.targets[0].maxDeliveries: must be a whole number >= 0`},
+		"hygiene target unknown redis": {func(c *config.Config) {
+			c.Hygiene.Targets = []map[string]string{{"redis": "other", "stream": "s", "consumerGroup": "g", "reclaim": "requeue"}}
+		}, `hygiene.targets[0].redis: must name a configured Redis connection (default)`},
 		"zero refresh interval":      {func(c *config.Config) { c.Scaler.RefreshInterval = 0 }, `scaler.refreshInterval: must be a positive duration such as 2s, got "0s"`},
 		"negative snapshot age":      {func(c *config.Config) { c.Scaler.MaxSnapshotAge = -time.Second }, `scaler.maxSnapshotAge: must be a positive duration such as 5s, got "-1s"`},
 		"snapshot age below refresh": {func(c *config.Config) { c.Scaler.MaxSnapshotAge = time.Second }, `scaler.maxSnapshotAge: must be at least scaler.refreshInterval (2s), got "1s"`},

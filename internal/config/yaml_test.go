@@ -124,7 +124,7 @@ func TestLoadRejectsBadYAMLNamingTheKey(t *testing.T) {
 		},
 		"top level is not a mapping": {
 			file: "- grpc\n",
-			want: []string{`/c.yaml: must be a mapping with keys grpc, http, log, scaler, redis, got a list`},
+			want: []string{`/c.yaml: must be a mapping with keys grpc, http, log, scaler, redis, hygiene, got a list`},
 		},
 		"two documents": {
 			file: "log: {level: info}\n---\nlog: {level: debug}\n",
@@ -164,4 +164,33 @@ func TestNestedAliasesCannotMakeLoadingExponential(t *testing.T) {
 
 	_, err := config.Load(sources(nil, map[string]string{"/c.yaml": b.String()}), parseFlags(t, "--config=/c.yaml"))
 	require.ErrorContains(t, err, "/c.yaml: has more than 10000 YAML nodes once aliases are expanded")
+}
+
+func TestLoadReadsHygieneTargetsFromYAML(t *testing.T) {
+	t.Parallel()
+	yml := `
+redis:
+  - name: default
+    addr: 127.0.0.1:6379
+hygiene:
+  scanInterval: 5s
+  targets:
+    - stream: jobs
+      consumerGroup: workers
+      reclaim: requeue
+      maxDeliveries: 3
+`
+	src := config.Sources{
+		Env: func(name string) (string, bool) {
+			if name == config.EnvConfig {
+				return "/c.yaml", true
+			}
+			return "", false
+		},
+		ReadFile: func(string) ([]byte, error) { return []byte(yml), nil },
+	}
+	cfg, err := config.Load(src, nil)
+	require.NoError(t, err)
+	require.Equal(t, 5*time.Second, cfg.Hygiene.ScanInterval)
+	require.Equal(t, []map[string]string{{"stream": "jobs", "consumerGroup": "workers", "reclaim": "requeue", "maxDeliveries": "3"}}, cfg.Hygiene.Targets)
 }
