@@ -7,7 +7,7 @@ LINT      := $(GO) tool -modfile=tools/golangci-lint/go.mod golangci-lint
 BUF       := $(GO) tool buf
 BENCHTIME ?= 3s
 
-.PHONY: all build test lint generate bench demo fuzz clean
+.PHONY: all build test lint generate bench demo fuzz chaos clean
 
 all: build
 
@@ -37,6 +37,10 @@ bench:
 ## demo: a throwaway redis-server and pelwarden with live and ghost workers
 demo:
 	$(GO) run ./cmd/pelwarden-demo
+
+## chaos: the chaos suite at full size (make test runs it at a bounded size)
+chaos:
+	PELWARDEN_CHAOS=full $(GO) test -count=1 -v -run TestChaos -timeout 30m ./test/chaos/
 
 ## fuzz: run each fuzz target for a while (make test runs their seeds)
 fuzz:
