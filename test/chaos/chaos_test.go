@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -333,7 +332,3 @@ func checkBooks(t *testing.T, rdb *redis.Client, sz size) {
 	require.NoError(t, err)
 	require.Zero(t, p.Count, "nothing is left pending")
 }
-
-// healthy is used while debugging a run: it tells whether a pelwarden
-// answers on its HTTP port.
-var _ = http.StatusOK

@@ -3,49 +3,27 @@
 package chaos
 
 import (
-	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 )
 
-// bins holds the binaries built once for the package: pelwarden and the
-// chaos worker.
-var bins struct {
-	once      sync.Once
-	dir       string
-	pelwarden string
-	worker    string
-	err       error
-}
-
+// build compiles pelwarden and the chaos worker into a temporary folder.
 func build(t *testing.T) (pelwarden, worker string) {
 	t.Helper()
-	bins.once.Do(func() {
-		bins.dir, bins.err = os.MkdirTemp("", "pelwarden-chaos-bin")
-		if bins.err != nil {
-			return
+	dir := t.TempDir()
+	pelwarden, worker = filepath.Join(dir, "pelwarden"), filepath.Join(dir, "chaosworker")
+	for out, pkg := range map[string]string{pelwarden: "../../cmd/pelwarden", worker: "../chaosworker"} {
+		if b, err := exec.Command("go", "build", "-o", out, pkg).CombinedOutput(); err != nil {
+			t.Fatalf("go build %s: %v\n%s", pkg, err, b)
 		}
-		bins.pelwarden = filepath.Join(bins.dir, "pelwarden")
-		bins.worker = filepath.Join(bins.dir, "chaosworker")
-		for out, pkg := range map[string]string{bins.pelwarden: "../../cmd/pelwarden", bins.worker: "../chaosworker"} {
-			cmd := exec.Command("go", "build", "-o", out, pkg)
-			if b, err := cmd.CombinedOutput(); err != nil {
-				bins.err = fmt.Errorf("go build %s: %v\n%s", pkg, err, b)
-				return
-			}
-		}
-	})
-	if bins.err != nil {
-		t.Fatal(bins.err)
 	}
-	return bins.pelwarden, bins.worker
+	return pelwarden, worker
 }
 
 // proc is one child process with its output in a file.
@@ -92,15 +70,6 @@ func (p *proc) term() {
 	case <-p.done:
 	case <-time.After(10 * time.Second):
 		p.kill()
-	}
-}
-
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
 	}
 }
 
