@@ -88,29 +88,19 @@ func (l *Loop) reclaimConsumer(ctx context.Context, c *redis.Client, t Target, s
 	}
 	after := ""
 	for ctx.Err() == nil {
-		page, err := redisx.PendingPage(ctx, c, t.Target.Stream, t.Target.Group, cv.Name, minIdle, after, l.opts.BatchSize)
-		if err != nil {
-			return err
-		}
-		if len(page) == 0 {
-			return nil
-		}
-		after = page[len(page)-1].ID
 		if !l.stillReclaimable(t, cv.Name, minIdle) {
-			log.Info("owner no longer reclaimable; stopping", "left", "from "+after)
+			log.Info("owner no longer reclaimable; stopping", "after", after)
 			return nil
 		}
-		ids := make([]string, len(page))
-		for i, p := range page {
-			ids[i] = p.ID
-		}
+		var n int64
+		var err error
 		if h.DryRun {
-			l.dryRun(t, page, mode, rep, log)
-		} else if err := l.apply(ctx, c, t, cv.Name, mode, to, minIdle, ids, rep, log); err != nil {
-			return err
+			n, after, err = l.dryRun(ctx, c, t, cv.Name, mode, minIdle, after, rep, log)
+		} else {
+			n, after, err = l.apply(ctx, c, t, cv.Name, mode, to, minIdle, after, rep, log)
 		}
-		if int64(len(page)) < l.opts.BatchSize {
-			return nil
+		if err != nil || n < l.opts.BatchSize {
+			return err
 		}
 	}
 	return ctx.Err()
@@ -132,46 +122,54 @@ func (l *Loop) stillReclaimable(t Target, consumer string, minIdle time.Duration
 	return true // gone from the group's consumer list: nothing alive holds the name
 }
 
-func (l *Loop) apply(ctx context.Context, c *redis.Client, t Target, owner string, mode redisx.Mode, to string, minIdle time.Duration, ids []string, rep *Report, log *slog.Logger) error {
+// apply reclaims the owner's next batch above after, selected and guarded
+// inside one script call, and returns how many entries it looked at and
+// the cursor for the next batch.
+func (l *Loop) apply(ctx context.Context, c *redis.Client, t Target, owner string, mode redisx.Mode, to string, minIdle time.Duration, after string, rep *Report, log *slog.Logger) (int64, string, error) {
 	h := t.Hygiene
-	outs, err := redisx.RunReclaim(ctx, c, redisx.Reclaim{
+	res, err := redisx.RunReclaim(ctx, c, redisx.Reclaim{
 		Stream: t.Target.Stream, Group: t.Target.Group, Consumer: owner, Mode: mode, ClaimTo: to,
 		MinIdle: minIdle, CarryField: h.DeliveryCountField, MaxDeliveries: h.MaxDeliveries,
-		DeadLetterStream: h.DeadLetterStream, DeleteOriginal: h.DeleteOriginal, IDs: ids,
+		DeadLetterStream: h.DeadLetterStream, DeleteOriginal: h.DeleteOriginal,
+		After: after, Count: l.opts.BatchSize,
 	})
 	if err != nil {
-		return err
+		return 0, after, err
 	}
-	byResult := map[string]int64{}
-	for _, o := range outs {
-		byResult[o.Result]++
-		rep.add(o.Result, 1)
-		if o.Acted() {
-			l.metrics.actions.WithLabelValues(append(labels(t), o.Result)...).Inc()
+	if res.Total() == 0 {
+		return 0, after, nil
+	}
+	attrs := []any{"mode", string(mode), "after", after, "last", res.Last}
+	if to != "" {
+		attrs = append(attrs, "to", to)
+	}
+	for outcome, n := range res.Counts {
+		rep.add(outcome, n)
+		attrs = append(attrs, outcome, n)
+		if (redisx.Outcome{Result: outcome}).Acted() {
+			l.metrics.actions.WithLabelValues(append(labels(t), outcome)...).Add(float64(n))
 		} else {
-			l.metrics.skipped.WithLabelValues(append(labels(t), o.Result)...).Inc()
+			l.metrics.skipped.WithLabelValues(append(labels(t), outcome)...).Add(float64(n))
 		}
+	}
+	for _, o := range res.Outcomes {
 		switch o.Result {
 		case redisx.DeadLettered:
 			log.Warn("entry dead-lettered", "id", o.ID, "deliveries", o.Deliveries, "deadLetterStream", h.DeadLetterStream, "record", o.Detail)
 		case redisx.Tombstoned:
 			log.Info("tombstone acknowledged: the stream entry was deleted", "id", o.ID)
-		default:
-			log.Debug("entry", "id", o.ID, "outcome", o.Result, "detail", o.Detail, "deliveries", o.Deliveries)
 		}
 	}
-	attrs := []any{"mode", string(mode), "batch", len(ids), "first", ids[0], "last", ids[len(ids)-1]}
-	if to != "" {
-		attrs = append(attrs, "to", to)
-	}
-	for r, n := range byResult {
-		attrs = append(attrs, r, n)
-	}
 	log.Info("reclaimed", attrs...)
-	return nil
+	return res.Total(), res.Last, nil
 }
 
-func (l *Loop) dryRun(t Target, page []redis.XPendingExt, mode redisx.Mode, rep *Report, log *slog.Logger) {
+// dryRun lists the batch the loop would take and reports what it would do.
+func (l *Loop) dryRun(ctx context.Context, c *redis.Client, t Target, owner string, mode redisx.Mode, minIdle time.Duration, after string, rep *Report, log *slog.Logger) (int64, string, error) {
+	page, err := redisx.PendingPage(ctx, c, t.Target.Stream, t.Target.Group, owner, minIdle, after, l.opts.BatchSize)
+	if err != nil || len(page) == 0 {
+		return 0, after, err
+	}
 	would := map[string]int64{}
 	for _, p := range page {
 		outcome := redisx.Requeued
@@ -188,6 +186,7 @@ func (l *Loop) dryRun(t Target, page []redis.XPendingExt, mode redisx.Mode, rep 
 		l.metrics.dryRun.WithLabelValues(append(labels(t), outcome)...).Inc()
 	}
 	log.Info("dry run: would reclaim", "mode", string(mode), "batch", len(page), "first", page[0].ID, "last", page[len(page)-1].ID, "would", would)
+	return int64(len(page)), page[len(page)-1].ID, nil
 }
 
 func (l *Loop) deleteConsumer(ctx context.Context, c *redis.Client, t Target, cv liveness.ConsumerView, rep *Report) error {

@@ -93,7 +93,32 @@ type Reclaim struct {
 	Reason string
 	// DeleteOriginal XDELs the original after a requeue or dead-letter.
 	DeleteOriginal bool
-	IDs            []string
+	// IDs names the entries, each guarded on its own. Without IDs the batch
+	// is the consumer's next Count entries above After idle at least
+	// MinIdle, selected inside the script.
+	IDs   []string
+	After string
+	Count int64
+}
+
+// Result is what one reclaim batch did.
+type Result struct {
+	// Last is the last id the batch looked at: the After of the next batch.
+	Last string
+	// Counts is the number of entries per outcome.
+	Counts map[string]int64
+	// Outcomes lists every entry with IDs; without, only the entries whose
+	// outcome is not plain requeued or claimed.
+	Outcomes []Outcome
+}
+
+// Total is the number of entries the batch looked at.
+func (r Result) Total() int64 {
+	var n int64
+	for _, c := range r.Counts {
+		n += c
+	}
+	return n
 }
 
 func (r Reclaim) validate() error {
@@ -106,34 +131,47 @@ func (r Reclaim) validate() error {
 		return errors.New("dead-lettering needs a dead-letter stream")
 	case r.DeadLetterStream == r.Stream && r.DeadLetterStream != "":
 		return errors.New("the dead-letter stream must differ from the stream")
+	case len(r.IDs) == 0 && r.Count < 1:
+		return errors.New("a reclaim names ids or a page count")
 	}
 	return nil
 }
 
-// RunReclaim applies one batch in one script call and returns an outcome per
-// id, in order.
-func RunReclaim(ctx context.Context, c redis.Scripter, r Reclaim) ([]Outcome, error) {
+// RunReclaim applies one batch in one script call.
+func RunReclaim(ctx context.Context, c redis.Scripter, r Reclaim) (Result, error) {
 	if err := r.validate(); err != nil {
-		return nil, err
-	}
-	if len(r.IDs) == 0 {
-		return nil, nil
+		return Result{}, err
 	}
 	dlq := r.DeadLetterStream
 	if dlq == "" {
 		dlq = r.Stream
 	}
-	args := make([]any, 0, 9+len(r.IDs))
+	args := make([]any, 0, 11+len(r.IDs))
 	args = append(args, string(r.Mode), r.Group, r.Consumer, r.MinIdle.Milliseconds(), r.CarryField,
-		r.MaxDeliveries, boolArg(r.DeleteOriginal), r.ClaimTo, r.Reason)
+		r.MaxDeliveries, boolArg(r.DeleteOriginal), r.ClaimTo, r.Reason, r.After, r.Count)
 	for _, id := range r.IDs {
 		args = append(args, id)
 	}
-	res, err := reclaimScript.Run(ctx, c, []string{r.Stream, dlq}, args...).Slice()
+	reply, err := reclaimScript.Run(ctx, c, []string{r.Stream, dlq}, args...).Slice()
 	if err != nil {
-		return nil, fmt.Errorf("reclaim %d entries of %s on %s/%s: %w", len(r.IDs), r.Consumer, r.Stream, r.Group, err)
+		return Result{}, fmt.Errorf("reclaim from %s on %s/%s: %w", r.Consumer, r.Stream, r.Group, err)
 	}
-	return parseOutcomes(res)
+	if len(reply) != 3 {
+		return Result{}, fmt.Errorf("reclaim: unexpected reply %v", reply)
+	}
+	res := Result{Counts: map[string]int64{}}
+	res.Last, _ = reply[0].(string)
+	flat, _ := reply[1].([]any)
+	for i := 0; i+1 < len(flat); i += 2 {
+		outcome, _ := flat[i].(string)
+		n, _ := flat[i+1].(int64)
+		res.Counts[outcome] = n
+	}
+	listed, _ := reply[2].([]any)
+	if res.Outcomes, err = parseOutcomes(listed); err != nil {
+		return Result{}, err
+	}
+	return res, nil
 }
 
 // RunTombstone acknowledges PEL ids whose stream entries are gone.

@@ -2,6 +2,7 @@ package redisx
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"sync"
 	"testing"
@@ -34,6 +35,58 @@ func requeue(ids []string) Reclaim {
 	return Reclaim{Stream: "jobs", Group: "workers", Consumer: "ghost", Mode: ModeRequeue, CarryField: "pelwarden-deliveries", IDs: ids}
 }
 
+// reclaimIDs runs an explicit-id batch and returns its per-entry outcomes.
+func reclaimIDs(ctx context.Context, rdb *redis.Client, r Reclaim) ([]Outcome, error) {
+	res, err := RunReclaim(ctx, rdb, r)
+	if err == nil && int64(len(res.Outcomes)) != res.Total() {
+		return nil, fmt.Errorf("explicit ids list every outcome: %d listed, %d counted", len(res.Outcomes), res.Total())
+	}
+	return res.Outcomes, err
+}
+
+func TestDuplicateIDsInOneBatchAreActedOnOnce(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client(t)
+	ids := ghostHolding(t, rdb, "ghost", 1)
+	outs, err := reclaimIDs(context.Background(), rdb, requeue([]string{ids[0], ids[0]}))
+	require.NoError(t, err)
+	require.Equal(t, []string{Requeued, "duplicate-id"}, results(outs))
+	n, err := rdb.XLen(context.Background(), "jobs").Result()
+	require.NoError(t, err)
+	require.Equal(t, int64(2), n, "one original, one copy")
+}
+
+func TestPagedReclaimTakesOnlyTheConsumersIdleEntries(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client(t)
+	ctx := context.Background()
+	ghostHolding(t, rdb, "ghost", 5)
+	other := ghostHoldingMore(t, rdb, "other", 2)
+	time.Sleep(60 * time.Millisecond)
+	fresh := ghostHoldingMore(t, rdb, "ghost", 1)
+	r := Reclaim{Stream: "jobs", Group: "workers", Consumer: "ghost", Mode: ModeRequeue, MinIdle: 50 * time.Millisecond, Count: 3}
+	var total int64
+	for {
+		res, err := RunReclaim(ctx, rdb, r)
+		require.NoError(t, err)
+		require.Empty(t, res.Outcomes, "plain requeues are counted, not listed")
+		total += res.Total()
+		if res.Total() < r.Count {
+			break
+		}
+		r.After = res.Last
+	}
+	require.Equal(t, int64(5), total)
+	ext, err := rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: "jobs", Group: "workers", Start: "-", End: "+", Count: 10}).Result()
+	require.NoError(t, err)
+	left := map[string]string{}
+	for _, e := range ext {
+		left[e.ID] = e.Consumer
+	}
+	require.Equal(t, map[string]string{other[0]: "other", other[1]: "other", fresh[0]: "ghost"}, left,
+		"other consumers' entries and the ghost's fresh entry stay")
+}
+
 func results(outs []Outcome) []string {
 	r := make([]string, len(outs))
 	for i, o := range outs {
@@ -48,7 +101,7 @@ func TestRequeueCopiesThenAcksAndIsIdempotent(t *testing.T) {
 	ctx := context.Background()
 	ids := ghostHolding(t, rdb, "ghost", 5)
 
-	outs, err := RunReclaim(ctx, rdb, requeue(ids))
+	outs, err := reclaimIDs(ctx, rdb, requeue(ids))
 	require.NoError(t, err)
 	require.Equal(t, []string{Requeued, Requeued, Requeued, Requeued, Requeued}, results(outs))
 	pending, err := rdb.XPending(ctx, "jobs", "workers").Result()
@@ -64,7 +117,7 @@ func TestRequeueCopiesThenAcksAndIsIdempotent(t *testing.T) {
 		require.Equal(t, map[string]any{"job": strconv.Itoa(i), "pelwarden-deliveries": "1"}, copyEntry[0].Values)
 	}
 
-	again, err := RunReclaim(ctx, rdb, requeue(ids))
+	again, err := reclaimIDs(ctx, rdb, requeue(ids))
 	require.NoError(t, err)
 	require.Equal(t, []string{NotPending, NotPending, NotPending, NotPending, NotPending}, results(again), "a retry finds nothing to do")
 	n, err := rdb.XLen(ctx, "jobs").Result()
@@ -82,14 +135,14 @@ func TestRequeueSkipsEntriesThatChangedDuringTheScan(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	r := requeue(ids)
 	r.MinIdle = 30 * time.Millisecond
-	outs, err := RunReclaim(ctx, rdb, r)
+	outs, err := reclaimIDs(ctx, rdb, r)
 	require.NoError(t, err)
 	require.Equal(t, []string{NotPending, OwnerChanged, Requeued}, results(outs))
 
 	fresh := ghostHoldingMore(t, rdb, "ghost", 1)
 	r = requeue(fresh)
 	r.MinIdle = time.Hour
-	outs, err = RunReclaim(ctx, rdb, r)
+	outs, err = reclaimIDs(ctx, rdb, r)
 	require.NoError(t, err)
 	require.Equal(t, []string{NotIdle}, results(outs), "an entry idle less than entryStaleSeconds is left alone")
 }
@@ -115,7 +168,7 @@ func TestDeletedEntryIsAckedAsATombstoneNotRequeued(t *testing.T) {
 	ctx := context.Background()
 	ids := ghostHolding(t, rdb, "ghost", 2)
 	require.NoError(t, rdb.XDel(ctx, "jobs", ids[0]).Err())
-	outs, err := RunReclaim(ctx, rdb, requeue(ids))
+	outs, err := reclaimIDs(ctx, rdb, requeue(ids))
 	require.NoError(t, err)
 	require.Equal(t, []string{Tombstoned, Requeued}, results(outs))
 	n, err := rdb.XLen(ctx, "jobs").Result()
@@ -137,7 +190,7 @@ func TestMaxDeliveriesDeadLettersWithTheCarriedCount(t *testing.T) {
 	r := requeue(ids)
 	r.MaxDeliveries, r.DeadLetterStream = 3, "jobs:dead"
 	for round := 1; round <= 2; round++ {
-		outs, err := RunReclaim(ctx, rdb, r)
+		outs, err := reclaimIDs(ctx, rdb, r)
 		require.NoError(t, err)
 		require.Equal(t, Requeued, outs[0].Result, "round %d", round)
 		require.Equal(t, int64(round), outs[0].Deliveries)
@@ -146,7 +199,7 @@ func TestMaxDeliveriesDeadLettersWithTheCarriedCount(t *testing.T) {
 		require.NoError(t, err)
 		r.IDs = []string{res[0].Messages[0].ID}
 	}
-	outs, err := RunReclaim(ctx, rdb, r)
+	outs, err := reclaimIDs(ctx, rdb, r)
 	require.NoError(t, err)
 	require.Equal(t, DeadLettered, outs[0].Result, "third delivery reaches maxDeliveries 3")
 	dead, err := rdb.XRange(ctx, "jobs:dead", "-", "+").Result()
@@ -168,7 +221,7 @@ func TestClaimMovesTheEntryToTheChosenConsumer(t *testing.T) {
 	rdb := redistest.Start(t).Client(t)
 	ctx := context.Background()
 	ids := ghostHolding(t, rdb, "ghost", 2)
-	outs, err := RunReclaim(ctx, rdb, Reclaim{Stream: "jobs", Group: "workers", Consumer: "ghost", Mode: ModeClaim, ClaimTo: "live", IDs: ids})
+	outs, err := reclaimIDs(ctx, rdb, Reclaim{Stream: "jobs", Group: "workers", Consumer: "ghost", Mode: ModeClaim, ClaimTo: "live", IDs: ids})
 	require.NoError(t, err)
 	require.Equal(t, []string{Claimed, Claimed}, results(outs))
 	ext, err := rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: "jobs", Group: "workers", Start: "-", End: "+", Count: 10}).Result()
@@ -177,7 +230,7 @@ func TestClaimMovesTheEntryToTheChosenConsumer(t *testing.T) {
 		require.Equal(t, "live", e.Consumer)
 		require.Equal(t, int64(2), e.RetryCount, "a claim counts as a delivery")
 	}
-	_, err = RunReclaim(ctx, rdb, Reclaim{Stream: "jobs", Group: "workers", Consumer: "ghost", Mode: ModeClaim, ClaimTo: "ghost", IDs: ids})
+	_, err = reclaimIDs(ctx, rdb, Reclaim{Stream: "jobs", Group: "workers", Consumer: "ghost", Mode: ModeClaim, ClaimTo: "ghost", IDs: ids})
 	require.Error(t, err, "claiming to the owner itself is refused")
 }
 
@@ -217,7 +270,7 @@ func TestRacingReclaimersActOnEachEntryExactlyOnce(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for start := 0; start < n; start += 100 {
-				outs, err := RunReclaim(ctx, rdb, requeue(ids[start:start+100]))
+				outs, err := reclaimIDs(ctx, rdb, requeue(ids[start:start+100]))
 				if err != nil {
 					t.Error(err)
 					return
