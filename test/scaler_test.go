@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -228,4 +229,33 @@ func cloneWith(md map[string]string, kv ...string) map[string]string {
 		out[kv[i]] = kv[i+1]
 	}
 	return out
+}
+
+// TestScaledObjectAskingForReclaimGetsItsGhostsRequeued: a trigger with
+// reclaim=requeue registers the target with the hygiene loop, which gives
+// the ghost's entries back; the metric then counts them as lag.
+func TestScaledObjectAskingForReclaimGetsItsGhostsRequeued(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	newGroup(t, rdb, "jobs", "workers")
+	addEntries(t, rdb, "jobs", 8)
+	readAs(t, rdb, "jobs", "workers", "ghost", 8)
+	time.Sleep(400 * time.Millisecond)
+	p := startPelwarden(t, srv.Addr(), nil)
+	md := map[string]string{"stream": "jobs", "consumerGroup": "workers", "backlogCount": "4",
+		"ghostIdleSeconds": "0.3", "reclaim": "requeue", "entryStaleSeconds": "0.1"}
+	_, err := metric(ctx, t, p.client, md) // registers the target with the hygiene loop
+	require.NoError(t, err)
+	eventually(t, 5*time.Second, func() error {
+		got, err := metric(ctx, t, p.client, md)
+		if err == nil && got != 8 {
+			return fmt.Errorf("backlog %d, want the 8 requeued entries", got)
+		}
+		return err
+	})
+	pending, err := rdb.XPending(ctx, "jobs", "workers").Result()
+	require.NoError(t, err)
+	require.Zero(t, pending.Count)
 }

@@ -244,3 +244,36 @@ func TestClaimModeHandsEntriesToTheLiveConsumer(t *testing.T) {
 	require.Equal(t, int64(4), rep.Counts[redisx.Claimed])
 	require.Equal(t, map[string]int64{"live": 5}, pendingOf(t, rdb))
 }
+
+// TestANewGhostIsReclaimedWithoutWaitingForTheScan: the scan interval is an
+// hour; the loop acts because the view saw a consumer holding entries turn
+// Ghost.
+func TestANewGhostIsReclaimedWithoutWaitingForTheScan(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	l := newLoop(t, srv.Addr())
+	l.opts.ScanInterval = time.Hour
+	l.view = liveness.NewView(l.view.Fetcher(), liveness.ViewOptions{
+		RefreshInterval: 50 * time.Millisecond, MaxAge: 50 * time.Millisecond, FetchTimeout: 5 * time.Second, Expiry: time.Hour, MaxTargets: 10,
+	})
+	require.NoError(t, rdb.XGroupCreateMkStream(context.Background(), "jobs", "workers", "$").Err())
+	l.Add(target(t, "ghostIdleSeconds", "0.3"), true)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); _ = l.view.Run(ctx) }()
+	go func() { defer wg.Done(); l.Run(ctx) }()
+	defer func() { cancel(); wg.Wait() }()
+
+	time.Sleep(200 * time.Millisecond) // the first scan has run and found nothing
+	hold(t, rdb, "ghost", "n", 10)
+	deadline := time.Now().Add(5 * time.Second)
+	for len(pendingOf(t, rdb)) > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	require.Empty(t, pendingOf(t, rdb), "requeued once the ghost was seen, not an hour later")
+	for job, n := range jobsInStream(t, rdb) {
+		require.Equal(t, 2, n, "job %s", job)
+	}
+}

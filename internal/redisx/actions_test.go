@@ -314,3 +314,41 @@ func TestPendingPageWalksPastAnyPageSize(t *testing.T) {
 	}
 	require.Equal(t, 250, seen)
 }
+
+func TestScriptsSurviveAScriptFlush(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client(t)
+	ctx := context.Background()
+	ids := ghostHolding(t, rdb, "ghost", 2)
+	_, err := reclaimIDs(ctx, rdb, requeue(ids[:1]))
+	require.NoError(t, err)
+	require.NoError(t, rdb.ScriptFlush(ctx).Err(), "as after a Redis restart: EVALSHA now answers NOSCRIPT")
+	outs, err := reclaimIDs(ctx, rdb, requeue(ids[1:]))
+	require.NoError(t, err)
+	require.Equal(t, []string{Requeued}, results(outs))
+}
+
+func TestLeaseHasOneHolderAtATime(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client(t)
+	ctx := context.Background()
+	a := Lease{Client: rdb, Key: "lease", Holder: "a", TTL: time.Minute}
+	b := Lease{Client: rdb, Key: "lease", Holder: "b", TTL: time.Minute}
+	held, err := a.Hold(ctx)
+	require.NoError(t, err)
+	require.True(t, held)
+	held, err = b.Hold(ctx)
+	require.NoError(t, err)
+	require.False(t, held, "b waits while a holds")
+	held, err = a.Hold(ctx)
+	require.NoError(t, err)
+	require.True(t, held, "a renews its own lease")
+	require.NoError(t, b.Release(ctx))
+	held, err = b.Hold(ctx)
+	require.NoError(t, err)
+	require.False(t, held, "b cannot release a's lease")
+	require.NoError(t, a.Release(ctx))
+	held, err = b.Hold(ctx)
+	require.NoError(t, err)
+	require.True(t, held, "released: b takes it")
+}
