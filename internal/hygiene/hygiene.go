@@ -25,7 +25,13 @@ type Target struct {
 	Hygiene policy.Hygiene
 }
 
-func (t Target) key() string { return t.Target.Key() + "\x00" + t.Hygiene.String() }
+// group identifies the consumer group a target looks after: one scanner per
+// group, whatever settings the requests naming it carry.
+func (t Target) group() string {
+	return t.Target.Conn + "\x00" + t.Target.Stream + "\x00" + t.Target.Group
+}
+
+func (t Target) settings() string { return t.Target.Key() + "\x00" + t.Hygiene.String() }
 
 // Options configures a Loop.
 type Options struct {
@@ -74,20 +80,31 @@ func New(view *liveness.View, conns *redisx.Conns, opts Options, reg prometheus.
 	return &Loop{view: view, conns: conns, opts: opts, metrics: newMetrics(reg), targets: make(map[string]*runner), added: make(chan struct{}, 1)}
 }
 
-// Add registers a target, or marks it seen again. permanent targets (from
-// configuration) never expire.
+// Add registers a target, or marks it seen again. There is one scanner per
+// group: new settings for a group replace the old ones (its scanner
+// restarts), and reclaim off removes it. Targets from configuration
+// (permanent) never expire, and requests cannot change or remove them.
 func (l *Loop) Add(t Target, permanent bool) {
-	if t.Hygiene.Mode == policy.ReclaimOff {
-		return
-	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if r, ok := l.targets[t.key()]; ok {
+	r, ok := l.targets[t.group()]
+	switch {
+	case ok && r.permanent && !permanent:
+		r.lastSeen = l.opts.Now()
+		return
+	case t.Hygiene.Mode == policy.ReclaimOff:
+		if ok {
+			l.remove(r, "reclaim turned off")
+		}
+		return
+	case ok && r.t.settings() == t.settings():
 		r.lastSeen = l.opts.Now()
 		r.permanent = r.permanent || permanent
 		return
+	case ok:
+		l.remove(r, "settings changed")
 	}
-	l.targets[t.key()] = &runner{t: t, permanent: permanent, lastSeen: l.opts.Now()}
+	l.targets[t.group()] = &runner{t: t, permanent: permanent, lastSeen: l.opts.Now()}
 	select {
 	case l.added <- struct{}{}:
 	default:
@@ -112,26 +129,38 @@ func (l *Loop) Run(ctx context.Context) {
 	}
 }
 
+// remove stops a target's scanner and forgets it; l.mu is held.
+func (l *Loop) remove(r *runner, why string) {
+	if r.stop != nil {
+		r.stop()
+	}
+	delete(l.targets, r.t.group())
+	l.opts.Log.Info("hygiene target removed", "target", r.t.Target.String(), "why", why)
+}
+
 // sync starts scanners for new targets and stops expired ones.
 func (l *Loop) sync(ctx context.Context) {
 	now := l.opts.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for key, r := range l.targets {
+	for _, r := range l.targets {
 		switch {
 		case !r.permanent && now.Sub(r.lastSeen) > l.opts.Expiry:
-			if r.stop != nil {
-				r.stop()
-			}
-			delete(l.targets, key)
-			l.opts.Log.Info("hygiene target expired", "target", r.t.Target.String())
+			l.remove(r, "no request named it for "+l.opts.Expiry.String())
 		case r.stop == nil:
 			rctx, cancel := context.WithCancel(ctx)
 			r.stop = cancel
 			l.wg.Add(1)
 			go func() {
 				defer l.wg.Done()
-				l.runTarget(rctx, r.t)
+				if err := l.runTarget(rctx, r.t); err != nil {
+					l.opts.Log.Error("hygiene target not watched; retrying", "target", r.t.Target.String(), "err", err)
+					l.mu.Lock()
+					if l.targets[r.t.group()] == r {
+						r.stop = nil // the next sync starts it again
+					}
+					l.mu.Unlock()
+				}
 			}()
 		}
 	}
@@ -139,11 +168,10 @@ func (l *Loop) sync(ctx context.Context) {
 
 // runTarget scans t every interval, and at once when a consumer holding
 // entries turns Ghost in the view.
-func (l *Loop) runTarget(ctx context.Context, t Target) {
+func (l *Loop) runTarget(ctx context.Context, t Target) error {
 	updates, unsubscribe, err := l.view.Subscribe(t.Target)
 	if err != nil {
-		l.opts.Log.Error("hygiene target not watched", "target", t.Target.String(), "err", err)
-		return
+		return err
 	}
 	defer unsubscribe()
 	c, _ := l.conns.Get(t.Target.Conn)
@@ -164,7 +192,7 @@ func (l *Loop) runTarget(ctx context.Context, t Target) {
 		}
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-tick.C:
 			scan = true
 		case <-updates:
@@ -214,8 +242,10 @@ func newGhost(before, now map[string]bool) bool {
 	return false
 }
 
+// leaseKey names a group's lease; the stream's length keeps stream "a:b"
+// with group "c" apart from stream "a" with group "b:c".
 func leaseKey(t liveness.Target) string {
-	return fmt.Sprintf("pelwarden:lease:%s:%s", t.Stream, t.Group)
+	return fmt.Sprintf("pelwarden:lease:%d:%s:%s", len(t.Stream), t.Stream, t.Group)
 }
 
 func boolFloat(b bool) float64 {

@@ -277,3 +277,24 @@ func TestANewGhostIsReclaimedWithoutWaitingForTheScan(t *testing.T) {
 		require.Equal(t, 2, n, "job %s", job)
 	}
 }
+
+func TestOneScannerPerGroupWhoseSettingsFollowTheLatestRequest(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	l := newLoop(t, srv.Addr())
+	l.Add(target(t), false)
+	l.Add(target(t, "dryRun", "true"), false)
+	require.Len(t, l.targets, 1, "one scanner per group")
+	for _, r := range l.targets {
+		require.True(t, r.t.Hygiene.DryRun, "the latest settings win")
+	}
+	l.Add(target(t, "reclaim", "off"), false)
+	require.Empty(t, l.targets, "reclaim off removes the target")
+
+	l.Add(target(t, "maxDeliveries", "3"), true)
+	l.Add(target(t, "reclaim", "off"), false)
+	require.Len(t, l.targets, 1, "a request cannot remove a target from configuration")
+	for _, r := range l.targets {
+		require.Equal(t, int64(3), r.t.Hygiene.MaxDeliveries)
+	}
+}

@@ -154,6 +154,9 @@ func (l *Loop) apply(ctx context.Context, c *redis.Client, t Target, owner strin
 	}
 	for _, o := range res.Outcomes {
 		switch o.Result {
+		case redisx.Failed:
+			l.metrics.errors.WithLabelValues(labels(t)...).Inc()
+			log.Error("entry left untouched: a write failed", "id", o.ID, "err", o.Detail)
 		case redisx.DeadLettered:
 			log.Warn("entry dead-lettered", "id", o.ID, "deliveries", o.Deliveries, "deadLetterStream", h.DeadLetterStream, "record", o.Detail)
 		case redisx.Tombstoned:

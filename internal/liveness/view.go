@@ -114,14 +114,20 @@ func (v *View) Refresh(ctx context.Context, t Target) (*Snapshot, error) {
 // Subscribe returns a channel that receives a signal after every read of t,
 // and a function to stop. A subscribed target does not expire.
 func (v *View) Subscribe(t Target) (<-chan struct{}, func(), error) {
-	e, err := v.register(t)
+	ch := make(chan struct{}, 1)
+	// Registering and subscribing under the view's lock keeps expiry from
+	// dropping the target in between.
+	v.mu.Lock()
+	e, err := v.registerLocked(t)
+	if err == nil {
+		e.mu.Lock()
+		e.subs[ch] = struct{}{}
+		e.mu.Unlock()
+	}
+	v.mu.Unlock()
 	if err != nil {
 		return nil, nil, err
 	}
-	ch := make(chan struct{}, 1)
-	e.mu.Lock()
-	e.subs[ch] = struct{}{}
-	e.mu.Unlock()
 	return ch, func() {
 		e.mu.Lock()
 		delete(e.subs, ch)
@@ -224,9 +230,13 @@ func (v *View) due(now time.Time) []*entry {
 }
 
 func (v *View) register(t Target) (*entry, error) {
-	key := t.Key()
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	return v.registerLocked(t)
+}
+
+func (v *View) registerLocked(t Target) (*entry, error) {
+	key := t.Key()
 	if e, ok := v.targets[key]; ok {
 		return e, nil
 	}

@@ -5,6 +5,7 @@ import (
 	_ "embed" // the guarded actions are Lua files beside this one
 	"errors"
 	"fmt"
+	"regexp"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -33,12 +34,19 @@ const (
 	Claimed      = "claimed"
 	DeadLettered = "dead-lettered"
 	Tombstoned   = "tombstone"
+	// Failed means a write failed (Outcome.Detail says why); the entry was
+	// left exactly as it was.
+	Failed = "failed"
 	// The skip reasons: the guard found the entry no longer fit to touch.
 	NotPending   = "not-pending"
 	OwnerChanged = "owner-changed"
 	NotIdle      = "not-idle"
 	EntryExists  = "entry-exists"
+	// DuplicateID: the batch named the entry already (under another id).
+	DuplicateID = "duplicate-id"
 )
+
+var entryID = regexp.MustCompile(`^[0-9]{1,20}-[0-9]{1,20}$`)
 
 // Mode is what a reclaim does with an entry that passes the guard.
 type Mode string
@@ -134,6 +142,11 @@ func (r Reclaim) validate() error {
 	case len(r.IDs) == 0 && r.Count < 1:
 		return errors.New("a reclaim names ids or a page count")
 	}
+	for _, id := range r.IDs {
+		if !entryID.MatchString(id) {
+			return fmt.Errorf("entry id %q: want <milliseconds>-<sequence>", id)
+		}
+	}
 	return nil
 }
 
@@ -178,6 +191,11 @@ func RunReclaim(ctx context.Context, c redis.Scripter, r Reclaim) (Result, error
 func RunTombstone(ctx context.Context, c redis.Scripter, stream, group, consumer string, minIdle time.Duration, ids []string) ([]Outcome, error) {
 	if len(ids) == 0 {
 		return nil, nil
+	}
+	for _, id := range ids {
+		if !entryID.MatchString(id) {
+			return nil, fmt.Errorf("entry id %q: want <milliseconds>-<sequence>", id)
+		}
 	}
 	args := make([]any, 0, 3+len(ids))
 	args = append(args, group, consumer, minIdle.Milliseconds())

@@ -50,7 +50,7 @@ func TestDuplicateIDsInOneBatchAreActedOnOnce(t *testing.T) {
 	ids := ghostHolding(t, rdb, "ghost", 1)
 	outs, err := reclaimIDs(context.Background(), rdb, requeue([]string{ids[0], ids[0]}))
 	require.NoError(t, err)
-	require.Equal(t, []string{Requeued, "duplicate-id"}, results(outs))
+	require.Equal(t, []string{Requeued, NotPending}, results(outs), "the first acked it")
 	n, err := rdb.XLen(context.Background(), "jobs").Result()
 	require.NoError(t, err)
 	require.Equal(t, int64(2), n, "one original, one copy")
@@ -351,4 +351,69 @@ func TestLeaseHasOneHolderAtATime(t *testing.T) {
 	held, err = b.Hold(ctx)
 	require.NoError(t, err)
 	require.True(t, held, "released: b takes it")
+}
+
+// TestAFailedWriteLeavesNoCopyBehindAnUnackedOriginal: the dead-letter key
+// holds a string, and one entry is too wide to copy; the other entries of
+// the batch are finished, the failing ones left exactly as they were.
+func TestAFailedWriteLeavesNoCopyBehindAnUnackedOriginal(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client(t)
+	ctx := context.Background()
+	require.NoError(t, rdb.XGroupCreateMkStream(ctx, "jobs", "workers", "$").Err())
+	wide := make([]any, 0, 10000)
+	for i := range 5000 {
+		wide = append(wide, "f"+strconv.Itoa(i), "v")
+	}
+	for _, values := range [][]any{{"job", "0"}, {"job", "1", "pelwarden-deliveries", "9"}, wide, {"job", "3"}} {
+		require.NoError(t, rdb.XAdd(ctx, &redis.XAddArgs{Stream: "jobs", Values: values}).Err())
+	}
+	require.NoError(t, rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "workers", Consumer: "ghost", Streams: []string{"jobs", ">"}, Count: 10, Block: -1}).Err())
+	require.NoError(t, rdb.Set(ctx, "jobs:dead", "not a stream", 0).Err())
+
+	r := requeue(nil)
+	r.Count, r.MaxDeliveries, r.DeadLetterStream = 10, 5, "jobs:dead"
+	res, err := RunReclaim(ctx, rdb, r)
+	require.NoError(t, err, "a failing entry does not fail the batch")
+	require.Equal(t, map[string]int64{Requeued: 2, Failed: 2}, res.Counts)
+	for _, o := range res.Outcomes {
+		require.Equal(t, Failed, o.Result)
+		require.NotEmpty(t, o.Detail, "a failure says why")
+	}
+	n, err := rdb.XLen(ctx, "jobs").Result()
+	require.NoError(t, err)
+	require.Equal(t, int64(6), n, "four originals and two copies: nothing for the failed ones")
+	require.Equal(t, map[string]int64{"ghost": 2}, mustPending(t, rdb), "the failed entries are still the ghost's")
+
+	again, err := RunReclaim(ctx, rdb, r)
+	require.NoError(t, err)
+	require.Equal(t, map[string]int64{Failed: 2}, again.Counts, "a retry fails the same way and adds nothing")
+	n, err = rdb.XLen(ctx, "jobs").Result()
+	require.NoError(t, err)
+	require.Equal(t, int64(6), n)
+}
+
+func TestOneEntryNamedTwoWaysIsActedOnOnce(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client(t)
+	ids := ghostHolding(t, rdb, "ghost", 1)
+	// Claims are applied at the end of the batch, so only the id check
+	// stops the second name from claiming again.
+	outs, err := reclaimIDs(context.Background(), rdb, Reclaim{Stream: "jobs", Group: "workers", Consumer: "ghost",
+		Mode: ModeClaim, ClaimTo: "live", IDs: []string{ids[0], "0" + ids[0]}})
+	require.NoError(t, err)
+	require.Equal(t, []string{Claimed, DuplicateID}, results(outs))
+	ext, err := rdb.XPendingExt(context.Background(), &redis.XPendingExtArgs{Stream: "jobs", Group: "workers", Start: "-", End: "+", Count: 10}).Result()
+	require.NoError(t, err)
+	require.Len(t, ext, 1)
+	require.Equal(t, int64(2), ext[0].RetryCount, "claimed once: one more delivery")
+	_, err = reclaimIDs(context.Background(), rdb, requeue([]string{"12345"}))
+	require.ErrorContains(t, err, "want <milliseconds>-<sequence>")
+}
+
+func mustPending(t *testing.T, rdb *redis.Client) map[string]int64 {
+	t.Helper()
+	p, err := rdb.XPending(context.Background(), "jobs", "workers").Result()
+	require.NoError(t, err)
+	return p.Consumers
 }

@@ -36,8 +36,8 @@ type Options struct {
 	Arm ArmFunc
 	// Reported, when set, is told every value GetMetrics reports.
 	Reported func(r metadata.Request, value int64)
-	// Hygiene, when set, is told of every request whose metadata asks for
-	// reclaim, so the hygiene loop looks after the same target.
+	// Hygiene, when set, is told of every request, so the hygiene loop
+	// looks after the targets whose metadata asks for reclaim.
 	Hygiene func(r metadata.Request)
 	Log     *slog.Logger
 }
@@ -162,6 +162,9 @@ func (s *Server) StreamIsActive(ref *externalscaler.ScaledObjectRef, stream grpc
 			wake, disarm, readNow = nil, func() {}, true
 		case <-updates:
 		case <-resend.C:
+			// An open stream is a request too: with external-push at zero
+			// replicas KEDA sends nothing else, and hygiene must go on.
+			s.register(r)
 			force = true
 		}
 	}
@@ -189,10 +192,16 @@ func (s *Server) parse(ref *externalscaler.ScaledObjectRef) (metadata.Request, e
 	if err != nil {
 		return r, status.Error(codes.InvalidArgument, err.Error())
 	}
-	if s.opts.Hygiene != nil && r.Hygiene.Mode != policy.ReclaimOff {
+	s.register(r)
+	return r, nil
+}
+
+// register tells the hygiene loop about a request. Every request is passed
+// on, reclaim off included, so turning reclaim off stops the loop.
+func (s *Server) register(r metadata.Request) {
+	if s.opts.Hygiene != nil {
 		s.opts.Hygiene(r)
 	}
-	return r, nil
 }
 
 // snapshot reads the target under pelwarden's own deadline; readNow forces

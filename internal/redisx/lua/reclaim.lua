@@ -14,18 +14,24 @@
 --   claimed        detail = the consumer it went to
 --   dead-lettered  detail = id of the dead-letter record
 --   tombstone      the stream entry was deleted; the PEL id was acked
---   not-pending | owner-changed | not-idle   nothing was done
+--   failed         a write failed (detail says why); the entry is untouched
+--   not-pending | owner-changed | not-idle | duplicate-id   nothing was done
+-- Each entry is finished (copy written and original acknowledged) before
+-- the next is touched, and a failing write is caught, so an error can never
+-- leave a copy behind an unacknowledged original.
 local key, dlq = KEYS[1], KEYS[2]
 local mode, group, consumer = ARGV[1], ARGV[2], ARGV[3]
-local min_idle = tonumber(ARGV[4])
+-- Numbers go back to Redis as the strings they came in as: a Lua number
+-- may be formatted in exponent form, which XPENDING and XCLAIM refuse.
+local min_idle = ARGV[4]
 local carry = ARGV[5]
 local max_deliveries = tonumber(ARGV[6])
 local delete_original = ARGV[7] == '1'
-local claim_to, reason, after, count = ARGV[8], ARGV[9], ARGV[10], tonumber(ARGV[11])
+local claim_to, reason, after, count = ARGV[8], ARGV[9], ARGV[10], ARGV[11]
 local explicit = #ARGV > 11
 
 local counts, listed = {}, {}
-local acks, claims, dels = {}, {}, {}
+local claims = {}
 local function record(id, outcome, detail, deliveries)
   counts[outcome] = (counts[outcome] or 0) + 1
   if explicit or (outcome ~= 'requeued' and outcome ~= 'claimed') then
@@ -33,12 +39,28 @@ local function record(id, outcome, detail, deliveries)
   end
 end
 
--- act handles one entry that passed the guard; pel_deliveries is Redis's
--- delivery count for it.
+-- finish acknowledges (and optionally deletes) an entry whose copy or
+-- dead-letter record is written.
+local function finish(id)
+  redis.call('XACK', key, group, id)
+  if delete_original then redis.call('XDEL', key, id) end
+end
+
+-- write runs one XADD, catching both Redis errors and Lua's own (a field
+-- list too long to unpack), so a failure leaves the entry untouched.
+local function write(stream_key, fields)
+  local ok, res = pcall(function() return redis.call('XADD', stream_key, '*', unpack(fields)) end)
+  if ok then return res, nil end
+  if type(res) == 'table' and res.err then return nil, res.err end
+  return nil, tostring(res)
+end
+
+-- act handles one entry that passed the guard; id is the id Redis returned
+-- for it and pel_deliveries its delivery count.
 local function act(id, pel_deliveries)
   local entry = redis.call('XRANGE', key, id, id)
   if #entry == 0 then
-    acks[#acks + 1] = id
+    redis.call('XACK', key, group, id)
     record(id, 'tombstone', '', pel_deliveries)
     return
   end
@@ -54,17 +76,23 @@ local function act(id, pel_deliveries)
         'pelwarden-consumer', consumer, 'pelwarden-deliveries', tostring(deliveries), 'pelwarden-reason', why}) do
       rec[#rec + 1] = v
     end
-    local dead = redis.call('XADD', dlq, '*', unpack(rec))
-    acks[#acks + 1] = id
-    if delete_original then dels[#dels + 1] = id end
+    local dead, err = write(dlq, rec)
+    if not dead then
+      record(id, 'failed', 'dead-letter: ' .. err, deliveries)
+      return
+    end
+    finish(id)
     record(id, 'dead-lettered', dead, deliveries)
   elseif mode == 'claim' then
     claims[#claims + 1] = id
     record(id, 'claimed', claim_to, deliveries)
   else
-    local copy = redis.call('XADD', key, '*', unpack(with_field(fields, carry, deliveries)))
-    acks[#acks + 1] = id
-    if delete_original then dels[#dels + 1] = id end
+    local copy, err = write(key, with_field(fields, carry, deliveries))
+    if not copy then
+      record(id, 'failed', 'requeue: ' .. err, deliveries)
+      return
+    end
+    finish(id)
     record(id, 'requeued', copy, deliveries)
   end
 end
@@ -74,15 +102,14 @@ if explicit then
   local seen = {}
   for i = 12, #ARGV do
     local id = ARGV[i]
-    local row, why
-    if seen[id] then
-      why = 'duplicate-id' -- acted on (or refused) once already in this batch
-    else
-      row, why = guard(key, group, id, consumer, min_idle)
+    local row, why = guard(key, group, id, consumer, min_idle)
+    -- Redis's own id, so 5-1 and 05-1 are one entry.
+    if row and seen[row[1]] then
+      row, why = nil, 'duplicate-id'
     end
-    seen[id] = true
     if row then
-      act(id, row[4])
+      seen[row[1]] = true
+      act(row[1], row[4])
     else
       record(id, why, '', 0)
     end
@@ -97,16 +124,11 @@ else
   end
 end
 
--- The acknowledgements, claims and deletions of the batch, in chunks that
--- stay within Lua's argument limits.
-local function each_chunk(ids, fn)
-  for i = 1, #ids, 1000 do
-    fn(unpack(ids, i, math.min(i + 999, #ids)))
-  end
+-- Claims move ownership and write no copy, so they are done together, in
+-- chunks within Lua's argument limits. XCLAIM counts a delivery.
+for i = 1, #claims, 1000 do
+  redis.call('XCLAIM', key, group, claim_to, min_idle, unpack(claims, i, math.min(i + 999, #claims)))
 end
-each_chunk(claims, function(...) redis.call('XCLAIM', key, group, claim_to, min_idle, ...) end)
-each_chunk(acks, function(...) redis.call('XACK', key, group, ...) end)
-each_chunk(dels, function(...) redis.call('XDEL', key, ...) end)
 
 local flat = {}
 for outcome, n in pairs(counts) do
