@@ -81,10 +81,16 @@ func New(view *liveness.View, conns *redisx.Conns, opts Options, reg prometheus.
 }
 
 // Add registers a target, or marks it seen again. There is one scanner per
-// group: new settings for a group replace the old ones (its scanner
-// restarts), and reclaim off removes it. Targets from configuration
-// (permanent) never expire, and requests cannot change or remove them.
+// group, and the latest request that asks for reclaim sets its settings;
+// the scanner restarts only when the liveness settings change, so two
+// ScaledObjects naming one group cannot make it flap. A request with
+// reclaim off changes nothing: a group no request asks to reclaim expires.
+// Targets from configuration (permanent) never expire, and requests cannot
+// change them.
 func (l *Loop) Add(t Target, permanent bool) {
+	if t.Hygiene.Mode == policy.ReclaimOff {
+		return
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	r, ok := l.targets[t.group()]
@@ -92,17 +98,16 @@ func (l *Loop) Add(t Target, permanent bool) {
 	case ok && r.permanent && !permanent:
 		r.lastSeen = l.opts.Now()
 		return
-	case t.Hygiene.Mode == policy.ReclaimOff:
-		if ok {
-			l.remove(r, "reclaim turned off")
+	case ok && r.t.Target.Key() == t.Target.Key():
+		if r.t.settings() != t.settings() {
+			l.opts.Log.Debug("hygiene settings changed", "target", t.Target.String(), "reclaim", t.Hygiene.Mode, "dryRun", t.Hygiene.DryRun)
 		}
-		return
-	case ok && r.t.settings() == t.settings():
+		r.t = t
 		r.lastSeen = l.opts.Now()
 		r.permanent = r.permanent || permanent
 		return
 	case ok:
-		l.remove(r, "settings changed")
+		l.remove(r, "liveness settings changed")
 	}
 	l.targets[t.group()] = &runner{t: t, permanent: permanent, lastSeen: l.opts.Now()}
 	select {
@@ -153,7 +158,7 @@ func (l *Loop) sync(ctx context.Context) {
 			l.wg.Add(1)
 			go func() {
 				defer l.wg.Done()
-				if err := l.runTarget(rctx, r.t); err != nil {
+				if err := l.runTarget(rctx, r); err != nil {
 					l.opts.Log.Error("hygiene target not watched; retrying", "target", r.t.Target.String(), "err", err)
 					l.mu.Lock()
 					if l.targets[r.t.group()] == r {
@@ -168,7 +173,8 @@ func (l *Loop) sync(ctx context.Context) {
 
 // runTarget scans t every interval, and at once when a consumer holding
 // entries turns Ghost in the view.
-func (l *Loop) runTarget(ctx context.Context, t Target) error {
+func (l *Loop) runTarget(ctx context.Context, r *runner) error {
+	t := l.settingsOf(r)
 	updates, unsubscribe, err := l.view.Subscribe(t.Target)
 	if err != nil {
 		return err
@@ -187,7 +193,7 @@ func (l *Loop) runTarget(ctx context.Context, t Target) error {
 	scan := true
 	for {
 		if scan {
-			l.scanIfLeader(ctx, t, lease)
+			l.scanIfLeader(ctx, l.settingsOf(r), lease)
 			ghosts = ghostsHolding(l.view, t.Target)
 		}
 		select {
@@ -201,6 +207,14 @@ func (l *Loop) runTarget(ctx context.Context, t Target) error {
 			ghosts = now
 		}
 	}
+}
+
+// settingsOf is the runner's current target; Add may replace its hygiene
+// settings while it runs.
+func (l *Loop) settingsOf(r *runner) Target {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return r.t
 }
 
 func (l *Loop) scanIfLeader(ctx context.Context, t Target, lease redisx.Lease) {

@@ -289,7 +289,13 @@ func TestOneScannerPerGroupWhoseSettingsFollowTheLatestRequest(t *testing.T) {
 		require.True(t, r.t.Hygiene.DryRun, "the latest settings win")
 	}
 	l.Add(target(t, "reclaim", "off"), false)
-	require.Empty(t, l.targets, "reclaim off removes the target")
+	require.Len(t, l.targets, 1, "another ScaledObject on the group with reclaim off does not stop hygiene")
+	l.Add(target(t, "liveness", "heartbeat", "heartbeatKey", "hb:{consumer}"), false)
+	require.Len(t, l.targets, 1, "new liveness settings replace the scanner")
+	l.opts.Now = func() time.Time { return time.Now().Add(2 * time.Hour) }
+	l.sync(context.Background())
+	require.Empty(t, l.targets, "a group no request asks to reclaim expires")
+	l.opts.Now = time.Now
 
 	l.Add(target(t, "maxDeliveries", "3"), true)
 	l.Add(target(t, "reclaim", "off"), false)

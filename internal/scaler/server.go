@@ -196,8 +196,8 @@ func (s *Server) parse(ref *externalscaler.ScaledObjectRef) (metadata.Request, e
 	return r, nil
 }
 
-// register tells the hygiene loop about a request. Every request is passed
-// on, reclaim off included, so turning reclaim off stops the loop.
+// register tells the hygiene loop about a request; the loop keeps the
+// groups that requests ask it to reclaim and lets the others expire.
 func (s *Server) register(r metadata.Request) {
 	if s.opts.Hygiene != nil {
 		s.opts.Hygiene(r)
