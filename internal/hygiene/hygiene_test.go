@@ -23,12 +23,18 @@ import (
 // newLoop builds a hygiene loop over a real Redis with its own view.
 func newLoop(t *testing.T, addr string) *Loop {
 	t.Helper()
+	return newLoopRefreshing(t, addr, time.Second)
+}
+
+// newLoopRefreshing is newLoop with the view refreshing every refresh.
+func newLoopRefreshing(t *testing.T, addr string, refresh time.Duration) *Loop {
+	t.Helper()
 	conns, err := redisx.Open([]config.Redis{config.DefaultRedis("default", addr)})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = conns.Close() })
 	reader := &redisx.Reader{Conns: conns, LagEstimateCap: 1000}
 	view := liveness.NewView(reader.Fetch, liveness.ViewOptions{
-		RefreshInterval: time.Second, MaxAge: time.Second, FetchTimeout: 5 * time.Second, Expiry: time.Hour, MaxTargets: 10,
+		RefreshInterval: refresh, MaxAge: refresh, FetchTimeout: 5 * time.Second, Expiry: time.Hour, MaxTargets: 10,
 	})
 	return New(view, conns, Options{
 		ScanInterval: 50 * time.Millisecond, LeaseTTL: time.Second, BatchSize: 100, Identity: t.Name(),
@@ -252,11 +258,8 @@ func TestANewGhostIsReclaimedWithoutWaitingForTheScan(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
-	l := newLoop(t, srv.Addr())
+	l := newLoopRefreshing(t, srv.Addr(), 50*time.Millisecond)
 	l.opts.ScanInterval = time.Hour
-	l.view = liveness.NewView(l.view.Fetcher(), liveness.ViewOptions{
-		RefreshInterval: 50 * time.Millisecond, MaxAge: 50 * time.Millisecond, FetchTimeout: 5 * time.Second, Expiry: time.Hour, MaxTargets: 10,
-	})
 	require.NoError(t, rdb.XGroupCreateMkStream(context.Background(), "jobs", "workers", "$").Err())
 	l.Add(target(t, "ghostIdleSeconds", "0.3"), true)
 	ctx, cancel := context.WithCancel(context.Background())

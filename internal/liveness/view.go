@@ -79,9 +79,6 @@ func NewView(fetch Fetcher, opts ViewOptions) *View {
 	return &View{fetch: fetch, opts: opts, targets: make(map[string]*entry)}
 }
 
-// Fetcher returns the function the view reads Redis with.
-func (v *View) Fetcher() Fetcher { return v.fetch }
-
 // Snapshot returns a snapshot of t no older than MaxAge, reading Redis when
 // the last one is older or failed. It registers t on first use. The error is
 // the read's: callers must not mistake it for an empty group.

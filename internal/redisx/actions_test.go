@@ -17,18 +17,8 @@ import (
 // ghostHolding adds n entries (field job=i) and has consumer read them all.
 func ghostHolding(t *testing.T, rdb *redis.Client, consumer string, n int) []string {
 	t.Helper()
-	ctx := context.Background()
-	require.NoError(t, rdb.XGroupCreateMkStream(ctx, "jobs", "workers", "$").Err())
-	for i := range n {
-		require.NoError(t, rdb.XAdd(ctx, &redis.XAddArgs{Stream: "jobs", Values: []any{"job", strconv.Itoa(i)}}).Err())
-	}
-	res, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "workers", Consumer: consumer, Streams: []string{"jobs", ">"}, Count: int64(n), Block: -1}).Result()
-	require.NoError(t, err)
-	ids := make([]string, 0, n)
-	for _, m := range res[0].Messages {
-		ids = append(ids, m.ID)
-	}
-	return ids
+	require.NoError(t, rdb.XGroupCreateMkStream(context.Background(), "jobs", "workers", "$").Err())
+	return ghostHoldingMore(t, rdb, consumer, n)
 }
 
 func requeue(ids []string) Reclaim {
@@ -147,11 +137,13 @@ func TestRequeueSkipsEntriesThatChangedDuringTheScan(t *testing.T) {
 	require.Equal(t, []string{NotIdle}, results(outs), "an entry idle less than entryStaleSeconds is left alone")
 }
 
+// ghostHoldingMore adds n entries (field job=i) to the existing group and
+// has consumer read them.
 func ghostHoldingMore(t *testing.T, rdb *redis.Client, consumer string, n int) []string {
 	t.Helper()
 	ctx := context.Background()
-	for range n {
-		require.NoError(t, rdb.XAdd(ctx, &redis.XAddArgs{Stream: "jobs", Values: []any{"job", "more"}}).Err())
+	for i := range n {
+		require.NoError(t, rdb.XAdd(ctx, &redis.XAddArgs{Stream: "jobs", Values: []any{"job", strconv.Itoa(i)}}).Err())
 	}
 	res, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "workers", Consumer: consumer, Streams: []string{"jobs", ">"}, Count: int64(n), Block: -1}).Result()
 	require.NoError(t, err)
