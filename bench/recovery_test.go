@@ -4,16 +4,15 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/pelwarden/pelwarden/internal/proctest"
 	"github.com/pelwarden/pelwarden/internal/redistest"
 )
 
@@ -29,13 +28,9 @@ const (
 // scan every 10 s plus at once on a new ghost) and heartbeat liveness with
 // a 5 s max age.
 func BenchmarkRecoveryAfterSIGKILL(b *testing.B) {
+	bins := proctest.Build(b, "../cmd/pelwarden", "../test/chaosworker")
+	pelwarden, worker := bins[0], bins[1]
 	dir := b.TempDir()
-	pelwarden, worker := filepath.Join(dir, "pelwarden"), filepath.Join(dir, "chaosworker")
-	for out, pkg := range map[string]string{pelwarden: "../cmd/pelwarden", worker: "../test/chaosworker"} {
-		if out, err := exec.Command("go", "build", "-o", out, pkg).CombinedOutput(); err != nil {
-			b.Fatalf("go build %s: %v\n%s", pkg, err, out)
-		}
-	}
 	srv := redistest.Start(b)
 	rdb := srv.Client(b)
 	ctx := context.Background()
@@ -56,12 +51,12 @@ hygiene:
 	if err := os.WriteFile(cfg, []byte(yml), 0o600); err != nil {
 		b.Fatal(err)
 	}
-	pw := start(b, pelwarden, "serve", "--config", cfg)
-	defer stop(pw, syscall.SIGTERM)
+	pw := proctest.Start(b, "pelwarden", pelwarden, "serve", "--config", cfg)
+	defer pw.Term()
 
 	seq := 0
-	run := func(name string, args ...string) *exec.Cmd {
-		return start(b, worker, append([]string{"--redis", srv.Addr(), "--stream", "jobs", "--group", "workers", "--consumer", name}, args...)...)
+	run := func(name string, args ...string) *proctest.Proc {
+		return proctest.Start(b, name, worker, append([]string{"--redis", srv.Addr(), "--stream", "jobs", "--group", "workers", "--consumer", name}, args...)...)
 	}
 	var lat latencies
 	for b.Loop() {
@@ -81,9 +76,9 @@ hygiene:
 				p, err := rdb.XPending(ctx, "jobs", "workers").Result()
 				return err == nil && p.Consumers[fmt.Sprintf("victim-%d", seq)] == recoveryHeld
 			})
-			helpers := []*exec.Cmd{run(fmt.Sprintf("helper-%d-a", seq)), run(fmt.Sprintf("helper-%d-b", seq))}
+			helpers := []*proctest.Proc{run(fmt.Sprintf("helper-%d-a", seq)), run(fmt.Sprintf("helper-%d-b", seq))}
 			time.Sleep(time.Duration(round%5) * 100 * time.Millisecond) // kills land at different points of the refresh cycle
-			stop(victim, syscall.SIGKILL)
+			victim.Kill()
 			killed := time.Now()
 			waitFor(b, 60*time.Second, func() bool {
 				got, err := rdb.HMGet(ctx, "ledger", jobs...).Result()
@@ -99,7 +94,7 @@ hygiene:
 			})
 			lat = append(lat, time.Since(killed))
 			for _, h := range helpers {
-				stop(h, syscall.SIGTERM)
+				h.Term()
 			}
 		}
 	}
@@ -122,28 +117,6 @@ hygiene:
 	b.ReportMetric(lat[(len(lat)*99)/100].Seconds(), "p99-s")
 	b.ReportMetric(lat[len(lat)-1].Seconds(), "max-s")
 	b.ReportMetric(float64(len(lat)), "kills")
-}
-
-func start(b *testing.B, bin string, args ...string) *exec.Cmd {
-	b.Helper()
-	cmd := exec.Command(bin, args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	return cmd
-}
-
-func stop(cmd *exec.Cmd, sig syscall.Signal) {
-	_ = cmd.Process.Signal(sig)
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		_ = cmd.Process.Kill()
-		<-done
-	}
 }
 
 func waitFor(b *testing.B, within time.Duration, cond func() bool) {

@@ -1,9 +1,12 @@
+// Package chaos runs pelwarden and real worker processes against a real
+// redis-server, kills things at random, and checks the books at the end.
 package chaos
 
 import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -14,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pelwarden/pelwarden/internal/proctest"
 	"github.com/pelwarden/pelwarden/internal/redistest"
 )
 
@@ -83,8 +87,8 @@ type fleet struct {
 	redisAddr string
 
 	mu        sync.Mutex
-	workers   []*proc
-	pelwarden map[string]*proc
+	workers   []*proctest.Proc
+	pelwarden map[string]*proctest.Proc
 	configs   map[string]string
 	seq       int
 }
@@ -94,7 +98,7 @@ func (f *fleet) startWorker() {
 	defer f.mu.Unlock()
 	f.seq++
 	name := fmt.Sprintf("worker-%d", f.seq)
-	f.workers = append(f.workers, startProc(f.t, name, f.wbin,
+	f.workers = append(f.workers, proctest.Start(f.t, name, f.wbin,
 		"--redis", f.redisAddr, "--stream", stream, "--group", group, "--consumer", name,
 		"--poison-every", strconv.Itoa(chaosSize().poisonEvery), "--ledger", ledger))
 }
@@ -107,7 +111,7 @@ func (f *fleet) killRandomWorker() {
 	victim := f.workers[i]
 	f.workers = append(f.workers[:i], f.workers[i+1:]...)
 	f.mu.Unlock()
-	victim.kill()
+	victim.Kill()
 	f.startWorker()
 }
 
@@ -117,10 +121,10 @@ func (f *fleet) startPelwarden(identity string) {
 	if f.configs[identity] == "" {
 		f.configs[identity] = pelwardenConfig(f.t, f.redisAddr, identity)
 	}
-	f.pelwarden[identity] = startProc(f.t, "pelwarden-"+identity, f.bin, "serve", "--config", f.configs[identity])
+	f.pelwarden[identity] = proctest.Start(f.t, "pelwarden-"+identity, f.bin, "serve", "--config", f.configs[identity])
 }
 
-func (f *fleet) pelwardenProc(identity string) *proc {
+func (f *fleet) pelwardenProc(identity string) *proctest.Proc {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.pelwarden[identity]
@@ -131,7 +135,7 @@ func (f *fleet) logs() string {
 	defer f.mu.Unlock()
 	out := ""
 	for _, p := range f.pelwarden {
-		out += p.tail(30) + "\n"
+		out += p.Tail(30) + "\n"
 	}
 	return out
 }
@@ -143,14 +147,15 @@ func (f *fleet) logs() string {
 // dead-letter stream holds exactly the poison entries.
 func TestChaosBooksBalance(t *testing.T) {
 	sz := chaosSize()
-	bin, wbin := build(t)
+	bins := proctest.Build(t, "../../cmd/pelwarden", "../chaosworker")
+	bin, wbin := bins[0], bins[1]
 	srv := redistest.Start(t, redistest.Options{AOF: true, Args: []string{"--appendfsync", "always"}})
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: 20, MinRetryBackoff: 50 * time.Millisecond, MaxRetryBackoff: 200 * time.Millisecond})
 	t.Cleanup(func() { _ = rdb.Close() })
 	ctx := context.Background()
 	require.NoError(t, rdb.XGroupCreateMkStream(ctx, stream, group, "$").Err())
 
-	f := &fleet{t: t, bin: bin, wbin: wbin, redisAddr: srv.Addr(), pelwarden: map[string]*proc{}, configs: map[string]string{}}
+	f := &fleet{t: t, bin: bin, wbin: wbin, redisAddr: srv.Addr(), pelwarden: map[string]*proctest.Proc{}, configs: map[string]string{}}
 	f.startPelwarden("a")
 	for range sz.workers {
 		f.startWorker()
@@ -198,7 +203,7 @@ func TestChaosBooksBalance(t *testing.T) {
 	srv.Stop()
 	srv.Restart(t)
 	time.Sleep(sz.produceFor / 10)
-	f.pelwardenProc("b").term() // back to one replica
+	f.pelwardenProc("b").Term() // back to one replica
 
 	<-produced
 	close(stopKilling)
@@ -243,7 +248,7 @@ func killLeaderMidRequeue(t *testing.T, f *fleet, rdb *redis.Client, hoard int) 
 			if err != nil {
 				continue
 			}
-			f.pelwardenProc(leader).kill()
+			f.pelwardenProc(leader).Kill()
 			t.Logf("SIGKILLed pelwarden %s with %d of %d hoarded entries still pending", leader, left, held)
 			time.Sleep(300 * time.Millisecond)
 			f.startPelwarden(leader)
@@ -357,4 +362,12 @@ func checkBooks(t *testing.T, rdb *redis.Client, sz size) {
 	p, err := rdb.XPending(ctx, stream, group).Result()
 	require.NoError(t, err)
 	require.Zero(t, p.Count, "nothing is left pending")
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer func() { _ = l.Close() }()
+	return l.Addr().String()
 }

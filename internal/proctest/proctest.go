@@ -1,0 +1,91 @@
+// Package proctest builds pelwarden's binaries and runs them as real child
+// processes for the chaos suite and the benchmarks, so SIGKILL means what it
+// means in production.
+package proctest
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Build compiles each package (path relative to the caller's directory)
+// into a temporary folder and returns the binaries by package, in order.
+func Build(tb testing.TB, pkgs ...string) []string {
+	tb.Helper()
+	dir := tb.TempDir()
+	out := make([]string, len(pkgs))
+	for i, pkg := range pkgs {
+		out[i] = filepath.Join(dir, filepath.Base(pkg))
+		if b, err := exec.Command("go", "build", "-o", out[i], pkg).CombinedOutput(); err != nil {
+			tb.Fatalf("go build %s: %v\n%s", pkg, err, b)
+		}
+	}
+	return out
+}
+
+// Proc is one child process with its output in a file.
+type Proc struct {
+	Name    string
+	cmd     *exec.Cmd
+	logPath string
+	done    chan struct{}
+}
+
+// Start runs bin with args; the process is killed at cleanup, and with the
+// test binary whatever kills it.
+func Start(tb testing.TB, name, bin string, args ...string) *Proc {
+	tb.Helper()
+	logPath := filepath.Join(tb.TempDir(), name+".log")
+	f, err := os.Create(logPath)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		tb.Fatalf("start %s: %v", name, err)
+	}
+	p := &Proc{Name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		_ = f.Close()
+		close(p.done)
+	}()
+	tb.Cleanup(p.Kill)
+	return p
+}
+
+// Kill sends SIGKILL and waits for the process to end.
+func (p *Proc) Kill() {
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+}
+
+// Term asks the process to stop and waits, then kills it after 10 s.
+func (p *Proc) Term() {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		p.Kill()
+	}
+}
+
+// Tail is the end of the process's output, for failure messages.
+func (p *Proc) Tail(lines int) string {
+	b, err := os.ReadFile(p.logPath)
+	if err != nil {
+		return err.Error()
+	}
+	all := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(all) > lines {
+		all = all[len(all)-lines:]
+	}
+	return p.Name + ":\n  " + strings.Join(all, "\n  ")
+}
