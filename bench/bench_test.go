@@ -178,7 +178,7 @@ func BenchmarkRefresh(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.Cleanup(func() { _ = conns.Close() })
-			r, err := metadata.Parse(md, []string{"default"})
+			r, err := metadata.Parse(md, metadata.Env{Conns: []string{"default"}})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -169,7 +169,7 @@ func benchLoop(b *testing.B, addr, mode string) (*hygiene.Loop, hygiene.Target) 
 	// The ghost is judged by the idle source: it has not read for over
 	// 300 ms; "live" reads just before the scan, so claims can go to it.
 	r, err := metadata.Parse(map[string]string{"stream": "jobs", "consumerGroup": "workers", "reclaim": mode,
-		"ghostIdleSeconds": "0.3", "entryStaleSeconds": "0.01", "deleteGhostConsumers": "false"}, []string{"default"})
+		"ghostIdleSeconds": "0.3", "entryStaleSeconds": "0.01", "deleteGhostConsumers": "false"}, metadata.Env{Conns: []string{"default"}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -30,7 +30,7 @@ type pelwarden struct {
 
 // startPelwarden runs pelwarden on free loopback ports with one Redis
 // connection named default, and stops it at cleanup.
-func startPelwarden(t *testing.T, redisAddr string, tune func(*config.Config)) *pelwarden {
+func startPelwarden(t *testing.T, redisAddr string, tune func(*config.Config), opts ...app.Option) *pelwarden {
 	t.Helper()
 	cfg := config.Default()
 	cfg.GRPC.Addr = "127.0.0.1:0"
@@ -45,7 +45,7 @@ func startPelwarden(t *testing.T, redisAddr string, tune func(*config.Config)) *
 	if tune != nil {
 		tune(&cfg)
 	}
-	a, err := app.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	a, err := app.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), opts...)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -21,10 +21,13 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
 
 	"github.com/pelwarden/pelwarden/internal/admin"
 	"github.com/pelwarden/pelwarden/internal/config"
 	"github.com/pelwarden/pelwarden/internal/hygiene"
+	"github.com/pelwarden/pelwarden/internal/kube"
 	"github.com/pelwarden/pelwarden/internal/liveness"
 	"github.com/pelwarden/pelwarden/internal/metadata"
 	"github.com/pelwarden/pelwarden/internal/redisx"
@@ -50,7 +53,22 @@ type App struct {
 
 	wakers  map[string]*redisx.Waker
 	hygiene *hygiene.Loop
+	pods    *kube.Watcher
 	ready   readiness
+}
+
+// Option changes how New builds pelwarden.
+type Option func(*options)
+
+type options struct {
+	kube kubernetes.Interface
+}
+
+// WithKubernetesClient makes the kubernetes source watch pods through
+// client instead of the client kubernetes.* in the config describes, such
+// as client-go's fake clientset in tests.
+func WithKubernetesClient(client kubernetes.Interface) Option {
+	return func(o *options) { o.kube = client }
 }
 
 // Run starts pelwarden and serves until ctx ends.
@@ -64,9 +82,20 @@ func Run(ctx context.Context, cfg config.Config) error {
 
 // New builds pelwarden and binds its listeners, so GRPCAddr and HTTPAddr
 // are known before Run.
-func New(cfg config.Config, log *slog.Logger) (*App, error) {
+func New(cfg config.Config, log *slog.Logger, opt ...Option) (*App, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	var o options
+	for _, f := range opt {
+		f(&o)
+	}
+	if cfg.Kubernetes.Enabled && o.kube == nil {
+		client, err := kube.NewClient(cfg.Kubernetes.Kubeconfig, "pelwarden")
+		if err != nil {
+			return nil, err
+		}
+		o.kube = client
 	}
 	redisx.SetLogger(log)
 	conns, err := redisx.Open(cfg.Redis)
@@ -78,8 +107,20 @@ func New(cfg config.Config, log *slog.Logger) (*App, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reader := &redisx.Reader{Conns: conns, LagEstimateCap: cfg.Scaler.LagEstimateCap}
+	fetch := reader.Fetch
+	if o.kube != nil {
+		klog.SetSlogLogger(log) // client-go logs through klog; keep one log format
+		a.pods = kube.New(o.kube, kube.Options{IdleExpiry: cfg.Scaler.TargetIdleExpiry, OnGone: a.podGone, Log: log})
+		fetch = func(ctx context.Context, t liveness.Target, known []string) (liveness.Observation, error) {
+			obs, err := reader.Fetch(ctx, t, known)
+			if err == nil {
+				a.pods.Annotate(t, &obs) //nolint:contextcheck // an informer outlives the refresh that starts it; it ends with the watcher
+			}
+			return obs, err
+		}
+	}
 	var m *metrics
-	a.view = liveness.NewView(reader.Fetch, liveness.ViewOptions{
+	a.view = liveness.NewView(fetch, liveness.ViewOptions{
 		RefreshInterval: cfg.Scaler.RefreshInterval,
 		MaxAge:          cfg.Scaler.MaxSnapshotAge,
 		FetchTimeout:    cfg.Scaler.RequestTimeout,
@@ -109,7 +150,7 @@ func New(cfg config.Config, log *slog.Logger) (*App, error) {
 		Log:          log,
 	}, reg)
 	for _, md := range cfg.Hygiene.Targets {
-		r, err := metadata.Parse(md, conns.Names())
+		r, err := metadata.Parse(md, metadata.Env{Conns: conns.Names(), Kubernetes: cfg.Kubernetes.Enabled})
 		if err != nil { // Validate has already refused these
 			_ = conns.Close()
 			return nil, err
@@ -122,7 +163,7 @@ func New(cfg config.Config, log *slog.Logger) (*App, error) {
 		a.wakers[name] = redisx.NewWaker(c, log)
 	}
 	sc := scaler.New(a.view, scaler.Options{
-		Conns:          conns.Names(),
+		Env:            metadata.Env{Conns: conns.Names(), Kubernetes: cfg.Kubernetes.Enabled},
 		RequestTimeout: cfg.Scaler.RequestTimeout,
 		ResendInterval: cfg.Scaler.ActiveResendInterval,
 		Arm: func(ctx context.Context, conn, stream string) (<-chan struct{}, func(), error) {
@@ -180,6 +221,9 @@ func (a *App) Run(ctx context.Context) error {
 	}
 	goRun(func() { a.watchReadiness(bg) })
 	goRun(func() { a.hygiene.Run(bg) })
+	if a.pods != nil {
+		goRun(func() { a.pods.Run(bg) })
+	}
 
 	errc := make(chan error, 2)
 	go func() { errc <- a.grpc.Serve(a.grpcLis) }()
@@ -221,6 +265,25 @@ func (a *App) shutdown(ctx context.Context) {
 		_ = a.http.Close()
 	}
 	a.log.Info("pelwarden stopped")
+}
+
+// podGone refreshes, once its grace has passed, every target whose pods
+// include one that just went: the new ghost shows in the view at once, and
+// the hygiene loop, which scans on a new ghost, need not wait for its
+// next scan.
+func (a *App) podGone(ctx context.Context, set liveness.PodSet, pod string) {
+	for _, l := range a.view.Latest() {
+		t := l.Target
+		if !t.Spec.Kubernetes || t.Spec.PodSet() != set {
+			continue
+		}
+		a.log.Info("pod went; refreshing its target after the grace", "target", t.String(), "pod", pod, "grace", t.Spec.PodGrace)
+		time.AfterFunc(t.Spec.PodGrace, func() {
+			if ctx.Err() == nil {
+				_, _ = a.view.Refresh(ctx, t)
+			}
+		})
+	}
 }
 
 // identity names this replica in hygiene leases: the configured name, or

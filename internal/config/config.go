@@ -26,6 +26,20 @@ type Config struct {
 	Redis []Redis `yaml:"redis"`
 	// Hygiene configures the PEL hygiene loop.
 	Hygiene Hygiene `yaml:"hygiene"`
+	// Kubernetes configures the kubernetes liveness source.
+	Kubernetes Kubernetes `yaml:"kubernetes"`
+}
+
+// Kubernetes configures access to the Kubernetes API, which the kubernetes
+// liveness source watches pods through.
+type Kubernetes struct {
+	// Enabled lets triggers use `liveness: kubernetes`. Default false: a
+	// pelwarden outside a cluster needs no API. With it, pelwarden uses the
+	// in-cluster service account, or Kubeconfig when set.
+	Enabled bool `yaml:"enabled"`
+	// Kubeconfig is the path of a kubeconfig file, for running outside a
+	// cluster. Optional; requires Enabled; the file must be readable.
+	Kubeconfig string `yaml:"kubeconfig"`
 }
 
 // Hygiene configures the loop that gives ghost-held entries back.

@@ -78,6 +78,13 @@ var settings = []setting{
 	intSetting("scaler.lagEstimateCap", "PELWARDEN_SCALER_LAG_ESTIMATE_CAP", "", "", 1,
 		func(c *Config) *int64 { return &c.Scaler.LagEstimateCap }),
 
+	boolSetting("kubernetes.enabled", "PELWARDEN_KUBERNETES_ENABLED", "kubernetes",
+		"watch pods through the Kubernetes API (liveness: kubernetes)",
+		func(c *Config) *bool { return &c.Kubernetes.Enabled }),
+	stringSetting("kubernetes.kubeconfig", "PELWARDEN_KUBERNETES_KUBECONFIG", "kubeconfig",
+		"kubeconfig file for running outside a cluster; empty means in-cluster",
+		func(c *Config) *string { return &c.Kubernetes.Kubeconfig }),
+
 	stringSetting("redis[default].addr", "PELWARDEN_REDIS_ADDR", "redis-addr",
 		"address host:port of the Redis connection named default",
 		func(c *Config) *string { return &defaultRedis(c).Addr }),

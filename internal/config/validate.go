@@ -107,6 +107,7 @@ func (c *Config) validate(p *problems) {
 	checkAtLeastOne(p, "scaler.lagEstimateCap", s.LagEstimateCap)
 
 	c.validateHygiene(p)
+	c.validateKubernetes(p)
 
 	if len(c.Redis) == 0 {
 		p.add("redis", "at least one connection is required; set --redis-addr, "+
@@ -258,6 +259,18 @@ func pathErrText(err error) string {
 	return err.Error()
 }
 
+func (c *Config) validateKubernetes(p *problems) {
+	k := c.Kubernetes
+	if k.Kubeconfig == "" {
+		return
+	}
+	if !k.Enabled {
+		p.add("kubernetes.kubeconfig", "requires kubernetes.enabled: true")
+		return
+	}
+	checkReadable(p, "kubernetes.kubeconfig", k.Kubeconfig)
+}
+
 func (c *Config) validateHygiene(p *problems) {
 	h := c.Hygiene
 	checkPositive(p, "hygiene.scanInterval", h.ScanInterval, "10s")
@@ -271,9 +284,10 @@ func (c *Config) validateHygiene(p *problems) {
 	for _, r := range c.Redis {
 		names = append(names, r.Name)
 	}
+	env := metadata.Env{Conns: names, Kubernetes: c.Kubernetes.Enabled}
 	for i, md := range h.Targets {
 		path := fmt.Sprintf("hygiene.targets[%d]", i)
-		r, err := metadata.Parse(md, names)
+		r, err := metadata.Parse(md, env)
 		var me *metadata.Error
 		switch {
 		case errors.As(err, &me):

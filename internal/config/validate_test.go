@@ -125,6 +125,17 @@ func TestValidateRejectsEachBadFieldByName(t *testing.T) {
 		"missing client cert file": {func(c *config.Config) {
 			c.Redis[0].TLS.Enabled, c.Redis[0].TLS.CertFile, c.Redis[0].TLS.KeyFile = true, missing, ca
 		}, `redis[0].tls.certFile: must name a readable file`},
+		"kubeconfig without kubernetes": {func(c *config.Config) { c.Kubernetes.Kubeconfig = ca }, `kubernetes.kubeconfig: requires kubernetes.enabled: true`},
+		"missing kubeconfig": {func(c *config.Config) {
+			c.Kubernetes.Enabled, c.Kubernetes.Kubeconfig = true, missing
+		}, `kubernetes.kubeconfig: must name a readable file`},
+		"kubernetes target while the API is not watched": {func(c *config.Config) {
+			c.Hygiene.Targets = []map[string]string{{"stream": "s", "consumerGroup": "g", "reclaim": "requeue", "liveness": "kubernetes", "podSelector": "app=w", "podNamespace": "jobs"}}
+		}, `hygiene.targets[0].liveness: kubernetes needs kubernetes.enabled`},
+		"kubernetes target without a namespace": {func(c *config.Config) {
+			c.Kubernetes.Enabled = true
+			c.Hygiene.Targets = []map[string]string{{"stream": "s", "consumerGroup": "g", "reclaim": "requeue", "liveness": "kubernetes", "podSelector": "app=w"}}
+		}, `hygiene.targets[0].podNamespace: must be a namespace name`},
 		"missing client key file": {func(c *config.Config) {
 			c.Redis[0].TLS.Enabled, c.Redis[0].TLS.CertFile, c.Redis[0].TLS.KeyFile = true, ca, missing
 		}, `redis[0].tls.keyFile: must name a readable file`},

@@ -49,7 +49,7 @@ func target(t *testing.T, kv ...string) Target {
 	for i := 0; i+1 < len(kv); i += 2 {
 		md[kv[i]] = kv[i+1]
 	}
-	r, err := metadata.Parse(md, []string{"default"})
+	r, err := metadata.Parse(md, metadata.Env{Conns: []string{"default"}})
 	require.NoError(t, err)
 	return Target{Target: r.Target, Hygiene: r.Hygiene}
 }

@@ -49,8 +49,8 @@ func (l *Loop) Scan(ctx context.Context, t Target) (Report, error) {
 		return rep, nil
 	}
 	for _, cv := range snap.Consumers {
-		if minIdle, ok := policy.ReclaimThreshold(cv.Verdict, t.Hygiene); ok && cv.Pending > 0 {
-			if err := l.reclaimConsumer(ctx, c, t, snap, cv, minIdle, &rep); err != nil {
+		if _, ok := policy.ReclaimThreshold(cv, t.Hygiene, l.opts.Now()); ok && cv.Pending > 0 {
+			if err := l.reclaimConsumer(ctx, c, t, snap, cv, &rep); err != nil {
 				l.metrics.errors.WithLabelValues(labels(t)...).Inc()
 				return rep, err
 			}
@@ -71,9 +71,9 @@ func (l *Loop) Scan(ctx context.Context, t Target) (Report, error) {
 	return rep, nil
 }
 
-// reclaimConsumer pages through one owner's entries idle past minIdle, with
-// no ceiling on how many there are.
-func (l *Loop) reclaimConsumer(ctx context.Context, c *redis.Client, t Target, snap *liveness.Snapshot, cv liveness.ConsumerView, minIdle time.Duration, rep *Report) error {
+// reclaimConsumer pages through one owner's entries idle past its reclaim
+// threshold, with no ceiling on how many there are.
+func (l *Loop) reclaimConsumer(ctx context.Context, c *redis.Client, t Target, snap *liveness.Snapshot, cv liveness.ConsumerView, rep *Report) error {
 	h := t.Hygiene
 	log := l.opts.Log.With("target", t.Target.String(), "consumer", cv.Name, "verdict", cv.Verdict.String())
 	mode, to := redisx.ModeRequeue, ""
@@ -88,7 +88,8 @@ func (l *Loop) reclaimConsumer(ctx context.Context, c *redis.Client, t Target, s
 	}
 	after := ""
 	for ctx.Err() == nil {
-		if !l.stillReclaimable(t, cv.Name, minIdle) {
+		minIdle, ok := l.threshold(t, cv)
+		if !ok {
 			log.Info("owner no longer reclaimable; stopping", "after", after)
 			return nil
 		}
@@ -106,20 +107,22 @@ func (l *Loop) reclaimConsumer(ctx context.Context, c *redis.Client, t Target, s
 	return ctx.Err()
 }
 
-// stillReclaimable re-reads the owner's verdict between pages: a ghost
-// that came back while a long PEL was being paged is left alone.
-func (l *Loop) stillReclaimable(t Target, consumer string, minIdle time.Duration) bool {
-	s, ok := l.view.Peek(t.Target)
-	if !ok {
-		return false
-	}
-	for _, c := range s.Consumers {
-		if c.Name == consumer {
-			threshold, ok := policy.ReclaimThreshold(c.Verdict, t.Hygiene)
-			return ok && threshold <= minIdle
+// threshold re-reads the owner's verdict before each page: a ghost that
+// came back while a long PEL was being paged is left alone. It is computed
+// at the page's own time, because a threshold taken from a pod's going
+// must not reach entries delivered after it went.
+func (l *Loop) threshold(t Target, owner liveness.ConsumerView) (time.Duration, bool) {
+	if s, ok := l.view.Peek(t.Target); ok {
+		for _, c := range s.Consumers {
+			if c.Name == owner.Name {
+				owner = c
+				break
+			}
 		}
+		// A name gone from the group's consumer list keeps its last view:
+		// nothing alive holds it.
 	}
-	return true // gone from the group's consumer list: nothing alive holds the name
+	return policy.ReclaimThreshold(owner, t.Hygiene, l.opts.Now())
 }
 
 // apply reclaims the owner's next batch above after, selected and guarded

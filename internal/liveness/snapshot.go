@@ -66,6 +66,27 @@ type Observation struct {
 	PendingByConsumer map[string]int64
 	// Heartbeats maps a key to its read; keys not present were not read.
 	Heartbeats map[string]HeartbeatObs
+	// Pods is what the kubernetes source saw; nil where it was not asked.
+	Pods *PodsObs
+}
+
+// PodsObs is the kubernetes source's view of a target's owner candidates.
+type PodsObs struct {
+	// Err says why the source cannot answer (informer not synced, watch
+	// failing); empty when it can.
+	Err string
+	// ByName holds the known pods among the owner candidates: those that
+	// exist and those seen to go. A candidate not listed has no pod.
+	ByName map[string]PodObs
+}
+
+// PodObs is one pod as the kubernetes source knows it.
+type PodObs struct {
+	// State is PodRunning, PodTerminating or PodGone.
+	State PodState
+	// GoneAt is when the source saw the pod go, on pelwarden's clock.
+	GoneAt   time.Time
+	Restarts int32
 }
 
 // ConsumerView is one consumer with its verdict.
@@ -81,6 +102,13 @@ type ConsumerView struct {
 	// HeartbeatAge is the age of the consumer's heartbeat, -1 where none
 	// was read.
 	HeartbeatAge time.Duration
+	// Pod is the kubernetes source's state of the owner's pod.
+	Pod PodState
+	// SharedName says the name was used after its pod went.
+	SharedName bool
+	// GoneAt is when the owner's pod went, for a Ghost judged so from its
+	// pod; zero otherwise.
+	GoneAt time.Time
 }
 
 // Snapshot is the judged state of one target at one moment. It is immutable
@@ -147,11 +175,19 @@ func Build(t Target, obs Observation, now time.Time) *Snapshot {
 			cv.Inactive = -1
 		}
 		hb, owner := heartbeatFor(t.Spec, name, obs)
-		cv.Owner, cv.HeartbeatAge = owner, -1
+		pod := podFor(t.Spec, name, obs, now)
+		if pod.Name != "" {
+			owner = pod.Name
+		}
+		cv.Owner, cv.HeartbeatAge, cv.Pod = owner, -1, pod.State
 		if hb.State == HeartbeatFresh || hb.State == HeartbeatStale {
 			cv.HeartbeatAge = hb.Age
 		}
-		cv.Verdict, cv.Reasons = Judge(t.Spec, Evidence{Seen: c.Idle, Inactive: cv.Inactive, Listed: ok, Heartbeat: hb})
+		j := Judge(t.Spec, Evidence{Seen: c.Idle, Inactive: cv.Inactive, Listed: ok, Heartbeat: hb, Pod: pod})
+		cv.Verdict, cv.Reasons, cv.SharedName = j.Verdict, j.Reasons, j.SharedName
+		if j.Verdict == Ghost && pod.State == PodGone {
+			cv.GoneAt = now.Add(-pod.GoneFor)
+		}
 		switch cv.Verdict {
 		case Ghost:
 			s.GhostPending += pending
@@ -165,6 +201,32 @@ func Build(t Target, obs Observation, now time.Time) *Snapshot {
 		s.Consumers = append(s.Consumers, cv)
 	}
 	return s
+}
+
+// podFor finds the pod behind a consumer: the most specific owner
+// candidate the kubernetes source knows.
+func podFor(spec Spec, consumer string, obs Observation, now time.Time) Pod {
+	if !spec.Kubernetes {
+		return Pod{}
+	}
+	if obs.Pods == nil {
+		return Pod{Err: "the kubernetes source was not read"}
+	}
+	if obs.Pods.Err != "" {
+		return Pod{Err: obs.Pods.Err}
+	}
+	for _, cand := range spec.Owner.Candidates(consumer) {
+		p, ok := obs.Pods.ByName[cand]
+		if !ok {
+			continue
+		}
+		out := Pod{State: p.State, Name: cand, Restarts: p.Restarts}
+		if p.State == PodGone {
+			out.GoneFor = max(now.Sub(p.GoneAt), 0)
+		}
+		return out
+	}
+	return Pod{State: PodNone}
 }
 
 // heartbeatFor finds the heartbeat evidence and the owner of one consumer.

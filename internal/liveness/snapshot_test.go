@@ -88,3 +88,48 @@ func TestOwnerHeartbeatUsesTheLongestOwnerWithAKey(t *testing.T) {
 	require.Equal(t, "review-e-codex", s.Consumers[0].Owner)
 	require.Equal(t, Ghost, s.Consumers[0].Verdict, ReasonsString(s.Consumers[0].Reasons))
 }
+
+func TestBuildJudgesConsumersByTheLongestPodNameAndDatesTheirGoing(t *testing.T) {
+	t.Parallel()
+	spec := kubeSpec(false)
+	var err error
+	spec.Owner, err = ParseOwnerMatch("prefix")
+	require.NoError(t, err)
+	now := time.Now()
+	obs := Observation{
+		ServerTime: serverNow, LagValid: true,
+		Consumers: []ConsumerObs{
+			{Name: "worker-a-0", Idle: 10 * time.Second, Inactive: -1},
+			{Name: "worker-b-0", Idle: 10 * time.Second, Inactive: -1},
+			{Name: "stray", Idle: 10 * time.Second, Inactive: -1},
+		},
+		PendingByConsumer: map[string]int64{"worker-a-0": 4, "worker-b-0": 3, "stray": 1},
+		Pods: &PodsObs{ByName: map[string]PodObs{
+			"worker-a": {State: PodGone, GoneAt: now.Add(-5 * time.Second)},
+			"worker":   {State: PodRunning}, // a shorter name must not win
+			"worker-b": {State: PodRunning},
+		}},
+	}
+	s := Build(Target{Spec: spec}, obs, now)
+	byName := map[string]ConsumerView{}
+	for _, c := range s.Consumers {
+		byName[c.Name] = c
+	}
+	a := byName["worker-a-0"]
+	require.Equal(t, "worker-a", a.Owner)
+	require.Equal(t, Ghost, a.Verdict, ReasonsString(a.Reasons))
+	require.True(t, a.GoneAt.Equal(now.Add(-5*time.Second)), "GoneAt dates the pod's going: %v", a.GoneAt)
+	require.Equal(t, Alive, byName["worker-b-0"].Verdict)
+	require.True(t, byName["worker-b-0"].GoneAt.IsZero())
+	require.Empty(t, byName["stray"].Owner, "no pod is stray or a prefix of it")
+	require.Equal(t, PodNone, byName["stray"].Pod)
+	require.Equal(t, int64(4), s.GhostPending)
+
+	obs.Pods = &PodsObs{Err: "pod informer for jobs/app=worker has not synced"}
+	for i := range obs.Consumers {
+		obs.Consumers[i].Idle = 2 * time.Minute
+	}
+	s = Build(Target{Spec: spec}, obs, now)
+	require.Equal(t, int64(0), s.GhostPending, "an unsynced informer makes every idle consumer Unknown, never Ghost")
+	require.Equal(t, int64(8), s.UnknownPending)
+}

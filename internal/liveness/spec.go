@@ -24,9 +24,32 @@ type Spec struct {
 	HeartbeatKey string
 	// HeartbeatMaxAge is the age past which a heartbeat is stale.
 	HeartbeatMaxAge time.Duration
-	// Owner maps consumer names to owners.
+	// Owner maps consumer names to owners; with the kubernetes source an
+	// owner is a pod name.
 	Owner OwnerMatch
+	// Kubernetes enables the kubernetes source: the pods PodSelector
+	// selects in PodNamespace.
+	Kubernetes   bool
+	PodNamespace string
+	PodSelector  string
+	// PodGrace is how long after its pod went a consumer is still given
+	// before it is a ghost.
+	PodGrace time.Duration
 }
+
+// PodSet names the pods the kubernetes source watches for a spec.
+func (s Spec) PodSet() PodSet {
+	return PodSet{Namespace: s.PodNamespace, Selector: s.PodSelector}
+}
+
+// PodSet is one namespace and label selector: one informer serves every
+// target that names the same set.
+type PodSet struct {
+	Namespace string
+	Selector  string
+}
+
+func (p PodSet) String() string { return p.Namespace + "/" + p.Selector }
 
 // String is a stable text form used as part of a target's identity.
 func (s Spec) String() string {
@@ -37,7 +60,11 @@ func (s Spec) String() string {
 	if s.Heartbeat {
 		src = append(src, string(SourceHeartbeat))
 	}
-	return fmt.Sprintf("%s|%s|%s|%s|%s", strings.Join(src, ","), s.GhostIdle, s.HeartbeatKey, s.HeartbeatMaxAge, s.Owner)
+	out := fmt.Sprintf("%s|%s|%s|%s|%s", strings.Join(src, ","), s.GhostIdle, s.HeartbeatKey, s.HeartbeatMaxAge, s.Owner)
+	if s.Kubernetes {
+		out += fmt.Sprintf("|kubernetes|%s|%s|%s", s.PodNamespace, s.PodSelector, s.PodGrace)
+	}
+	return out
 }
 
 func (s Spec) readGrace() time.Duration {

@@ -41,8 +41,9 @@ type Source string
 
 // The liveness sources a target can be configured with.
 const (
-	SourceIdle      Source = "idle"
-	SourceHeartbeat Source = "heartbeat"
+	SourceIdle       Source = "idle"
+	SourceHeartbeat  Source = "heartbeat"
+	SourceKubernetes Source = "kubernetes"
 )
 
 // Reason is one piece of evidence behind a verdict.
@@ -100,61 +101,182 @@ type Evidence struct {
 	// not in XINFO CONSUMERS of the same round trip: nothing is known of it.
 	Listed    bool
 	Heartbeat Heartbeat
+	Pod       Pod
+}
+
+// PodState is what the kubernetes source saw of the pod behind a consumer.
+type PodState int
+
+// Pod states.
+const (
+	// PodUnobserved means the source could not answer (informer not synced,
+	// watch failing); it counts as Unknown.
+	PodUnobserved PodState = iota
+	// PodNone means no pod of the selector has the owner's name and none
+	// was seen to go: no evidence either way.
+	PodNone
+	// PodRunning means the pod exists and has not finished. It is weak
+	// evidence of life: the process in it may hang.
+	PodRunning
+	// PodTerminating means the pod is being deleted and may be finishing
+	// its work; it counts as alive until it is gone.
+	PodTerminating
+	// PodGone means the pod was deleted, or finished (evicted, completed),
+	// while pelwarden watched: strong evidence that its process is dead.
+	PodGone
+)
+
+func (p PodState) String() string {
+	switch p {
+	case PodNone:
+		return "none"
+	case PodRunning:
+		return "running"
+	case PodTerminating:
+		return "terminating"
+	case PodGone:
+		return "gone"
+	default:
+		return "unobserved"
+	}
+}
+
+// Pod is the kubernetes evidence for one consumer.
+type Pod struct {
+	State PodState
+	// Name is the pod the owner resolved to.
+	Name string
+	// GoneFor is the time since the pod was seen to go (PodGone).
+	GoneFor time.Duration
+	// Restarts counts container restarts inside the pod: the pod, and the
+	// consumer name, outlive a crashed container.
+	Restarts int32
+	// Err says why the state is PodUnobserved.
+	Err string
 }
 
 // Judge combines the evidence for one consumer into a verdict.
 //
 // The rule, in order:
-//  1. A fresh heartbeat, or a read attempt more recent than the read grace,
+//  1. A consumer missing from XINFO CONSUMERS is Unknown.
+//  2. A pod seen to go is strong evidence of death, once its grace has
+//     passed: Ghost, unless the name was read or its heartbeat written after
+//     the pod went (another process uses the name: Alive, SharedName).
+//  3. A fresh heartbeat, or a read attempt more recent than the read grace,
 //     is strong evidence of life: Alive.
-//  2. A source that could not answer makes the verdict Unknown.
-//  3. With heartbeats configured, a stale or missing heartbeat is Ghost (the
-//     consumer has also not been read from within the grace, by rule 1).
-//  4. With only the idle source, idle past ghostIdle is Ghost.
+//  4. A source that could not answer makes the verdict Unknown.
+//  5. A terminating pod is finishing its work: Alive.
+//  6. With heartbeats configured, a stale or missing heartbeat is Ghost
+//     (the consumer has also not been read from within the grace, by rule
+//     3), whether or not its pod exists: a running pod may hang.
+//  7. A running pod is Alive: idle time alone does not outweigh it, since
+//     the worker may be busy with a long job.
+//  8. Otherwise (idle source, or no pod of that name), idle past ghostIdle
+//     is Ghost.
 //
-// The read grace is ghostIdle when the idle source is configured, otherwise
-// the heartbeat max age: a read is as good a sign of life as a heartbeat.
-func Judge(spec Spec, ev Evidence) (Verdict, []Reason) {
-	reasons := make([]Reason, 0, 3)
+// The read grace is ghostIdle unless heartbeats are the only timed source,
+// then the heartbeat max age: a read is as good a sign of life as a
+// heartbeat.
+func Judge(spec Spec, ev Evidence) Judgement {
 	if !ev.Listed {
-		return Unknown, append(reasons, Reason{Source: SourceIdle, Detail: "consumer is in the pending summary but not in XINFO CONSUMERS", Age: -1})
+		return Judgement{Verdict: Unknown, Reasons: []Reason{{Source: SourceIdle, Detail: "consumer is in the pending summary but not in XINFO CONSUMERS", Age: -1}}}
 	}
-	grace := spec.readGrace()
-	seenRecently := ev.Seen < grace
+	j := Judgement{Reasons: make([]Reason, 0, 3)}
 	seen := Reason{Source: SourceIdle, Detail: "last read attempt", Age: ev.Seen}
 	if ev.Inactive >= 0 {
 		seen.Detail = fmt.Sprintf("last read attempt; last successful read %s ago", ev.Inactive.Round(time.Millisecond))
 	}
-	reasons = append(reasons, seen)
-
-	if !spec.Heartbeat {
-		if seenRecently {
-			return Alive, reasons
-		}
-		reasons[0].Detail += fmt.Sprintf(", past ghostIdle %s", spec.GhostIdle)
-		return Ghost, reasons
+	j.Reasons = append(j.Reasons, seen)
+	if spec.Heartbeat {
+		j.Reasons = append(j.Reasons, heartbeatReason(spec, ev.Heartbeat))
 	}
+	if spec.Kubernetes {
+		j.Reasons = append(j.Reasons, podReason(spec, ev.Pod))
+		if ev.Pod.State == PodGone {
+			return judgeGone(spec, ev, j)
+		}
+	}
+	hb := ev.Heartbeat.State
+	switch {
+	case hb == HeartbeatFresh || ev.Seen < spec.readGrace():
+		j.Verdict = Alive
+	case spec.Heartbeat && (hb == HeartbeatError || hb == HeartbeatUnread),
+		spec.Kubernetes && ev.Pod.State == PodUnobserved:
+		j.Verdict = Unknown
+	case spec.Kubernetes && ev.Pod.State == PodTerminating:
+		j.Verdict = Alive
+	case spec.Heartbeat:
+		j.Verdict = Ghost
+	case spec.Kubernetes && ev.Pod.State == PodRunning:
+		j.Verdict = Alive
+	default:
+		j.Reasons[0].Detail += fmt.Sprintf(", past ghostIdle %s", spec.GhostIdle)
+		j.Verdict = Ghost
+	}
+	return j
+}
 
+// Judgement is a verdict with the evidence behind it.
+type Judgement struct {
+	Verdict Verdict
+	Reasons []Reason
+	// SharedName says the name was used after its pod went: more than one
+	// process uses it.
+	SharedName bool
+}
+
+// judgeGone is rule 2: the pod went GoneFor ago.
+func judgeGone(spec Spec, ev Evidence, j Judgement) Judgement {
 	hb := ev.Heartbeat
+	readSince := ev.Seen < ev.Pod.GoneFor
+	beatSince := spec.Heartbeat && (hb.State == HeartbeatFresh || hb.State == HeartbeatStale) && hb.Age < ev.Pod.GoneFor
+	switch {
+	case readSince || beatSince:
+		j.Verdict, j.SharedName = Alive, true
+		j.Reasons = append(j.Reasons, Reason{Source: SourceKubernetes, Detail: "the name was used after its pod went: another process shares it", Age: -1})
+	case spec.Heartbeat && (hb.State == HeartbeatError || hb.State == HeartbeatUnread):
+		j.Verdict = Unknown
+	case ev.Pod.GoneFor < spec.PodGrace:
+		j.Verdict = Alive
+	default:
+		j.Verdict = Ghost
+	}
+	return j
+}
+
+func heartbeatReason(spec Spec, hb Heartbeat) Reason {
 	switch hb.State {
 	case HeartbeatFresh:
-		return Alive, append(reasons, Reason{Source: SourceHeartbeat, Detail: "fresh heartbeat at " + hb.Key, Age: hb.Age})
+		return Reason{Source: SourceHeartbeat, Detail: "fresh heartbeat at " + hb.Key, Age: hb.Age}
 	case HeartbeatStale:
-		reasons = append(reasons, Reason{Source: SourceHeartbeat, Detail: fmt.Sprintf("heartbeat at %s older than max age %s", hb.Key, spec.HeartbeatMaxAge), Age: hb.Age})
+		return Reason{Source: SourceHeartbeat, Detail: fmt.Sprintf("heartbeat at %s older than max age %s", hb.Key, spec.HeartbeatMaxAge), Age: hb.Age}
 	case HeartbeatMissing:
-		reasons = append(reasons, Reason{Source: SourceHeartbeat, Detail: "no heartbeat at " + hb.Key, Age: -1})
+		return Reason{Source: SourceHeartbeat, Detail: "no heartbeat at " + hb.Key, Age: -1}
 	case HeartbeatError:
-		reasons = append(reasons, Reason{Source: SourceHeartbeat, Detail: "heartbeat unreadable: " + hb.Err, Age: -1})
+		return Reason{Source: SourceHeartbeat, Detail: "heartbeat unreadable: " + hb.Err, Age: -1}
 	default:
-		reasons = append(reasons, Reason{Source: SourceHeartbeat, Detail: "heartbeat not read yet", Age: -1})
+		return Reason{Source: SourceHeartbeat, Detail: "heartbeat not read yet", Age: -1}
 	}
-	if seenRecently {
-		return Alive, reasons
+}
+
+func podReason(spec Spec, p Pod) Reason {
+	where := fmt.Sprintf("pod %s/%s", spec.PodNamespace, p.Name)
+	switch p.State {
+	case PodNone:
+		return Reason{Source: SourceKubernetes, Detail: fmt.Sprintf("no pod matching %q is the owner", spec.PodSelector), Age: -1}
+	case PodRunning:
+		d := where + " exists"
+		if p.Restarts > 0 {
+			d += fmt.Sprintf(" (%d container restarts)", p.Restarts)
+		}
+		return Reason{Source: SourceKubernetes, Detail: d, Age: -1}
+	case PodTerminating:
+		return Reason{Source: SourceKubernetes, Detail: where + " is terminating", Age: -1}
+	case PodGone:
+		return Reason{Source: SourceKubernetes, Detail: fmt.Sprintf("%s went (grace %s)", where, spec.PodGrace), Age: p.GoneFor}
+	default:
+		return Reason{Source: SourceKubernetes, Detail: "pods unobserved: " + p.Err, Age: -1}
 	}
-	if hb.State == HeartbeatError || hb.State == HeartbeatUnread {
-		return Unknown, reasons
-	}
-	return Ghost, reasons
 }
 
 // ReasonsString joins reasons for a log line.

@@ -90,9 +90,119 @@ func TestJudgeFollowsTheLivenessTable(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			got, reasons := Judge(tc.spec, tc.ev)
-			require.Equal(t, tc.want, got, "reasons: %s", ReasonsString(reasons))
-			require.NotEmpty(t, reasons, "a verdict always carries its reasons")
+			j := Judge(tc.spec, tc.ev)
+			require.Equal(t, tc.want, j.Verdict, "reasons: %s", ReasonsString(j.Reasons))
+			require.NotEmpty(t, j.Reasons, "a verdict always carries its reasons")
+		})
+	}
+}
+
+func kubeSpec(heartbeat bool) Spec {
+	s := Spec{Kubernetes: true, PodNamespace: "jobs", PodSelector: "app=worker", PodGrace: 2 * time.Second,
+		GhostIdle: 60 * time.Second, Owner: OwnerMatch{mode: "exact"}}
+	if heartbeat {
+		s.Heartbeat, s.HeartbeatKey, s.HeartbeatMaxAge = true, "hb:{consumer}", 5*time.Second
+	}
+	return s
+}
+
+// TestJudgeFollowsTheLivenessTableForPods covers every row of the design's
+// liveness table that involves pods.
+func TestJudgeFollowsTheLivenessTableForPods(t *testing.T) {
+	t.Parallel()
+	gone := func(ago time.Duration) Pod { return Pod{State: PodGone, Name: "w-1", GoneFor: ago} }
+	running := Pod{State: PodRunning, Name: "w-1"}
+	fresh := Heartbeat{State: HeartbeatFresh, Age: time.Second}
+	cases := map[string]struct {
+		spec       Spec
+		ev         Evidence
+		want       Verdict
+		wantShared bool
+	}{
+		"pod deleted, consumer idle and growing, past the grace is Ghost": {
+			spec: kubeSpec(false),
+			ev:   Evidence{Listed: true, Seen: 4 * time.Second, Inactive: -1, Pod: gone(3 * time.Second)},
+			want: Ghost,
+		},
+		"pod deleted, within the grace is not yet Ghost": {
+			spec: kubeSpec(false),
+			ev:   Evidence{Listed: true, Seen: 2 * time.Second, Inactive: -1, Pod: gone(time.Second)},
+			want: Alive,
+		},
+		"pod deleted with a heartbeat written before it went is Ghost without waiting for the max age": {
+			spec: kubeSpec(true),
+			ev:   Evidence{Listed: true, Seen: 4 * time.Second, Inactive: -1, Pod: gone(3 * time.Second), Heartbeat: Heartbeat{State: HeartbeatFresh, Age: 3500 * time.Millisecond}},
+			want: Ghost,
+		},
+		"pod deleted but the name is still read from is a shared name, not Ghost": {
+			spec:       kubeSpec(false),
+			ev:         Evidence{Listed: true, Seen: 100 * time.Millisecond, Inactive: -1, Pod: gone(10 * time.Second)},
+			want:       Alive,
+			wantShared: true,
+		},
+		"pod deleted but its heartbeat is still written is a shared name, not Ghost": {
+			spec:       kubeSpec(true),
+			ev:         Evidence{Listed: true, Seen: 20 * time.Second, Inactive: -1, Pod: gone(10 * time.Second), Heartbeat: fresh},
+			want:       Alive,
+			wantShared: true,
+		},
+		"pod deleted and the heartbeat unreadable is Unknown": {
+			spec: kubeSpec(true),
+			ev:   Evidence{Listed: true, Seen: 20 * time.Second, Inactive: -1, Pod: gone(10 * time.Second), Heartbeat: Heartbeat{State: HeartbeatError}},
+			want: Unknown,
+		},
+		"pod exists, heartbeat stale past its max age (hung worker) is Ghost": {
+			spec: kubeSpec(true),
+			ev:   Evidence{Listed: true, Seen: 30 * time.Second, Inactive: -1, Pod: running, Heartbeat: Heartbeat{State: HeartbeatStale, Age: 6 * time.Second}},
+			want: Ghost,
+		},
+		"pod exists, heartbeat fresh, entry idle ten times the stale threshold is Alive (long job)": {
+			spec: kubeSpec(true),
+			ev:   Evidence{Listed: true, Seen: 300 * time.Second, Inactive: -1, Pod: running, Heartbeat: fresh},
+			want: Alive,
+		},
+		"pod exists and the consumer idle past ghostIdle is Alive without heartbeats (long job)": {
+			spec: kubeSpec(false),
+			ev:   Evidence{Listed: true, Seen: 600 * time.Second, Inactive: -1, Pod: running},
+			want: Alive,
+		},
+		"Kubernetes API unreachable or informer not synced is Unknown": {
+			spec: kubeSpec(false),
+			ev:   Evidence{Listed: true, Seen: 600 * time.Second, Inactive: -1, Pod: Pod{Err: "informer not synced"}},
+			want: Unknown,
+		},
+		"informer not synced with a stale heartbeat is Unknown, not Ghost": {
+			spec: kubeSpec(true),
+			ev:   Evidence{Listed: true, Seen: 600 * time.Second, Inactive: -1, Pod: Pod{Err: "watch failing"}, Heartbeat: Heartbeat{State: HeartbeatStale, Age: time.Hour}},
+			want: Unknown,
+		},
+		"container restarted inside the same pod (same name) is Alive": {
+			spec: kubeSpec(false),
+			ev:   Evidence{Listed: true, Seen: 600 * time.Second, Inactive: -1, Pod: Pod{State: PodRunning, Name: "w-1", Restarts: 3}},
+			want: Alive,
+		},
+		"a terminating pod finishing its work is Alive even with a stale heartbeat": {
+			spec: kubeSpec(true),
+			ev:   Evidence{Listed: true, Seen: 600 * time.Second, Inactive: -1, Pod: Pod{State: PodTerminating, Name: "w-1"}, Heartbeat: Heartbeat{State: HeartbeatStale, Age: time.Hour}},
+			want: Alive,
+		},
+		"no pod of that name: idle past ghostIdle is Ghost": {
+			spec: kubeSpec(false),
+			ev:   Evidence{Listed: true, Seen: 61 * time.Second, Inactive: -1, Pod: Pod{State: PodNone}},
+			want: Ghost,
+		},
+		"no pod of that name: idle below ghostIdle is Alive": {
+			spec: kubeSpec(false),
+			ev:   Evidence{Listed: true, Seen: 59 * time.Second, Inactive: -1, Pod: Pod{State: PodNone}},
+			want: Alive,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			j := Judge(tc.spec, tc.ev)
+			require.Equal(t, tc.want, j.Verdict, "reasons: %s", ReasonsString(j.Reasons))
+			require.Equal(t, tc.wantShared, j.SharedName, "shared name")
 		})
 	}
 }

@@ -11,6 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
+
 	"github.com/pelwarden/pelwarden/internal/liveness"
 	"github.com/pelwarden/pelwarden/internal/policy"
 )
@@ -61,17 +64,28 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("metadata %q: %s, got %q", e.Key, e.Accepted, truncate(e.Got, 80))
 }
 
+// Env is what a trigger's metadata is checked against.
+type Env struct {
+	// Conns lists the configured Redis connection names.
+	Conns []string
+	// Namespace is the ScaledObject's namespace, the default podNamespace;
+	// empty where there is none (targets from configuration).
+	Namespace string
+	// Kubernetes says pelwarden watches the Kubernetes API, which the
+	// kubernetes liveness source needs.
+	Kubernetes bool
+}
+
 // Parse reads trigger metadata. Keys it does not know are ignored,
 // because KEDA forwards every trigger key (scalerAddress among them).
-// conns lists the configured Redis connection names.
-func Parse(md map[string]string, conns []string) (Request, error) {
+func Parse(md map[string]string, env Env) (Request, error) {
 	var r Request
 	conn := md["redis"]
 	if conn == "" {
 		conn = DefaultConn
 	}
-	if !slices.Contains(conns, conn) {
-		return r, &Error{Key: "redis", Accepted: "must name a configured Redis connection (" + strings.Join(conns, ", ") + ")", Got: conn}
+	if !slices.Contains(env.Conns, conn) {
+		return r, &Error{Key: "redis", Accepted: "must name a configured Redis connection (" + strings.Join(env.Conns, ", ") + ")", Got: conn}
 	}
 	stream, err := requiredName(md, "stream")
 	if err != nil {
@@ -93,7 +107,7 @@ func Parse(md map[string]string, conns []string) (Request, error) {
 	if r.Activation, err = number(md, r.Metric.ActivationKey(), 0, false); err != nil {
 		return r, err
 	}
-	spec, err := parseSpec(md)
+	spec, err := parseSpec(md, env)
 	if err != nil {
 		return r, err
 	}
@@ -201,7 +215,7 @@ func parseMetric(md map[string]string) (policy.Metric, float64, error) {
 	}
 }
 
-func parseSpec(md map[string]string) (liveness.Spec, error) {
+func parseSpec(md map[string]string, env Env) (liveness.Spec, error) {
 	var s liveness.Spec
 	sources := md["liveness"]
 	if sources == "" {
@@ -213,9 +227,14 @@ func parseSpec(md map[string]string) (liveness.Spec, error) {
 			s.Idle = true
 		case liveness.SourceHeartbeat:
 			s.Heartbeat = true
+		case liveness.SourceKubernetes:
+			s.Kubernetes = true
 		default:
-			return s, &Error{Key: "liveness", Accepted: "must be a comma list of idle, heartbeat", Got: sources}
+			return s, &Error{Key: "liveness", Accepted: "must be a comma list of idle, heartbeat, kubernetes", Got: sources}
 		}
+	}
+	if err := parsePods(md, env, &s); err != nil {
+		return s, err
 	}
 	var err error
 	if s.GhostIdle, err = seconds(md, "ghostIdleSeconds", DefaultGhostIdleSeconds); err != nil {
@@ -239,6 +258,43 @@ func parseSpec(md map[string]string) (liveness.Spec, error) {
 		return s, &Error{Key: "heartbeatKey", Accepted: fmt.Sprintf("must be at most %d bytes", maxNameLen)}
 	}
 	return s, nil
+}
+
+// DefaultPodDeletionGraceSeconds is how long a consumer whose pod went is
+// given before it is a ghost: enough for a StatefulSet to bring back a pod
+// of the same name, short enough for recovery in seconds.
+const DefaultPodDeletionGraceSeconds = 2
+
+func parsePods(md map[string]string, env Env, s *liveness.Spec) error {
+	keys := []string{"podSelector", "podNamespace", "podDeletionGraceSeconds"}
+	if !s.Kubernetes {
+		for _, k := range keys {
+			if _, ok := md[k]; ok {
+				return &Error{Key: k, Accepted: "is used only when liveness includes kubernetes"}
+			}
+		}
+		return nil
+	}
+	if !env.Kubernetes {
+		return &Error{Key: "liveness", Accepted: "kubernetes needs kubernetes.enabled in pelwarden's configuration", Got: md["liveness"]}
+	}
+	s.PodSelector = strings.TrimSpace(md["podSelector"])
+	if _, err := labels.Parse(s.PodSelector); err != nil || s.PodSelector == "" || len(s.PodSelector) > maxNameLen {
+		return &Error{Key: "podSelector", Accepted: "required with liveness kubernetes: a non-empty Kubernetes label selector such as app=worker", Got: md["podSelector"]}
+	}
+	s.PodNamespace = md["podNamespace"]
+	if s.PodNamespace == "" {
+		s.PodNamespace = env.Namespace
+	}
+	if errs := validation.IsDNS1123Label(s.PodNamespace); len(errs) > 0 {
+		return &Error{Key: "podNamespace", Accepted: "must be a namespace name (lowercase letters, digits and '-'); it defaults to the ScaledObject's namespace", Got: s.PodNamespace}
+	}
+	grace, err := number(md, "podDeletionGraceSeconds", DefaultPodDeletionGraceSeconds, false)
+	if err != nil || grace > maxSeconds {
+		return &Error{Key: "podDeletionGraceSeconds", Accepted: fmt.Sprintf("must be a number of seconds >= 0 and <= %d", maxSeconds), Got: md["podDeletionGraceSeconds"]}
+	}
+	s.PodGrace = time.Duration(grace * float64(time.Second))
+	return nil
 }
 
 func requiredName(md map[string]string, key string) (string, error) {

@@ -12,7 +12,7 @@ import (
 	"github.com/pelwarden/pelwarden/internal/policy"
 )
 
-var testConns = []string{"default", "orders"}
+var testEnv = Env{Conns: []string{"default", "orders"}, Namespace: "jobs", Kubernetes: true}
 
 func base(kv ...string) map[string]string {
 	md := map[string]string{"stream": "jobs", "consumerGroup": "workers", "scalerAddress": "pelwarden:9090"}
@@ -24,7 +24,7 @@ func base(kv ...string) map[string]string {
 
 func TestParseMetadataDefaultsMatchKEDAsRedisStreamsScaler(t *testing.T) {
 	t.Parallel()
-	r, err := Parse(base(), testConns)
+	r, err := Parse(base(), testEnv)
 	require.NoError(t, err)
 	require.Equal(t, "default", r.Target.Conn)
 	require.Equal(t, policy.Pending, r.Metric)
@@ -42,7 +42,7 @@ func TestParseMetadataReadsEveryKey(t *testing.T) {
 		"redis", "orders", "backlogCount", "12.5", "activationBacklogCount", "3",
 		"liveness", "idle, heartbeat", "ghostIdleSeconds", "90", "heartbeatKey", "hb:{owner}",
 		"heartbeatMaxAgeSeconds", "7.5", "ownerMatch", "prefix", "someFutureKey", "x",
-	), testConns)
+	), testEnv)
 	require.NoError(t, err)
 	require.Equal(t, "orders", r.Target.Conn)
 	require.Equal(t, policy.Backlog, r.Metric)
@@ -56,7 +56,7 @@ func TestParseMetadataReadsEveryKey(t *testing.T) {
 
 func TestParseReadsHygieneKeys(t *testing.T) {
 	t.Parallel()
-	r, err := Parse(base(), testConns)
+	r, err := Parse(base(), testEnv)
 	require.NoError(t, err)
 	require.Equal(t, policy.ReclaimOff, r.Hygiene.Mode, "a ScaledObject leaves its group alone unless asked")
 	require.Equal(t, 30*time.Second, r.Hygiene.EntryStale)
@@ -64,7 +64,7 @@ func TestParseReadsHygieneKeys(t *testing.T) {
 	require.True(t, r.Hygiene.DeleteGhostConsumers)
 
 	r, err = Parse(base("reclaim", "claim", "entryStaleSeconds", "5", "hardTimeoutSeconds", "600", "maxDeliveries", "4",
-		"deliveryCountField", "off", "deleteGhostConsumers", "false", "deleteOriginal", "true", "claimFallback", "skip", "dryRun", "true"), testConns)
+		"deliveryCountField", "off", "deleteGhostConsumers", "false", "deleteOriginal", "true", "claimFallback", "skip", "dryRun", "true"), testEnv)
 	require.NoError(t, err)
 	h := r.Hygiene
 	require.Equal(t, policy.ReclaimClaim, h.Mode)
@@ -93,8 +93,12 @@ func TestParseMetadataNamesTheBadKey(t *testing.T) {
 		"negative activation":           {md: base("activationPendingEntriesCount", "-1"), key: "activationPendingEntriesCount", mention: ">= 0"},
 		"two metrics":                   {md: base("pendingEntriesCount", "5", "lagCount", "5"), key: "lagCount", mention: "only one"},
 		"activation of another metric":  {md: base("lagCount", "5", "activationPendingEntriesCount", "1"), key: "activationPendingEntriesCount", mention: "activationLagCount"},
-		"unknown liveness source":       {md: base("liveness", "idle,psychic"), key: "liveness", mention: "idle, heartbeat"},
-		"kubernetes not in this build":  {md: base("liveness", "kubernetes"), key: "liveness", mention: "idle, heartbeat"},
+		"unknown liveness source":       {md: base("liveness", "idle,psychic"), key: "liveness", mention: "idle, heartbeat, kubernetes"},
+		"kubernetes without a selector": {md: base("liveness", "kubernetes"), key: "podSelector", mention: "label selector"},
+		"kubernetes bad selector":       {md: base("liveness", "kubernetes", "podSelector", "app in (("), key: "podSelector", mention: "app=worker"},
+		"kubernetes bad namespace":      {md: base("liveness", "kubernetes", "podSelector", "app=w", "podNamespace", "Jobs_1"), key: "podNamespace", mention: "namespace name"},
+		"kubernetes negative grace":     {md: base("liveness", "kubernetes", "podSelector", "app=w", "podDeletionGraceSeconds", "-1"), key: "podDeletionGraceSeconds", mention: ">= 0"},
+		"pod selector without source":   {md: base("podSelector", "app=w"), key: "podSelector", mention: "only when"},
 		"heartbeat without a key":       {md: base("liveness", "heartbeat"), key: "heartbeatKey", mention: "{consumer}"},
 		"heartbeat key with both":       {md: base("liveness", "heartbeat", "heartbeatKey", "{owner}:{consumer}"), key: "heartbeatKey", mention: "exactly one"},
 		"heartbeat key without source":  {md: base("heartbeatKey", "hb:{consumer}"), key: "heartbeatKey", mention: "only when"},
@@ -116,7 +120,7 @@ func TestParseMetadataNamesTheBadKey(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			in := maps.Clone(tc.md)
-			_, err := Parse(tc.md, testConns)
+			_, err := Parse(tc.md, testEnv)
 			require.Error(t, err)
 			var me *Error
 			require.ErrorAs(t, err, &me)
@@ -127,6 +131,39 @@ func TestParseMetadataNamesTheBadKey(t *testing.T) {
 	}
 }
 
+func TestParseKubernetesSourceDefaultsToTheScaledObjectNamespace(t *testing.T) {
+	t.Parallel()
+	r, err := Parse(base("liveness", "kubernetes,heartbeat", "heartbeatKey", "hb:{owner}", "podSelector", "app=worker,tier!=batch"), testEnv)
+	require.NoError(t, err)
+	s := r.Target.Spec
+	require.True(t, s.Kubernetes && s.Heartbeat && !s.Idle)
+	require.Equal(t, "jobs", s.PodNamespace, "podNamespace defaults to the ScaledObject's")
+	require.Equal(t, "app=worker,tier!=batch", s.PodSelector)
+	require.Equal(t, DefaultPodDeletionGraceSeconds*time.Second, s.PodGrace)
+
+	r, err = Parse(base("liveness", "kubernetes", "podSelector", "app=w", "podNamespace", "other", "podDeletionGraceSeconds", "0"), testEnv)
+	require.NoError(t, err)
+	require.Equal(t, "other", r.Target.Spec.PodNamespace)
+	require.Zero(t, r.Target.Spec.PodGrace, "a grace of 0 is allowed")
+}
+
+func TestParseRefusesKubernetesWhenPelwardenDoesNotWatchTheAPI(t *testing.T) {
+	t.Parallel()
+	env := testEnv
+	env.Kubernetes = false
+	_, err := Parse(base("liveness", "kubernetes", "podSelector", "app=w"), env)
+	var me *Error
+	require.ErrorAs(t, err, &me)
+	require.Equal(t, "liveness", me.Key)
+	require.Contains(t, err.Error(), "kubernetes.enabled")
+
+	env = testEnv
+	env.Namespace = ""
+	_, err = Parse(base("liveness", "kubernetes", "podSelector", "app=w"), env)
+	require.ErrorAs(t, err, &me)
+	require.Equal(t, "podNamespace", me.Key, "with no ScaledObject namespace, podNamespace is required")
+}
+
 // FuzzParse checks that no metadata makes the parser panic, that a
 // failure always names a key, and that an accepted request is usable.
 func FuzzParse(f *testing.F) {
@@ -134,13 +171,19 @@ func FuzzParse(f *testing.F) {
 	f.Add("jobs", "workers", "lagCount", "1e3", "heartbeat", "hb:{consumer}", "exact", "30")
 	f.Add("s", "g", "backlogCount", "0.5", "idle,heartbeat", "hb:{owner}", "prefix", "1")
 	f.Add("s", "g", "activationLagCount", "-1", "kubernetes", "{owner}{consumer}", "regex:(?P<owner>", "NaN")
+	f.Add("s", "g", "pendingEntriesCount", "3", "kubernetes", "app=worker", "jobs", "0.5")
+	f.Add("s", "g", "pendingEntriesCount", "3", "kubernetes,heartbeat", "app in (a,b)", "-", "2")
 	f.Add("", "", "pendingEntriesCount", "+Inf", ",", "", "regex:^(?P<owner>.+)-\\d+$", "1e400")
 	f.Fuzz(func(t *testing.T, stream, group, metricKey, metricValue, sources, hbKey, ownerMatch, ghostIdle string) {
 		md := map[string]string{
 			"stream": stream, "consumerGroup": group, metricKey: metricValue,
 			"liveness": sources, "heartbeatKey": hbKey, "ownerMatch": ownerMatch, "ghostIdleSeconds": ghostIdle,
 		}
-		r, err := Parse(md, testConns)
+		if strings.Contains(sources, "kubernetes") {
+			// The selector and namespace parsers get the fuzzed text too.
+			md["podSelector"], md["podNamespace"], md["podDeletionGraceSeconds"] = hbKey, ownerMatch, ghostIdle
+		}
+		r, err := Parse(md, testEnv)
 		if err != nil {
 			var me *Error
 			if !errors.As(err, &me) || me.Key == "" {
@@ -150,6 +193,9 @@ func FuzzParse(f *testing.F) {
 		}
 		if r.TargetValue <= 0 || r.Activation < 0 || r.Target.Stream == "" || r.Target.Group == "" {
 			t.Fatalf("accepted an unusable request: %+v", r)
+		}
+		if r.Target.Spec.Kubernetes && (r.Target.Spec.PodSelector == "" || r.Target.Spec.PodNamespace == "" || r.Target.Spec.PodGrace < 0) {
+			t.Fatalf("accepted an unusable kubernetes source: %+v", r.Target.Spec)
 		}
 		if r.Target.Spec.GhostIdle <= 0 || r.Target.Spec.HeartbeatMaxAge <= 0 {
 			t.Fatalf("accepted a non-positive duration: %+v", r.Target.Spec)

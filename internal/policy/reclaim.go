@@ -61,12 +61,20 @@ func (h Hygiene) String() string {
 // ReclaimThreshold is the idle time from which an owner's entries may be
 // reclaimed, and whether any may be: a ghost's entries once stale, a live
 // owner's only past the hard timeout, an Unknown owner's never.
-func ReclaimThreshold(owner liveness.Verdict, h Hygiene) (time.Duration, bool) {
+//
+// A ghost known dead because its pod went at GoneAt gives up every entry
+// idle since then, stale or not: such an entry was last delivered before
+// the pod went, so no live process can still acknowledge it, and waiting
+// for entryStaleSeconds would only delay recovery.
+func ReclaimThreshold(owner liveness.ConsumerView, h Hygiene, now time.Time) (time.Duration, bool) {
 	if h.Mode == ReclaimOff {
 		return 0, false
 	}
-	switch owner {
+	switch owner.Verdict {
 	case liveness.Ghost:
+		if !owner.GoneAt.IsZero() {
+			return min(h.EntryStale, max(now.Sub(owner.GoneAt), 0)), true
+		}
 		return h.EntryStale, true
 	case liveness.Alive:
 		if h.HardTimeout > 0 {
@@ -76,20 +84,22 @@ func ReclaimThreshold(owner liveness.Verdict, h Hygiene) (time.Duration, bool) {
 	return 0, false
 }
 
-// ShouldReclaim reports whether an entry idle for idle, held by an owner
-// with the given verdict, is to be given back, and why.
-func ShouldReclaim(owner liveness.Verdict, idle time.Duration, h Hygiene) (bool, string) {
-	threshold, ok := ReclaimThreshold(owner, h)
+// ShouldReclaim reports whether an entry idle for idle, held by owner, is
+// to be given back, and why.
+func ShouldReclaim(owner liveness.ConsumerView, idle time.Duration, h Hygiene, now time.Time) (bool, string) {
+	threshold, ok := ReclaimThreshold(owner, h, now)
 	switch {
 	case h.Mode == ReclaimOff:
 		return false, "reclaim is off"
-	case owner == liveness.Unknown:
+	case owner.Verdict == liveness.Unknown:
 		return false, "owner liveness is Unknown"
 	case !ok:
 		return false, "owner is alive and no hard timeout is set"
 	case idle < threshold:
 		return false, fmt.Sprintf("entry idle %s, below %s", idle.Round(time.Millisecond), threshold)
-	case owner == liveness.Ghost:
+	case owner.Verdict == liveness.Ghost && !owner.GoneAt.IsZero():
+		return true, "owner's pod went before the entry was last delivered"
+	case owner.Verdict == liveness.Ghost:
 		return true, "owner is a ghost"
 	default:
 		return true, fmt.Sprintf("entry idle past hardTimeoutSeconds %s", h.HardTimeout)

@@ -17,25 +17,33 @@ func TestShouldReclaim(t *testing.T) {
 	withHard.HardTimeout = 10 * time.Minute
 	off := requeueStale
 	off.Mode = ReclaimOff
+	now := time.Unix(1_800_000_000, 0)
+	v := func(verdict liveness.Verdict) liveness.ConsumerView { return liveness.ConsumerView{Verdict: verdict} }
+	podGone := liveness.ConsumerView{Verdict: liveness.Ghost, GoneAt: now.Add(-3 * time.Second)}
+	podLongGone := liveness.ConsumerView{Verdict: liveness.Ghost, GoneAt: now.Add(-time.Hour)}
 	cases := map[string]struct {
-		owner liveness.Verdict
+		owner liveness.ConsumerView
 		idle  time.Duration
 		h     Hygiene
 		want  bool
 	}{
-		"ghost owner, stale entry":                         {liveness.Ghost, 31 * time.Second, requeueStale, true},
-		"ghost owner, entry not stale yet":                 {liveness.Ghost, 29 * time.Second, requeueStale, false},
-		"alive owner, no hard timeout, ten times stale":    {liveness.Alive, 300 * time.Second, requeueStale, false},
-		"alive owner past the hard timeout":                {liveness.Alive, 11 * time.Minute, withHard, true},
-		"alive owner below the hard timeout":               {liveness.Alive, 9 * time.Minute, withHard, false},
-		"unknown owner is never reclaimed, even past hard": {liveness.Unknown, time.Hour, withHard, false},
-		"reclaim off": {liveness.Ghost, time.Hour, off, false},
-		"ghost with hard timeout uses the stale threshold only": {liveness.Ghost, 31 * time.Second, withHard, true},
+		"ghost whose pod went: an entry idle since before it went":            {podGone, 4 * time.Second, requeueStale, true},
+		"ghost whose pod went: an entry delivered after it went is not taken": {podGone, 2 * time.Second, requeueStale, false},
+		"ghost whose pod went long ago: a stale entry is taken":               {podLongGone, 31 * time.Second, requeueStale, true},
+		"ghost whose pod went long ago: the stale threshold still caps it":    {podLongGone, 29 * time.Second, requeueStale, false},
+		"ghost owner, stale entry":                                            {v(liveness.Ghost), 31 * time.Second, requeueStale, true},
+		"ghost owner, entry not stale yet":                                    {v(liveness.Ghost), 29 * time.Second, requeueStale, false},
+		"alive owner, no hard timeout, ten times stale":                       {v(liveness.Alive), 300 * time.Second, requeueStale, false},
+		"alive owner past the hard timeout":                                   {v(liveness.Alive), 11 * time.Minute, withHard, true},
+		"alive owner below the hard timeout":                                  {v(liveness.Alive), 9 * time.Minute, withHard, false},
+		"unknown owner is never reclaimed, even past hard":                    {v(liveness.Unknown), time.Hour, withHard, false},
+		"reclaim off": {v(liveness.Ghost), time.Hour, off, false},
+		"ghost with hard timeout uses the stale threshold only": {v(liveness.Ghost), 31 * time.Second, withHard, true},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			got, why := ShouldReclaim(tc.owner, tc.idle, tc.h)
+			got, why := ShouldReclaim(tc.owner, tc.idle, tc.h, now)
 			require.Equal(t, tc.want, got, why)
 			require.NotEmpty(t, why)
 		})

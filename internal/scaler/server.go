@@ -24,8 +24,10 @@ type ArmFunc func(ctx context.Context, conn, stream string) (<-chan struct{}, fu
 
 // Options configures a Server.
 type Options struct {
-	// Conns lists the configured Redis connection names a trigger may use.
-	Conns []string
+	// Env is what trigger metadata is checked against: the configured Redis
+	// connections, and whether the kubernetes source is available. Its
+	// Namespace is ignored; each request's ScaledObject namespace is used.
+	Env metadata.Env
 	// RequestTimeout is pelwarden's own deadline for reaching Redis; KEDA
 	// sets none.
 	RequestTimeout time.Duration
@@ -188,7 +190,9 @@ func (s *Server) parse(ref *externalscaler.ScaledObjectRef) (metadata.Request, e
 	if ref == nil {
 		return metadata.Request{}, status.Error(codes.InvalidArgument, "scaledObjectRef is required")
 	}
-	r, err := metadata.Parse(ref.GetScalerMetadata(), s.opts.Conns)
+	env := s.opts.Env
+	env.Namespace = ref.GetNamespace()
+	r, err := metadata.Parse(ref.GetScalerMetadata(), env)
 	if err != nil {
 		return r, status.Error(codes.InvalidArgument, err.Error())
 	}

@@ -1,0 +1,80 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/pelwarden/pelwarden/internal/app"
+	"github.com/pelwarden/pelwarden/internal/config"
+	"github.com/pelwarden/pelwarden/internal/redistest"
+)
+
+func workerPod(name string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "jobs", Labels: map[string]string{"app": "worker"}},
+		Status:     corev1.PodStatus{Phase: corev1.PodRunning},
+	}
+}
+
+// TestPodDeletionRequeuesItsEntriesWithoutWaitingForAScan deletes the pod
+// behind one of two consumers. The hygiene loop scans, and the view
+// refreshes, once an hour, so only the deletion event can bring the
+// entries back in time.
+func TestPodDeletionRequeuesItsEntriesWithoutWaitingForAScan(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	newGroup(t, rdb, "jobs", "workers")
+	addEntries(t, rdb, "jobs", 12)
+	readAs(t, rdb, "jobs", "workers", "w-0", 5)
+	readAs(t, rdb, "jobs", "workers", "w-1", 7)
+
+	pods := fake.NewClientset(workerPod("w-0"), workerPod("w-1"))
+	md := map[string]string{"stream": "jobs", "consumerGroup": "workers", "liveness": "kubernetes",
+		"podSelector": "app=worker", "podNamespace": "jobs", "podDeletionGraceSeconds": "0.5"}
+	target := cloneWith(md, "reclaim", "requeue")
+	p := startPelwarden(t, srv.Addr(), func(c *config.Config) {
+		c.Kubernetes.Enabled = true
+		c.Scaler.RefreshInterval, c.Scaler.MaxSnapshotAge = time.Hour, time.Hour
+		c.Hygiene.ScanInterval = time.Hour
+		c.Hygiene.LeaseTTL = 2 * time.Hour
+		c.Hygiene.Targets = []map[string]string{target}
+	}, app.WithKubernetesClient(pods))
+
+	eventually(t, 5*time.Second, func() error {
+		got, err := metric(ctx, t, p.client, md)
+		if err == nil && got != 12 {
+			return fmt.Errorf("pending %d, want 12: both pods exist", got)
+		}
+		return err
+	})
+
+	require.NoError(t, pods.CoreV1().Pods("jobs").Delete(ctx, "w-1", metav1.DeleteOptions{}))
+	eventually(t, 10*time.Second, func() error {
+		pending, err := rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: "jobs", Group: "workers", Start: "-", End: "+", Count: 100}).Result()
+		if err != nil {
+			return err
+		}
+		for _, e := range pending {
+			if e.Consumer == "w-1" {
+				return fmt.Errorf("w-1 still holds %s", e.ID)
+			}
+		}
+		return nil
+	})
+	n, err := rdb.XLen(ctx, "jobs").Result()
+	require.NoError(t, err)
+	require.Equal(t, int64(12+7), n, "each of w-1's entries was requeued once")
+	got, err := metric(ctx, t, p.client, md)
+	require.NoError(t, err)
+	require.Equal(t, int64(5), got, "only the live pod's entries are pending")
+}
