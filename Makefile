@@ -33,7 +33,7 @@ generate:
 bench:
 	$(GO) test -run '^$$' -bench 'Poll|Refresh' -benchtime $(BENCHTIME) -benchmem ./bench/
 	$(GO) test -run '^$$' -bench 'PushActivation' -benchtime 200x ./bench/
-	$(GO) test -run '^$$' -bench 'Reclaim|Recovery' -benchtime 1x ./bench/
+	$(GO) test -run '^$$' -bench 'Reclaim|Recovery|PodDeletion' -benchtime 1x ./bench/
 
 ## demo: a throwaway redis-server and pelwarden with live and ghost workers
 demo:
