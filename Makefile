@@ -19,10 +19,13 @@ build:
 test:
 	$(GO) test -race -count=1 -timeout 15m ./...
 
-## lint: golangci-lint (pinned in tools/golangci-lint) and buf lint
+## lint: golangci-lint (pinned in tools/golangci-lint), buf lint, and buf
+## breaking against main (changes to pelwarden.v1 must stay wire-compatible)
 lint:
 	$(LINT) run ./...
 	$(BUF) lint
+	$(BUF) breaking --against '.git#branch=main'
+
 
 ## generate: Go code from proto/ (plugins pinned in go.mod's tool block)
 generate:

@@ -75,7 +75,137 @@ func (Verdict) EnumDescriptor() ([]byte, []int) {
 	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{0}
 }
 
-// ListTargetsRequest has no fields yet.
+// FindingKind is what a finding is about.
+type FindingKind int32
+
+const (
+	FindingKind_FINDING_KIND_UNSPECIFIED FindingKind = 0
+	// One consumer name used by more than one process.
+	FindingKind_FINDING_KIND_SHARED_NAME FindingKind = 1
+	// A consumer whose owner matches no pod of the selector.
+	FindingKind_FINDING_KIND_NO_POD FindingKind = 2
+	// Entries delivered at least min_deliveries times.
+	FindingKind_FINDING_KIND_BOUNCING FindingKind = 3
+	// A consumer whose name ownerMatch resolves to no owner.
+	FindingKind_FINDING_KIND_NO_OWNER FindingKind = 4
+	// Pending entries whose stream entry was deleted.
+	FindingKind_FINDING_KIND_TOMBSTONE FindingKind = 5
+	// A group whose lag Redis reports as NULL.
+	FindingKind_FINDING_KIND_NULL_LAG FindingKind = 6
+)
+
+// Enum value maps for FindingKind.
+var (
+	FindingKind_name = map[int32]string{
+		0: "FINDING_KIND_UNSPECIFIED",
+		1: "FINDING_KIND_SHARED_NAME",
+		2: "FINDING_KIND_NO_POD",
+		3: "FINDING_KIND_BOUNCING",
+		4: "FINDING_KIND_NO_OWNER",
+		5: "FINDING_KIND_TOMBSTONE",
+		6: "FINDING_KIND_NULL_LAG",
+	}
+	FindingKind_value = map[string]int32{
+		"FINDING_KIND_UNSPECIFIED": 0,
+		"FINDING_KIND_SHARED_NAME": 1,
+		"FINDING_KIND_NO_POD":      2,
+		"FINDING_KIND_BOUNCING":    3,
+		"FINDING_KIND_NO_OWNER":    4,
+		"FINDING_KIND_TOMBSTONE":   5,
+		"FINDING_KIND_NULL_LAG":    6,
+	}
+)
+
+func (x FindingKind) Enum() *FindingKind {
+	p := new(FindingKind)
+	*p = x
+	return p
+}
+
+func (x FindingKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (FindingKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_pelwarden_v1_admin_proto_enumTypes[1].Descriptor()
+}
+
+func (FindingKind) Type() protoreflect.EnumType {
+	return &file_pelwarden_v1_admin_proto_enumTypes[1]
+}
+
+func (x FindingKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use FindingKind.Descriptor instead.
+func (FindingKind) EnumDescriptor() ([]byte, []int) {
+	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{1}
+}
+
+// TargetRef names a consumer group on a configured Redis connection.
+type TargetRef struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Name of the configured Redis connection; empty means "default".
+	Redis         string `protobuf:"bytes,1,opt,name=redis,proto3" json:"redis,omitempty"`
+	Stream        string `protobuf:"bytes,2,opt,name=stream,proto3" json:"stream,omitempty"`
+	Group         string `protobuf:"bytes,3,opt,name=group,proto3" json:"group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TargetRef) Reset() {
+	*x = TargetRef{}
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TargetRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TargetRef) ProtoMessage() {}
+
+func (x *TargetRef) ProtoReflect() protoreflect.Message {
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TargetRef.ProtoReflect.Descriptor instead.
+func (*TargetRef) Descriptor() ([]byte, []int) {
+	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *TargetRef) GetRedis() string {
+	if x != nil {
+		return x.Redis
+	}
+	return ""
+}
+
+func (x *TargetRef) GetStream() string {
+	if x != nil {
+		return x.Stream
+	}
+	return ""
+}
+
+func (x *TargetRef) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+// ListTargetsRequest has no fields.
 type ListTargetsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -84,7 +214,7 @@ type ListTargetsRequest struct {
 
 func (x *ListTargetsRequest) Reset() {
 	*x = ListTargetsRequest{}
-	mi := &file_pelwarden_v1_admin_proto_msgTypes[0]
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -96,7 +226,7 @@ func (x *ListTargetsRequest) String() string {
 func (*ListTargetsRequest) ProtoMessage() {}
 
 func (x *ListTargetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pelwarden_v1_admin_proto_msgTypes[0]
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -109,7 +239,7 @@ func (x *ListTargetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTargetsRequest.ProtoReflect.Descriptor instead.
 func (*ListTargetsRequest) Descriptor() ([]byte, []int) {
-	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{0}
+	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{1}
 }
 
 // ListTargetsResponse lists the targets, sorted by redis, stream and group.
@@ -122,7 +252,7 @@ type ListTargetsResponse struct {
 
 func (x *ListTargetsResponse) Reset() {
 	*x = ListTargetsResponse{}
-	mi := &file_pelwarden_v1_admin_proto_msgTypes[1]
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -134,7 +264,7 @@ func (x *ListTargetsResponse) String() string {
 func (*ListTargetsResponse) ProtoMessage() {}
 
 func (x *ListTargetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pelwarden_v1_admin_proto_msgTypes[1]
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -147,7 +277,7 @@ func (x *ListTargetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTargetsResponse.ProtoReflect.Descriptor instead.
 func (*ListTargetsResponse) Descriptor() ([]byte, []int) {
-	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{1}
+	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ListTargetsResponse) GetTargets() []*Target {
@@ -189,7 +319,7 @@ type Target struct {
 
 func (x *Target) Reset() {
 	*x = Target{}
-	mi := &file_pelwarden_v1_admin_proto_msgTypes[2]
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -201,7 +331,7 @@ func (x *Target) String() string {
 func (*Target) ProtoMessage() {}
 
 func (x *Target) ProtoReflect() protoreflect.Message {
-	mi := &file_pelwarden_v1_admin_proto_msgTypes[2]
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -214,7 +344,7 @@ func (x *Target) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Target.ProtoReflect.Descriptor instead.
 func (*Target) Descriptor() ([]byte, []int) {
-	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{2}
+	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Target) GetRedis() string {
@@ -327,14 +457,21 @@ type Consumer struct {
 	// Time since the last read attempt, in milliseconds.
 	IdleMs int64 `protobuf:"varint,6,opt,name=idle_ms,json=idleMs,proto3" json:"idle_ms,omitempty"`
 	// Time since the last successful read (Redis 7.2+), -1 where unknown.
-	InactiveMs    int64 `protobuf:"varint,7,opt,name=inactive_ms,json=inactiveMs,proto3" json:"inactive_ms,omitempty"`
+	InactiveMs int64 `protobuf:"varint,7,opt,name=inactive_ms,json=inactiveMs,proto3" json:"inactive_ms,omitempty"`
+	// Age of the consumer's heartbeat in milliseconds, -1 where none was read.
+	HeartbeatAgeMs int64 `protobuf:"varint,8,opt,name=heartbeat_age_ms,json=heartbeatAgeMs,proto3" json:"heartbeat_age_ms,omitempty"`
+	// State of the owner's pod with the kubernetes source: "running",
+	// "terminating", "gone", "none" or "unobserved"; empty without it.
+	Pod string `protobuf:"bytes,9,opt,name=pod,proto3" json:"pod,omitempty"`
+	// The name was used after its pod went: more than one process uses it.
+	SharedName    bool `protobuf:"varint,10,opt,name=shared_name,json=sharedName,proto3" json:"shared_name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Consumer) Reset() {
 	*x = Consumer{}
-	mi := &file_pelwarden_v1_admin_proto_msgTypes[3]
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -346,7 +483,7 @@ func (x *Consumer) String() string {
 func (*Consumer) ProtoMessage() {}
 
 func (x *Consumer) ProtoReflect() protoreflect.Message {
-	mi := &file_pelwarden_v1_admin_proto_msgTypes[3]
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -359,7 +496,7 @@ func (x *Consumer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Consumer.ProtoReflect.Descriptor instead.
 func (*Consumer) Descriptor() ([]byte, []int) {
-	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{3}
+	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Consumer) GetName() string {
@@ -411,11 +548,1547 @@ func (x *Consumer) GetInactiveMs() int64 {
 	return 0
 }
 
+func (x *Consumer) GetHeartbeatAgeMs() int64 {
+	if x != nil {
+		return x.HeartbeatAgeMs
+	}
+	return 0
+}
+
+func (x *Consumer) GetPod() string {
+	if x != nil {
+		return x.Pod
+	}
+	return ""
+}
+
+func (x *Consumer) GetSharedName() bool {
+	if x != nil {
+		return x.SharedName
+	}
+	return false
+}
+
+// DescribeTargetRequest names the target to describe.
+type DescribeTargetRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Target        *TargetRef             `protobuf:"bytes,1,opt,name=target,proto3" json:"target,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeTargetRequest) Reset() {
+	*x = DescribeTargetRequest{}
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeTargetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeTargetRequest) ProtoMessage() {}
+
+func (x *DescribeTargetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeTargetRequest.ProtoReflect.Descriptor instead.
+func (*DescribeTargetRequest) Descriptor() ([]byte, []int) {
+	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *DescribeTargetRequest) GetTarget() *TargetRef {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+// DescribeTargetResponse is one target on a fresh read.
+type DescribeTargetResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Target *Target                `protobuf:"bytes,1,opt,name=target,proto3" json:"target,omitempty"`
+	// The values last reported to KEDA for this group, one per ScaledObject
+	// trigger that asked.
+	Metrics []*MetricValue `protobuf:"bytes,2,rep,name=metrics,proto3" json:"metrics,omitempty"`
+	// The most recent hygiene actions on this group, newest first.
+	RecentEvents []*Event `protobuf:"bytes,3,rep,name=recent_events,json=recentEvents,proto3" json:"recent_events,omitempty"`
+	// Hygiene settings in text form, empty when hygiene does not look after
+	// the group.
+	Hygiene       string `protobuf:"bytes,4,opt,name=hygiene,proto3" json:"hygiene,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DescribeTargetResponse) Reset() {
+	*x = DescribeTargetResponse{}
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DescribeTargetResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DescribeTargetResponse) ProtoMessage() {}
+
+func (x *DescribeTargetResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DescribeTargetResponse.ProtoReflect.Descriptor instead.
+func (*DescribeTargetResponse) Descriptor() ([]byte, []int) {
+	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *DescribeTargetResponse) GetTarget() *Target {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+func (x *DescribeTargetResponse) GetMetrics() []*MetricValue {
+	if x != nil {
+		return x.Metrics
+	}
+	return nil
+}
+
+func (x *DescribeTargetResponse) GetRecentEvents() []*Event {
+	if x != nil {
+		return x.RecentEvents
+	}
+	return nil
+}
+
+func (x *DescribeTargetResponse) GetHygiene() string {
+	if x != nil {
+		return x.Hygiene
+	}
+	return ""
+}
+
+// MetricValue is one metric as last reported to KEDA.
+type MetricValue struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	MetricName string                 `protobuf:"bytes,1,opt,name=metric_name,json=metricName,proto3" json:"metric_name,omitempty"`
+	// pendingEntriesCount, lagCount or backlogCount.
+	Metric      string  `protobuf:"bytes,2,opt,name=metric,proto3" json:"metric,omitempty"`
+	Value       int64   `protobuf:"varint,3,opt,name=value,proto3" json:"value,omitempty"`
+	TargetValue float64 `protobuf:"fixed64,4,opt,name=target_value,json=targetValue,proto3" json:"target_value,omitempty"`
+	Activation  float64 `protobuf:"fixed64,5,opt,name=activation,proto3" json:"activation,omitempty"`
+	Active      bool    `protobuf:"varint,6,opt,name=active,proto3" json:"active,omitempty"`
+	// Age of the report in milliseconds.
+	AgeMs         int64 `protobuf:"varint,7,opt,name=age_ms,json=ageMs,proto3" json:"age_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetricValue) Reset() {
+	*x = MetricValue{}
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetricValue) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetricValue) ProtoMessage() {}
+
+func (x *MetricValue) ProtoReflect() protoreflect.Message {
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetricValue.ProtoReflect.Descriptor instead.
+func (*MetricValue) Descriptor() ([]byte, []int) {
+	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *MetricValue) GetMetricName() string {
+	if x != nil {
+		return x.MetricName
+	}
+	return ""
+}
+
+func (x *MetricValue) GetMetric() string {
+	if x != nil {
+		return x.Metric
+	}
+	return ""
+}
+
+func (x *MetricValue) GetValue() int64 {
+	if x != nil {
+		return x.Value
+	}
+	return 0
+}
+
+func (x *MetricValue) GetTargetValue() float64 {
+	if x != nil {
+		return x.TargetValue
+	}
+	return 0
+}
+
+func (x *MetricValue) GetActivation() float64 {
+	if x != nil {
+		return x.Activation
+	}
+	return 0
+}
+
+func (x *MetricValue) GetActive() bool {
+	if x != nil {
+		return x.Active
+	}
+	return false
+}
+
+func (x *MetricValue) GetAgeMs() int64 {
+	if x != nil {
+		return x.AgeMs
+	}
+	return 0
+}
+
+// ListPendingRequest pages through a group's pending entries.
+type ListPendingRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Target *TargetRef             `protobuf:"bytes,1,opt,name=target,proto3" json:"target,omitempty"`
+	// Only entries of this consumer; empty for all.
+	Consumer string `protobuf:"bytes,2,opt,name=consumer,proto3" json:"consumer,omitempty"`
+	// Only entries idle at least this long, in milliseconds.
+	MinIdleMs int64 `protobuf:"varint,3,opt,name=min_idle_ms,json=minIdleMs,proto3" json:"min_idle_ms,omitempty"`
+	// Entries per page, 1-10000; 0 means 100.
+	PageSize int32 `protobuf:"varint,4,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// next_page_token of the previous page; empty for the first.
+	PageToken     string `protobuf:"bytes,5,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPendingRequest) Reset() {
+	*x = ListPendingRequest{}
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPendingRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPendingRequest) ProtoMessage() {}
+
+func (x *ListPendingRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPendingRequest.ProtoReflect.Descriptor instead.
+func (*ListPendingRequest) Descriptor() ([]byte, []int) {
+	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ListPendingRequest) GetTarget() *TargetRef {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+func (x *ListPendingRequest) GetConsumer() string {
+	if x != nil {
+		return x.Consumer
+	}
+	return ""
+}
+
+func (x *ListPendingRequest) GetMinIdleMs() int64 {
+	if x != nil {
+		return x.MinIdleMs
+	}
+	return 0
+}
+
+func (x *ListPendingRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListPendingRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListPendingResponse is one page of pending entries, in id order.
+type ListPendingResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Entries []*PendingEntry        `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	// Token of the next page; empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPendingResponse) Reset() {
+	*x = ListPendingResponse{}
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPendingResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPendingResponse) ProtoMessage() {}
+
+func (x *ListPendingResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPendingResponse.ProtoReflect.Descriptor instead.
+func (*ListPendingResponse) Descriptor() ([]byte, []int) {
+	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ListPendingResponse) GetEntries() []*PendingEntry {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+func (x *ListPendingResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// PendingEntry is one entry of a pending entries list.
+type PendingEntry struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Id       string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Consumer string                 `protobuf:"bytes,2,opt,name=consumer,proto3" json:"consumer,omitempty"`
+	IdleMs   int64                  `protobuf:"varint,3,opt,name=idle_ms,json=idleMs,proto3" json:"idle_ms,omitempty"`
+	// Times Redis delivered the entry (XPENDING's delivery count).
+	Deliveries    int64 `protobuf:"varint,4,opt,name=deliveries,proto3" json:"deliveries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PendingEntry) Reset() {
+	*x = PendingEntry{}
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PendingEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PendingEntry) ProtoMessage() {}
+
+func (x *PendingEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PendingEntry.ProtoReflect.Descriptor instead.
+func (*PendingEntry) Descriptor() ([]byte, []int) {
+	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *PendingEntry) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *PendingEntry) GetConsumer() string {
+	if x != nil {
+		return x.Consumer
+	}
+	return ""
+}
+
+func (x *PendingEntry) GetIdleMs() int64 {
+	if x != nil {
+		return x.IdleMs
+	}
+	return 0
+}
+
+func (x *PendingEntry) GetDeliveries() int64 {
+	if x != nil {
+		return x.Deliveries
+	}
+	return 0
+}
+
+// PlanRequest names the target to plan for.
+type PlanRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Target        *TargetRef             `protobuf:"bytes,1,opt,name=target,proto3" json:"target,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlanRequest) Reset() {
+	*x = PlanRequest{}
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlanRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlanRequest) ProtoMessage() {}
+
+func (x *PlanRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlanRequest.ProtoReflect.Descriptor instead.
+func (*PlanRequest) Descriptor() ([]byte, []int) {
+	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *PlanRequest) GetTarget() *TargetRef {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+// PlanResponse is what hygiene would do now: one step per consumer.
+type PlanResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Target *Target                `protobuf:"bytes,1,opt,name=target,proto3" json:"target,omitempty"`
+	Steps  []*PlanStep            `protobuf:"bytes,2,rep,name=steps,proto3" json:"steps,omitempty"`
+	// Hygiene settings the plan follows, in text form. A group hygiene does
+	// not look after is planned with reclaim "requeue" and the defaults.
+	Hygiene       string `protobuf:"bytes,3,opt,name=hygiene,proto3" json:"hygiene,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlanResponse) Reset() {
+	*x = PlanResponse{}
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlanResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlanResponse) ProtoMessage() {}
+
+func (x *PlanResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlanResponse.ProtoReflect.Descriptor instead.
+func (*PlanResponse) Descriptor() ([]byte, []int) {
+	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *PlanResponse) GetTarget() *Target {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+func (x *PlanResponse) GetSteps() []*PlanStep {
+	if x != nil {
+		return x.Steps
+	}
+	return nil
+}
+
+func (x *PlanResponse) GetHygiene() string {
+	if x != nil {
+		return x.Hygiene
+	}
+	return ""
+}
+
+// PlanStep is what hygiene would do with one consumer.
+type PlanStep struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Consumer string                 `protobuf:"bytes,1,opt,name=consumer,proto3" json:"consumer,omitempty"`
+	Verdict  Verdict                `protobuf:"varint,2,opt,name=verdict,proto3,enum=pelwarden.v1.Verdict" json:"verdict,omitempty"`
+	// "requeue", "claim", "dead-letter", "delete-consumer" or "none".
+	Action string `protobuf:"bytes,3,opt,name=action,proto3" json:"action,omitempty"`
+	// Entries the step would act on: requeue or claim, and dead-letter.
+	Entries           int64 `protobuf:"varint,4,opt,name=entries,proto3" json:"entries,omitempty"`
+	DeadLetterEntries int64 `protobuf:"varint,5,opt,name=dead_letter_entries,json=deadLetterEntries,proto3" json:"dead_letter_entries,omitempty"`
+	// Consumer that claimed entries would go to.
+	ClaimTo string `protobuf:"bytes,6,opt,name=claim_to,json=claimTo,proto3" json:"claim_to,omitempty"`
+	// Why, in words an operator can act on.
+	Reason        string `protobuf:"bytes,7,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlanStep) Reset() {
+	*x = PlanStep{}
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlanStep) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlanStep) ProtoMessage() {}
+
+func (x *PlanStep) ProtoReflect() protoreflect.Message {
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlanStep.ProtoReflect.Descriptor instead.
+func (*PlanStep) Descriptor() ([]byte, []int) {
+	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *PlanStep) GetConsumer() string {
+	if x != nil {
+		return x.Consumer
+	}
+	return ""
+}
+
+func (x *PlanStep) GetVerdict() Verdict {
+	if x != nil {
+		return x.Verdict
+	}
+	return Verdict_VERDICT_UNSPECIFIED
+}
+
+func (x *PlanStep) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *PlanStep) GetEntries() int64 {
+	if x != nil {
+		return x.Entries
+	}
+	return 0
+}
+
+func (x *PlanStep) GetDeadLetterEntries() int64 {
+	if x != nil {
+		return x.DeadLetterEntries
+	}
+	return 0
+}
+
+func (x *PlanStep) GetClaimTo() string {
+	if x != nil {
+		return x.ClaimTo
+	}
+	return ""
+}
+
+func (x *PlanStep) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// ReclaimRequest names the entries to give back.
+type ReclaimRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Target *TargetRef             `protobuf:"bytes,1,opt,name=target,proto3" json:"target,omitempty"`
+	// Types that are valid to be assigned to Selector:
+	//
+	//	*ReclaimRequest_Consumer
+	//	*ReclaimRequest_Ids
+	Selector isReclaimRequest_Selector `protobuf_oneof:"selector"`
+	// "requeue" (default) or "claim".
+	Mode string `protobuf:"bytes,4,opt,name=mode,proto3" json:"mode,omitempty"`
+	// Report what would happen; change nothing.
+	DryRun bool `protobuf:"varint,5,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// Reclaim from an owner the view does not judge a ghost, for entries
+	// idle at least entryStaleSeconds. Never needed for a ghost.
+	Force         bool `protobuf:"varint,6,opt,name=force,proto3" json:"force,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReclaimRequest) Reset() {
+	*x = ReclaimRequest{}
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReclaimRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReclaimRequest) ProtoMessage() {}
+
+func (x *ReclaimRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReclaimRequest.ProtoReflect.Descriptor instead.
+func (*ReclaimRequest) Descriptor() ([]byte, []int) {
+	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ReclaimRequest) GetTarget() *TargetRef {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+func (x *ReclaimRequest) GetSelector() isReclaimRequest_Selector {
+	if x != nil {
+		return x.Selector
+	}
+	return nil
+}
+
+func (x *ReclaimRequest) GetConsumer() string {
+	if x != nil {
+		if x, ok := x.Selector.(*ReclaimRequest_Consumer); ok {
+			return x.Consumer
+		}
+	}
+	return ""
+}
+
+func (x *ReclaimRequest) GetIds() *EntryIds {
+	if x != nil {
+		if x, ok := x.Selector.(*ReclaimRequest_Ids); ok {
+			return x.Ids
+		}
+	}
+	return nil
+}
+
+func (x *ReclaimRequest) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *ReclaimRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *ReclaimRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
+type isReclaimRequest_Selector interface {
+	isReclaimRequest_Selector()
+}
+
+type ReclaimRequest_Consumer struct {
+	// Every entry of this consumer past its reclaim threshold.
+	Consumer string `protobuf:"bytes,2,opt,name=consumer,proto3,oneof"`
+}
+
+type ReclaimRequest_Ids struct {
+	// These entries; each is checked to be pending and idle enough.
+	Ids *EntryIds `protobuf:"bytes,3,opt,name=ids,proto3,oneof"`
+}
+
+func (*ReclaimRequest_Consumer) isReclaimRequest_Selector() {}
+
+func (*ReclaimRequest_Ids) isReclaimRequest_Selector() {}
+
+// EntryIds lists stream entry ids.
+type EntryIds struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ids           []string               `protobuf:"bytes,1,rep,name=ids,proto3" json:"ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EntryIds) Reset() {
+	*x = EntryIds{}
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EntryIds) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EntryIds) ProtoMessage() {}
+
+func (x *EntryIds) ProtoReflect() protoreflect.Message {
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EntryIds.ProtoReflect.Descriptor instead.
+func (*EntryIds) Descriptor() ([]byte, []int) {
+	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *EntryIds) GetIds() []string {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
+}
+
+// ReclaimResponse reports what happened to each entry.
+type ReclaimResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Entries by outcome: requeued, claimed, dead-lettered, tombstoned,
+	// failed, or a skip reason (not-pending, owner-changed, not-idle, ...).
+	Counts map[string]int64 `protobuf:"bytes,1,rep,name=counts,proto3" json:"counts,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// Per-entry outcomes for explicit ids.
+	Outcomes      []*EntryOutcome `protobuf:"bytes,2,rep,name=outcomes,proto3" json:"outcomes,omitempty"`
+	DryRun        bool            `protobuf:"varint,3,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReclaimResponse) Reset() {
+	*x = ReclaimResponse{}
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReclaimResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReclaimResponse) ProtoMessage() {}
+
+func (x *ReclaimResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReclaimResponse.ProtoReflect.Descriptor instead.
+func (*ReclaimResponse) Descriptor() ([]byte, []int) {
+	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ReclaimResponse) GetCounts() map[string]int64 {
+	if x != nil {
+		return x.Counts
+	}
+	return nil
+}
+
+func (x *ReclaimResponse) GetOutcomes() []*EntryOutcome {
+	if x != nil {
+		return x.Outcomes
+	}
+	return nil
+}
+
+func (x *ReclaimResponse) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+// EntryOutcome is what happened to one entry.
+type EntryOutcome struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Id      string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Outcome string                 `protobuf:"bytes,2,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	// The new entry id of a requeued copy, or the reason of a skip.
+	Detail        string `protobuf:"bytes,3,opt,name=detail,proto3" json:"detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EntryOutcome) Reset() {
+	*x = EntryOutcome{}
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EntryOutcome) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EntryOutcome) ProtoMessage() {}
+
+func (x *EntryOutcome) ProtoReflect() protoreflect.Message {
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EntryOutcome.ProtoReflect.Descriptor instead.
+func (*EntryOutcome) Descriptor() ([]byte, []int) {
+	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *EntryOutcome) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *EntryOutcome) GetOutcome() string {
+	if x != nil {
+		return x.Outcome
+	}
+	return ""
+}
+
+func (x *EntryOutcome) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+// DeleteConsumerRequest names the consumer to delete.
+type DeleteConsumerRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Target        *TargetRef             `protobuf:"bytes,1,opt,name=target,proto3" json:"target,omitempty"`
+	Consumer      string                 `protobuf:"bytes,2,opt,name=consumer,proto3" json:"consumer,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteConsumerRequest) Reset() {
+	*x = DeleteConsumerRequest{}
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteConsumerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteConsumerRequest) ProtoMessage() {}
+
+func (x *DeleteConsumerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteConsumerRequest.ProtoReflect.Descriptor instead.
+func (*DeleteConsumerRequest) Descriptor() ([]byte, []int) {
+	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *DeleteConsumerRequest) GetTarget() *TargetRef {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+func (x *DeleteConsumerRequest) GetConsumer() string {
+	if x != nil {
+		return x.Consumer
+	}
+	return ""
+}
+
+// DeleteConsumerResponse says whether the consumer was deleted.
+type DeleteConsumerResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// False when there was no such consumer.
+	Deleted       bool `protobuf:"varint,1,opt,name=deleted,proto3" json:"deleted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteConsumerResponse) Reset() {
+	*x = DeleteConsumerResponse{}
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteConsumerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteConsumerResponse) ProtoMessage() {}
+
+func (x *DeleteConsumerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteConsumerResponse.ProtoReflect.Descriptor instead.
+func (*DeleteConsumerResponse) Descriptor() ([]byte, []int) {
+	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *DeleteConsumerResponse) GetDeleted() bool {
+	if x != nil {
+		return x.Deleted
+	}
+	return false
+}
+
+// DeregisterRequest names the worker's consumer.
+type DeregisterRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Target        *TargetRef             `protobuf:"bytes,1,opt,name=target,proto3" json:"target,omitempty"`
+	Consumer      string                 `protobuf:"bytes,2,opt,name=consumer,proto3" json:"consumer,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeregisterRequest) Reset() {
+	*x = DeregisterRequest{}
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeregisterRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeregisterRequest) ProtoMessage() {}
+
+func (x *DeregisterRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeregisterRequest.ProtoReflect.Descriptor instead.
+func (*DeregisterRequest) Descriptor() ([]byte, []int) {
+	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *DeregisterRequest) GetTarget() *TargetRef {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+func (x *DeregisterRequest) GetConsumer() string {
+	if x != nil {
+		return x.Consumer
+	}
+	return ""
+}
+
+// DeregisterResponse says what Deregister did.
+type DeregisterResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Entries of the consumer requeued for other workers.
+	Requeued int64 `protobuf:"varint,1,opt,name=requeued,proto3" json:"requeued,omitempty"`
+	// Entries dead-lettered because they reached maxDeliveries.
+	DeadLettered int64 `protobuf:"varint,2,opt,name=dead_lettered,json=deadLettered,proto3" json:"dead_lettered,omitempty"`
+	// The consumer existed and was deleted; false on a repeated call.
+	ConsumerDeleted bool `protobuf:"varint,3,opt,name=consumer_deleted,json=consumerDeleted,proto3" json:"consumer_deleted,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *DeregisterResponse) Reset() {
+	*x = DeregisterResponse{}
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeregisterResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeregisterResponse) ProtoMessage() {}
+
+func (x *DeregisterResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeregisterResponse.ProtoReflect.Descriptor instead.
+func (*DeregisterResponse) Descriptor() ([]byte, []int) {
+	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *DeregisterResponse) GetRequeued() int64 {
+	if x != nil {
+		return x.Requeued
+	}
+	return 0
+}
+
+func (x *DeregisterResponse) GetDeadLettered() int64 {
+	if x != nil {
+		return x.DeadLettered
+	}
+	return 0
+}
+
+func (x *DeregisterResponse) GetConsumerDeleted() bool {
+	if x != nil {
+		return x.ConsumerDeleted
+	}
+	return false
+}
+
+// FindingsRequest selects the targets to check.
+type FindingsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One target; unset for every registered target.
+	Target *TargetRef `protobuf:"bytes,1,opt,name=target,proto3" json:"target,omitempty"`
+	// Report entries delivered at least this many times as bouncing; 0 means
+	// the target's maxDeliveries, or 3 without one.
+	MinDeliveries int64 `protobuf:"varint,2,opt,name=min_deliveries,json=minDeliveries,proto3" json:"min_deliveries,omitempty"`
+	// How long to watch for two connections reading under one consumer
+	// name, in milliseconds (Redis MONITOR); 0 skips it.
+	SampleMs      int64 `protobuf:"varint,3,opt,name=sample_ms,json=sampleMs,proto3" json:"sample_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FindingsRequest) Reset() {
+	*x = FindingsRequest{}
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FindingsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FindingsRequest) ProtoMessage() {}
+
+func (x *FindingsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FindingsRequest.ProtoReflect.Descriptor instead.
+func (*FindingsRequest) Descriptor() ([]byte, []int) {
+	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *FindingsRequest) GetTarget() *TargetRef {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+func (x *FindingsRequest) GetMinDeliveries() int64 {
+	if x != nil {
+		return x.MinDeliveries
+	}
+	return 0
+}
+
+func (x *FindingsRequest) GetSampleMs() int64 {
+	if x != nil {
+		return x.SampleMs
+	}
+	return 0
+}
+
+// FindingsResponse lists the findings.
+type FindingsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Findings      []*Finding             `protobuf:"bytes,1,rep,name=findings,proto3" json:"findings,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FindingsResponse) Reset() {
+	*x = FindingsResponse{}
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FindingsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FindingsResponse) ProtoMessage() {}
+
+func (x *FindingsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FindingsResponse.ProtoReflect.Descriptor instead.
+func (*FindingsResponse) Descriptor() ([]byte, []int) {
+	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *FindingsResponse) GetFindings() []*Finding {
+	if x != nil {
+		return x.Findings
+	}
+	return nil
+}
+
+// Finding is one thing that looks wrong.
+type Finding struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Kind   FindingKind            `protobuf:"varint,1,opt,name=kind,proto3,enum=pelwarden.v1.FindingKind" json:"kind,omitempty"`
+	Target *TargetRef             `protobuf:"bytes,2,opt,name=target,proto3" json:"target,omitempty"`
+	// The consumer concerned, empty for a group finding.
+	Consumer string `protobuf:"bytes,3,opt,name=consumer,proto3" json:"consumer,omitempty"`
+	// Entry ids concerned (bouncing entries, tombstones), at most 100.
+	Ids []string `protobuf:"bytes,4,rep,name=ids,proto3" json:"ids,omitempty"`
+	// What was seen, in words an operator can act on.
+	Detail        string `protobuf:"bytes,5,opt,name=detail,proto3" json:"detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Finding) Reset() {
+	*x = Finding{}
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Finding) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Finding) ProtoMessage() {}
+
+func (x *Finding) ProtoReflect() protoreflect.Message {
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Finding.ProtoReflect.Descriptor instead.
+func (*Finding) Descriptor() ([]byte, []int) {
+	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *Finding) GetKind() FindingKind {
+	if x != nil {
+		return x.Kind
+	}
+	return FindingKind_FINDING_KIND_UNSPECIFIED
+}
+
+func (x *Finding) GetTarget() *TargetRef {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+func (x *Finding) GetConsumer() string {
+	if x != nil {
+		return x.Consumer
+	}
+	return ""
+}
+
+func (x *Finding) GetIds() []string {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
+}
+
+func (x *Finding) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+// WatchEventsRequest selects the events to stream.
+type WatchEventsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only this target's events; unset for all.
+	Target        *TargetRef `protobuf:"bytes,1,opt,name=target,proto3" json:"target,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchEventsRequest) Reset() {
+	*x = WatchEventsRequest{}
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchEventsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchEventsRequest) ProtoMessage() {}
+
+func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchEventsRequest.ProtoReflect.Descriptor instead.
+func (*WatchEventsRequest) Descriptor() ([]byte, []int) {
+	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *WatchEventsRequest) GetTarget() *TargetRef {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+// WatchEventsResponse carries one event.
+type WatchEventsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Event         *Event                 `protobuf:"bytes,1,opt,name=event,proto3" json:"event,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchEventsResponse) Reset() {
+	*x = WatchEventsResponse{}
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchEventsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchEventsResponse) ProtoMessage() {}
+
+func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchEventsResponse.ProtoReflect.Descriptor instead.
+func (*WatchEventsResponse) Descriptor() ([]byte, []int) {
+	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *WatchEventsResponse) GetEvent() *Event {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+// Event is one hygiene action.
+type Event struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Unix time in milliseconds.
+	TimeMs   int64      `protobuf:"varint,1,opt,name=time_ms,json=timeMs,proto3" json:"time_ms,omitempty"`
+	Target   *TargetRef `protobuf:"bytes,2,opt,name=target,proto3" json:"target,omitempty"`
+	Consumer string     `protobuf:"bytes,3,opt,name=consumer,proto3" json:"consumer,omitempty"`
+	// requeued, claimed, dead-lettered, tombstoned, failed, consumer-deleted,
+	// deregistered.
+	Action  string `protobuf:"bytes,4,opt,name=action,proto3" json:"action,omitempty"`
+	Entries int64  `protobuf:"varint,5,opt,name=entries,proto3" json:"entries,omitempty"`
+	// Who acted: "hygiene" for the loop, "admin" for an operator's RPC.
+	Source        string `protobuf:"bytes,6,opt,name=source,proto3" json:"source,omitempty"`
+	Detail        string `protobuf:"bytes,7,opt,name=detail,proto3" json:"detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Event) Reset() {
+	*x = Event{}
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Event) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Event) ProtoMessage() {}
+
+func (x *Event) ProtoReflect() protoreflect.Message {
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Event.ProtoReflect.Descriptor instead.
+func (*Event) Descriptor() ([]byte, []int) {
+	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *Event) GetTimeMs() int64 {
+	if x != nil {
+		return x.TimeMs
+	}
+	return 0
+}
+
+func (x *Event) GetTarget() *TargetRef {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+func (x *Event) GetConsumer() string {
+	if x != nil {
+		return x.Consumer
+	}
+	return ""
+}
+
+func (x *Event) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *Event) GetEntries() int64 {
+	if x != nil {
+		return x.Entries
+	}
+	return 0
+}
+
+func (x *Event) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *Event) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
 var File_pelwarden_v1_admin_proto protoreflect.FileDescriptor
 
 const file_pelwarden_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x18pelwarden/v1/admin.proto\x12\fpelwarden.v1\"\x14\n" +
+	"\x18pelwarden/v1/admin.proto\x12\fpelwarden.v1\"O\n" +
+	"\tTargetRef\x12\x14\n" +
+	"\x05redis\x18\x01 \x01(\tR\x05redis\x12\x16\n" +
+	"\x06stream\x18\x02 \x01(\tR\x06stream\x12\x14\n" +
+	"\x05group\x18\x03 \x01(\tR\x05group\"\x14\n" +
 	"\x12ListTargetsRequest\"E\n" +
 	"\x13ListTargetsResponse\x12.\n" +
 	"\atargets\x18\x01 \x03(\v2\x14.pelwarden.v1.TargetR\atargets\"\xd0\x03\n" +
@@ -434,7 +2107,7 @@ const file_pelwarden_v1_admin_proto_rawDesc = "" +
 	"\x0funknown_pending\x18\v \x01(\x03R\x0eunknownPending\x12\x10\n" +
 	"\x03lag\x18\f \x01(\x03R\x03lag\x12#\n" +
 	"\rlag_estimated\x18\r \x01(\bR\flagEstimated\x124\n" +
-	"\tconsumers\x18\x0e \x03(\v2\x16.pelwarden.v1.ConsumerR\tconsumers\"\xd3\x01\n" +
+	"\tconsumers\x18\x0e \x03(\v2\x16.pelwarden.v1.ConsumerR\tconsumers\"\xb0\x02\n" +
 	"\bConsumer\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12/\n" +
@@ -443,14 +2116,143 @@ const file_pelwarden_v1_admin_proto_rawDesc = "" +
 	"\apending\x18\x05 \x01(\x03R\apending\x12\x17\n" +
 	"\aidle_ms\x18\x06 \x01(\x03R\x06idleMs\x12\x1f\n" +
 	"\vinactive_ms\x18\a \x01(\x03R\n" +
-	"inactiveMs*]\n" +
+	"inactiveMs\x12(\n" +
+	"\x10heartbeat_age_ms\x18\b \x01(\x03R\x0eheartbeatAgeMs\x12\x10\n" +
+	"\x03pod\x18\t \x01(\tR\x03pod\x12\x1f\n" +
+	"\vshared_name\x18\n" +
+	" \x01(\bR\n" +
+	"sharedName\"H\n" +
+	"\x15DescribeTargetRequest\x12/\n" +
+	"\x06target\x18\x01 \x01(\v2\x17.pelwarden.v1.TargetRefR\x06target\"\xcf\x01\n" +
+	"\x16DescribeTargetResponse\x12,\n" +
+	"\x06target\x18\x01 \x01(\v2\x14.pelwarden.v1.TargetR\x06target\x123\n" +
+	"\ametrics\x18\x02 \x03(\v2\x19.pelwarden.v1.MetricValueR\ametrics\x128\n" +
+	"\rrecent_events\x18\x03 \x03(\v2\x13.pelwarden.v1.EventR\frecentEvents\x12\x18\n" +
+	"\ahygiene\x18\x04 \x01(\tR\ahygiene\"\xce\x01\n" +
+	"\vMetricValue\x12\x1f\n" +
+	"\vmetric_name\x18\x01 \x01(\tR\n" +
+	"metricName\x12\x16\n" +
+	"\x06metric\x18\x02 \x01(\tR\x06metric\x12\x14\n" +
+	"\x05value\x18\x03 \x01(\x03R\x05value\x12!\n" +
+	"\ftarget_value\x18\x04 \x01(\x01R\vtargetValue\x12\x1e\n" +
+	"\n" +
+	"activation\x18\x05 \x01(\x01R\n" +
+	"activation\x12\x16\n" +
+	"\x06active\x18\x06 \x01(\bR\x06active\x12\x15\n" +
+	"\x06age_ms\x18\a \x01(\x03R\x05ageMs\"\xbd\x01\n" +
+	"\x12ListPendingRequest\x12/\n" +
+	"\x06target\x18\x01 \x01(\v2\x17.pelwarden.v1.TargetRefR\x06target\x12\x1a\n" +
+	"\bconsumer\x18\x02 \x01(\tR\bconsumer\x12\x1e\n" +
+	"\vmin_idle_ms\x18\x03 \x01(\x03R\tminIdleMs\x12\x1b\n" +
+	"\tpage_size\x18\x04 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x05 \x01(\tR\tpageToken\"s\n" +
+	"\x13ListPendingResponse\x124\n" +
+	"\aentries\x18\x01 \x03(\v2\x1a.pelwarden.v1.PendingEntryR\aentries\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"s\n" +
+	"\fPendingEntry\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
+	"\bconsumer\x18\x02 \x01(\tR\bconsumer\x12\x17\n" +
+	"\aidle_ms\x18\x03 \x01(\x03R\x06idleMs\x12\x1e\n" +
+	"\n" +
+	"deliveries\x18\x04 \x01(\x03R\n" +
+	"deliveries\">\n" +
+	"\vPlanRequest\x12/\n" +
+	"\x06target\x18\x01 \x01(\v2\x17.pelwarden.v1.TargetRefR\x06target\"\x84\x01\n" +
+	"\fPlanResponse\x12,\n" +
+	"\x06target\x18\x01 \x01(\v2\x14.pelwarden.v1.TargetR\x06target\x12,\n" +
+	"\x05steps\x18\x02 \x03(\v2\x16.pelwarden.v1.PlanStepR\x05steps\x12\x18\n" +
+	"\ahygiene\x18\x03 \x01(\tR\ahygiene\"\xec\x01\n" +
+	"\bPlanStep\x12\x1a\n" +
+	"\bconsumer\x18\x01 \x01(\tR\bconsumer\x12/\n" +
+	"\averdict\x18\x02 \x01(\x0e2\x15.pelwarden.v1.VerdictR\averdict\x12\x16\n" +
+	"\x06action\x18\x03 \x01(\tR\x06action\x12\x18\n" +
+	"\aentries\x18\x04 \x01(\x03R\aentries\x12.\n" +
+	"\x13dead_letter_entries\x18\x05 \x01(\x03R\x11deadLetterEntries\x12\x19\n" +
+	"\bclaim_to\x18\x06 \x01(\tR\aclaimTo\x12\x16\n" +
+	"\x06reason\x18\a \x01(\tR\x06reason\"\xda\x01\n" +
+	"\x0eReclaimRequest\x12/\n" +
+	"\x06target\x18\x01 \x01(\v2\x17.pelwarden.v1.TargetRefR\x06target\x12\x1c\n" +
+	"\bconsumer\x18\x02 \x01(\tH\x00R\bconsumer\x12*\n" +
+	"\x03ids\x18\x03 \x01(\v2\x16.pelwarden.v1.EntryIdsH\x00R\x03ids\x12\x12\n" +
+	"\x04mode\x18\x04 \x01(\tR\x04mode\x12\x17\n" +
+	"\adry_run\x18\x05 \x01(\bR\x06dryRun\x12\x14\n" +
+	"\x05force\x18\x06 \x01(\bR\x05forceB\n" +
+	"\n" +
+	"\bselector\"\x1c\n" +
+	"\bEntryIds\x12\x10\n" +
+	"\x03ids\x18\x01 \x03(\tR\x03ids\"\xe0\x01\n" +
+	"\x0fReclaimResponse\x12A\n" +
+	"\x06counts\x18\x01 \x03(\v2).pelwarden.v1.ReclaimResponse.CountsEntryR\x06counts\x126\n" +
+	"\boutcomes\x18\x02 \x03(\v2\x1a.pelwarden.v1.EntryOutcomeR\boutcomes\x12\x17\n" +
+	"\adry_run\x18\x03 \x01(\bR\x06dryRun\x1a9\n" +
+	"\vCountsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"P\n" +
+	"\fEntryOutcome\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
+	"\aoutcome\x18\x02 \x01(\tR\aoutcome\x12\x16\n" +
+	"\x06detail\x18\x03 \x01(\tR\x06detail\"d\n" +
+	"\x15DeleteConsumerRequest\x12/\n" +
+	"\x06target\x18\x01 \x01(\v2\x17.pelwarden.v1.TargetRefR\x06target\x12\x1a\n" +
+	"\bconsumer\x18\x02 \x01(\tR\bconsumer\"2\n" +
+	"\x16DeleteConsumerResponse\x12\x18\n" +
+	"\adeleted\x18\x01 \x01(\bR\adeleted\"`\n" +
+	"\x11DeregisterRequest\x12/\n" +
+	"\x06target\x18\x01 \x01(\v2\x17.pelwarden.v1.TargetRefR\x06target\x12\x1a\n" +
+	"\bconsumer\x18\x02 \x01(\tR\bconsumer\"\x80\x01\n" +
+	"\x12DeregisterResponse\x12\x1a\n" +
+	"\brequeued\x18\x01 \x01(\x03R\brequeued\x12#\n" +
+	"\rdead_lettered\x18\x02 \x01(\x03R\fdeadLettered\x12)\n" +
+	"\x10consumer_deleted\x18\x03 \x01(\bR\x0fconsumerDeleted\"\x86\x01\n" +
+	"\x0fFindingsRequest\x12/\n" +
+	"\x06target\x18\x01 \x01(\v2\x17.pelwarden.v1.TargetRefR\x06target\x12%\n" +
+	"\x0emin_deliveries\x18\x02 \x01(\x03R\rminDeliveries\x12\x1b\n" +
+	"\tsample_ms\x18\x03 \x01(\x03R\bsampleMs\"E\n" +
+	"\x10FindingsResponse\x121\n" +
+	"\bfindings\x18\x01 \x03(\v2\x15.pelwarden.v1.FindingR\bfindings\"\xaf\x01\n" +
+	"\aFinding\x12-\n" +
+	"\x04kind\x18\x01 \x01(\x0e2\x19.pelwarden.v1.FindingKindR\x04kind\x12/\n" +
+	"\x06target\x18\x02 \x01(\v2\x17.pelwarden.v1.TargetRefR\x06target\x12\x1a\n" +
+	"\bconsumer\x18\x03 \x01(\tR\bconsumer\x12\x10\n" +
+	"\x03ids\x18\x04 \x03(\tR\x03ids\x12\x16\n" +
+	"\x06detail\x18\x05 \x01(\tR\x06detail\"E\n" +
+	"\x12WatchEventsRequest\x12/\n" +
+	"\x06target\x18\x01 \x01(\v2\x17.pelwarden.v1.TargetRefR\x06target\"@\n" +
+	"\x13WatchEventsResponse\x12)\n" +
+	"\x05event\x18\x01 \x01(\v2\x13.pelwarden.v1.EventR\x05event\"\xcf\x01\n" +
+	"\x05Event\x12\x17\n" +
+	"\atime_ms\x18\x01 \x01(\x03R\x06timeMs\x12/\n" +
+	"\x06target\x18\x02 \x01(\v2\x17.pelwarden.v1.TargetRefR\x06target\x12\x1a\n" +
+	"\bconsumer\x18\x03 \x01(\tR\bconsumer\x12\x16\n" +
+	"\x06action\x18\x04 \x01(\tR\x06action\x12\x18\n" +
+	"\aentries\x18\x05 \x01(\x03R\aentries\x12\x16\n" +
+	"\x06source\x18\x06 \x01(\tR\x06source\x12\x16\n" +
+	"\x06detail\x18\a \x01(\tR\x06detail*]\n" +
 	"\aVerdict\x12\x17\n" +
 	"\x13VERDICT_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fVERDICT_UNKNOWN\x10\x01\x12\x11\n" +
 	"\rVERDICT_ALIVE\x10\x02\x12\x11\n" +
-	"\rVERDICT_GHOST\x10\x032[\n" +
+	"\rVERDICT_GHOST\x10\x03*\xcf\x01\n" +
+	"\vFindingKind\x12\x1c\n" +
+	"\x18FINDING_KIND_UNSPECIFIED\x10\x00\x12\x1c\n" +
+	"\x18FINDING_KIND_SHARED_NAME\x10\x01\x12\x17\n" +
+	"\x13FINDING_KIND_NO_POD\x10\x02\x12\x19\n" +
+	"\x15FINDING_KIND_BOUNCING\x10\x03\x12\x19\n" +
+	"\x15FINDING_KIND_NO_OWNER\x10\x04\x12\x1a\n" +
+	"\x16FINDING_KIND_TOMBSTONE\x10\x05\x12\x19\n" +
+	"\x15FINDING_KIND_NULL_LAG\x10\x062\xe2\x05\n" +
 	"\x05Admin\x12R\n" +
-	"\vListTargets\x12 .pelwarden.v1.ListTargetsRequest\x1a!.pelwarden.v1.ListTargetsResponseB?Z=github.com/pelwarden/pelwarden/proto/pelwarden/v1;pelwardenv1b\x06proto3"
+	"\vListTargets\x12 .pelwarden.v1.ListTargetsRequest\x1a!.pelwarden.v1.ListTargetsResponse\x12[\n" +
+	"\x0eDescribeTarget\x12#.pelwarden.v1.DescribeTargetRequest\x1a$.pelwarden.v1.DescribeTargetResponse\x12R\n" +
+	"\vListPending\x12 .pelwarden.v1.ListPendingRequest\x1a!.pelwarden.v1.ListPendingResponse\x12=\n" +
+	"\x04Plan\x12\x19.pelwarden.v1.PlanRequest\x1a\x1a.pelwarden.v1.PlanResponse\x12F\n" +
+	"\aReclaim\x12\x1c.pelwarden.v1.ReclaimRequest\x1a\x1d.pelwarden.v1.ReclaimResponse\x12[\n" +
+	"\x0eDeleteConsumer\x12#.pelwarden.v1.DeleteConsumerRequest\x1a$.pelwarden.v1.DeleteConsumerResponse\x12O\n" +
+	"\n" +
+	"Deregister\x12\x1f.pelwarden.v1.DeregisterRequest\x1a .pelwarden.v1.DeregisterResponse\x12I\n" +
+	"\bFindings\x12\x1d.pelwarden.v1.FindingsRequest\x1a\x1e.pelwarden.v1.FindingsResponse\x12T\n" +
+	"\vWatchEvents\x12 .pelwarden.v1.WatchEventsRequest\x1a!.pelwarden.v1.WatchEventsResponse0\x01B?Z=github.com/pelwarden/pelwarden/proto/pelwarden/v1;pelwardenv1b\x06proto3"
 
 var (
 	file_pelwarden_v1_admin_proto_rawDescOnce sync.Once
@@ -464,26 +2266,91 @@ func file_pelwarden_v1_admin_proto_rawDescGZIP() []byte {
 	return file_pelwarden_v1_admin_proto_rawDescData
 }
 
-var file_pelwarden_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_pelwarden_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_pelwarden_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_pelwarden_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_pelwarden_v1_admin_proto_goTypes = []any{
-	(Verdict)(0),                // 0: pelwarden.v1.Verdict
-	(*ListTargetsRequest)(nil),  // 1: pelwarden.v1.ListTargetsRequest
-	(*ListTargetsResponse)(nil), // 2: pelwarden.v1.ListTargetsResponse
-	(*Target)(nil),              // 3: pelwarden.v1.Target
-	(*Consumer)(nil),            // 4: pelwarden.v1.Consumer
+	(Verdict)(0),                   // 0: pelwarden.v1.Verdict
+	(FindingKind)(0),               // 1: pelwarden.v1.FindingKind
+	(*TargetRef)(nil),              // 2: pelwarden.v1.TargetRef
+	(*ListTargetsRequest)(nil),     // 3: pelwarden.v1.ListTargetsRequest
+	(*ListTargetsResponse)(nil),    // 4: pelwarden.v1.ListTargetsResponse
+	(*Target)(nil),                 // 5: pelwarden.v1.Target
+	(*Consumer)(nil),               // 6: pelwarden.v1.Consumer
+	(*DescribeTargetRequest)(nil),  // 7: pelwarden.v1.DescribeTargetRequest
+	(*DescribeTargetResponse)(nil), // 8: pelwarden.v1.DescribeTargetResponse
+	(*MetricValue)(nil),            // 9: pelwarden.v1.MetricValue
+	(*ListPendingRequest)(nil),     // 10: pelwarden.v1.ListPendingRequest
+	(*ListPendingResponse)(nil),    // 11: pelwarden.v1.ListPendingResponse
+	(*PendingEntry)(nil),           // 12: pelwarden.v1.PendingEntry
+	(*PlanRequest)(nil),            // 13: pelwarden.v1.PlanRequest
+	(*PlanResponse)(nil),           // 14: pelwarden.v1.PlanResponse
+	(*PlanStep)(nil),               // 15: pelwarden.v1.PlanStep
+	(*ReclaimRequest)(nil),         // 16: pelwarden.v1.ReclaimRequest
+	(*EntryIds)(nil),               // 17: pelwarden.v1.EntryIds
+	(*ReclaimResponse)(nil),        // 18: pelwarden.v1.ReclaimResponse
+	(*EntryOutcome)(nil),           // 19: pelwarden.v1.EntryOutcome
+	(*DeleteConsumerRequest)(nil),  // 20: pelwarden.v1.DeleteConsumerRequest
+	(*DeleteConsumerResponse)(nil), // 21: pelwarden.v1.DeleteConsumerResponse
+	(*DeregisterRequest)(nil),      // 22: pelwarden.v1.DeregisterRequest
+	(*DeregisterResponse)(nil),     // 23: pelwarden.v1.DeregisterResponse
+	(*FindingsRequest)(nil),        // 24: pelwarden.v1.FindingsRequest
+	(*FindingsResponse)(nil),       // 25: pelwarden.v1.FindingsResponse
+	(*Finding)(nil),                // 26: pelwarden.v1.Finding
+	(*WatchEventsRequest)(nil),     // 27: pelwarden.v1.WatchEventsRequest
+	(*WatchEventsResponse)(nil),    // 28: pelwarden.v1.WatchEventsResponse
+	(*Event)(nil),                  // 29: pelwarden.v1.Event
+	nil,                            // 30: pelwarden.v1.ReclaimResponse.CountsEntry
 }
 var file_pelwarden_v1_admin_proto_depIdxs = []int32{
-	3, // 0: pelwarden.v1.ListTargetsResponse.targets:type_name -> pelwarden.v1.Target
-	4, // 1: pelwarden.v1.Target.consumers:type_name -> pelwarden.v1.Consumer
-	0, // 2: pelwarden.v1.Consumer.verdict:type_name -> pelwarden.v1.Verdict
-	1, // 3: pelwarden.v1.Admin.ListTargets:input_type -> pelwarden.v1.ListTargetsRequest
-	2, // 4: pelwarden.v1.Admin.ListTargets:output_type -> pelwarden.v1.ListTargetsResponse
-	4, // [4:5] is the sub-list for method output_type
-	3, // [3:4] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	5,  // 0: pelwarden.v1.ListTargetsResponse.targets:type_name -> pelwarden.v1.Target
+	6,  // 1: pelwarden.v1.Target.consumers:type_name -> pelwarden.v1.Consumer
+	0,  // 2: pelwarden.v1.Consumer.verdict:type_name -> pelwarden.v1.Verdict
+	2,  // 3: pelwarden.v1.DescribeTargetRequest.target:type_name -> pelwarden.v1.TargetRef
+	5,  // 4: pelwarden.v1.DescribeTargetResponse.target:type_name -> pelwarden.v1.Target
+	9,  // 5: pelwarden.v1.DescribeTargetResponse.metrics:type_name -> pelwarden.v1.MetricValue
+	29, // 6: pelwarden.v1.DescribeTargetResponse.recent_events:type_name -> pelwarden.v1.Event
+	2,  // 7: pelwarden.v1.ListPendingRequest.target:type_name -> pelwarden.v1.TargetRef
+	12, // 8: pelwarden.v1.ListPendingResponse.entries:type_name -> pelwarden.v1.PendingEntry
+	2,  // 9: pelwarden.v1.PlanRequest.target:type_name -> pelwarden.v1.TargetRef
+	5,  // 10: pelwarden.v1.PlanResponse.target:type_name -> pelwarden.v1.Target
+	15, // 11: pelwarden.v1.PlanResponse.steps:type_name -> pelwarden.v1.PlanStep
+	0,  // 12: pelwarden.v1.PlanStep.verdict:type_name -> pelwarden.v1.Verdict
+	2,  // 13: pelwarden.v1.ReclaimRequest.target:type_name -> pelwarden.v1.TargetRef
+	17, // 14: pelwarden.v1.ReclaimRequest.ids:type_name -> pelwarden.v1.EntryIds
+	30, // 15: pelwarden.v1.ReclaimResponse.counts:type_name -> pelwarden.v1.ReclaimResponse.CountsEntry
+	19, // 16: pelwarden.v1.ReclaimResponse.outcomes:type_name -> pelwarden.v1.EntryOutcome
+	2,  // 17: pelwarden.v1.DeleteConsumerRequest.target:type_name -> pelwarden.v1.TargetRef
+	2,  // 18: pelwarden.v1.DeregisterRequest.target:type_name -> pelwarden.v1.TargetRef
+	2,  // 19: pelwarden.v1.FindingsRequest.target:type_name -> pelwarden.v1.TargetRef
+	26, // 20: pelwarden.v1.FindingsResponse.findings:type_name -> pelwarden.v1.Finding
+	1,  // 21: pelwarden.v1.Finding.kind:type_name -> pelwarden.v1.FindingKind
+	2,  // 22: pelwarden.v1.Finding.target:type_name -> pelwarden.v1.TargetRef
+	2,  // 23: pelwarden.v1.WatchEventsRequest.target:type_name -> pelwarden.v1.TargetRef
+	29, // 24: pelwarden.v1.WatchEventsResponse.event:type_name -> pelwarden.v1.Event
+	2,  // 25: pelwarden.v1.Event.target:type_name -> pelwarden.v1.TargetRef
+	3,  // 26: pelwarden.v1.Admin.ListTargets:input_type -> pelwarden.v1.ListTargetsRequest
+	7,  // 27: pelwarden.v1.Admin.DescribeTarget:input_type -> pelwarden.v1.DescribeTargetRequest
+	10, // 28: pelwarden.v1.Admin.ListPending:input_type -> pelwarden.v1.ListPendingRequest
+	13, // 29: pelwarden.v1.Admin.Plan:input_type -> pelwarden.v1.PlanRequest
+	16, // 30: pelwarden.v1.Admin.Reclaim:input_type -> pelwarden.v1.ReclaimRequest
+	20, // 31: pelwarden.v1.Admin.DeleteConsumer:input_type -> pelwarden.v1.DeleteConsumerRequest
+	22, // 32: pelwarden.v1.Admin.Deregister:input_type -> pelwarden.v1.DeregisterRequest
+	24, // 33: pelwarden.v1.Admin.Findings:input_type -> pelwarden.v1.FindingsRequest
+	27, // 34: pelwarden.v1.Admin.WatchEvents:input_type -> pelwarden.v1.WatchEventsRequest
+	4,  // 35: pelwarden.v1.Admin.ListTargets:output_type -> pelwarden.v1.ListTargetsResponse
+	8,  // 36: pelwarden.v1.Admin.DescribeTarget:output_type -> pelwarden.v1.DescribeTargetResponse
+	11, // 37: pelwarden.v1.Admin.ListPending:output_type -> pelwarden.v1.ListPendingResponse
+	14, // 38: pelwarden.v1.Admin.Plan:output_type -> pelwarden.v1.PlanResponse
+	18, // 39: pelwarden.v1.Admin.Reclaim:output_type -> pelwarden.v1.ReclaimResponse
+	21, // 40: pelwarden.v1.Admin.DeleteConsumer:output_type -> pelwarden.v1.DeleteConsumerResponse
+	23, // 41: pelwarden.v1.Admin.Deregister:output_type -> pelwarden.v1.DeregisterResponse
+	25, // 42: pelwarden.v1.Admin.Findings:output_type -> pelwarden.v1.FindingsResponse
+	28, // 43: pelwarden.v1.Admin.WatchEvents:output_type -> pelwarden.v1.WatchEventsResponse
+	35, // [35:44] is the sub-list for method output_type
+	26, // [26:35] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_pelwarden_v1_admin_proto_init() }
@@ -491,13 +2358,17 @@ func file_pelwarden_v1_admin_proto_init() {
 	if File_pelwarden_v1_admin_proto != nil {
 		return
 	}
+	file_pelwarden_v1_admin_proto_msgTypes[14].OneofWrappers = []any{
+		(*ReclaimRequest_Consumer)(nil),
+		(*ReclaimRequest_Ids)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pelwarden_v1_admin_proto_rawDesc), len(file_pelwarden_v1_admin_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   4,
+			NumEnums:      2,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,17 +19,56 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Admin_ListTargets_FullMethodName = "/pelwarden.v1.Admin/ListTargets"
+	Admin_ListTargets_FullMethodName    = "/pelwarden.v1.Admin/ListTargets"
+	Admin_DescribeTarget_FullMethodName = "/pelwarden.v1.Admin/DescribeTarget"
+	Admin_ListPending_FullMethodName    = "/pelwarden.v1.Admin/ListPending"
+	Admin_Plan_FullMethodName           = "/pelwarden.v1.Admin/Plan"
+	Admin_Reclaim_FullMethodName        = "/pelwarden.v1.Admin/Reclaim"
+	Admin_DeleteConsumer_FullMethodName = "/pelwarden.v1.Admin/DeleteConsumer"
+	Admin_Deregister_FullMethodName     = "/pelwarden.v1.Admin/Deregister"
+	Admin_Findings_FullMethodName       = "/pelwarden.v1.Admin/Findings"
+	Admin_WatchEvents_FullMethodName    = "/pelwarden.v1.Admin/WatchEvents"
 )
 
 // AdminClient is the client API for Admin service.
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// Admin is pelwarden's diagnostics API: what the liveness view sees.
+// Admin is pelwarden's diagnostics and operator API, served from the same
+// liveness view the scaler and the hygiene loop use. Read RPCs are open;
+// Reclaim, DeleteConsumer and Deregister need a bearer token or an mTLS
+// client identity named in pelwarden's configuration.
 type AdminClient interface {
 	// ListTargets returns every registered target with its latest snapshot.
 	ListTargets(ctx context.Context, in *ListTargetsRequest, opts ...grpc.CallOption) (*ListTargetsResponse, error)
+	// DescribeTarget returns one target on a fresh read: each consumer's
+	// verdict with its reasons and ages, the lag, the metric values being
+	// served to KEDA, and the last hygiene actions.
+	DescribeTarget(ctx context.Context, in *DescribeTargetRequest, opts ...grpc.CallOption) (*DescribeTargetResponse, error)
+	// ListPending pages through a group's pending entries, optionally of one
+	// consumer and idle at least a given time, with delivery counts.
+	ListPending(ctx context.Context, in *ListPendingRequest, opts ...grpc.CallOption) (*ListPendingResponse, error)
+	// Plan says what hygiene would do to a target now, and why. It changes
+	// nothing.
+	Plan(ctx context.Context, in *PlanRequest, opts ...grpc.CallOption) (*PlanResponse, error)
+	// Reclaim gives back specific entries, or every entry of one consumer,
+	// through the same guarded scripts as the hygiene loop.
+	Reclaim(ctx context.Context, in *ReclaimRequest, opts ...grpc.CallOption) (*ReclaimResponse, error)
+	// DeleteConsumer deletes a consumer. It is refused while the consumer has
+	// pending entries.
+	DeleteConsumer(ctx context.Context, in *DeleteConsumerRequest, opts ...grpc.CallOption) (*DeleteConsumerResponse, error)
+	// Deregister is what a worker calls during graceful shutdown, after it
+	// stopped reading and finished its in-flight work: its own pending
+	// entries are requeued, then the consumer is deleted. Calling it again is
+	// harmless.
+	Deregister(ctx context.Context, in *DeregisterRequest, opts ...grpc.CallOption) (*DeregisterResponse, error)
+	// Findings reports what looks wrong: shared consumer names, consumers
+	// with no pod or no owner, entries bouncing between consumers,
+	// tombstones, and groups whose lag Redis reports as NULL.
+	Findings(ctx context.Context, in *FindingsRequest, opts ...grpc.CallOption) (*FindingsResponse, error)
+	// WatchEvents streams hygiene actions as they happen, from any target or
+	// from one.
+	WatchEvents(ctx context.Context, in *WatchEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchEventsResponse], error)
 }
 
 type adminClient struct {
@@ -50,14 +89,134 @@ func (c *adminClient) ListTargets(ctx context.Context, in *ListTargetsRequest, o
 	return out, nil
 }
 
+func (c *adminClient) DescribeTarget(ctx context.Context, in *DescribeTargetRequest, opts ...grpc.CallOption) (*DescribeTargetResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DescribeTargetResponse)
+	err := c.cc.Invoke(ctx, Admin_DescribeTarget_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) ListPending(ctx context.Context, in *ListPendingRequest, opts ...grpc.CallOption) (*ListPendingResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListPendingResponse)
+	err := c.cc.Invoke(ctx, Admin_ListPending_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) Plan(ctx context.Context, in *PlanRequest, opts ...grpc.CallOption) (*PlanResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PlanResponse)
+	err := c.cc.Invoke(ctx, Admin_Plan_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) Reclaim(ctx context.Context, in *ReclaimRequest, opts ...grpc.CallOption) (*ReclaimResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReclaimResponse)
+	err := c.cc.Invoke(ctx, Admin_Reclaim_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) DeleteConsumer(ctx context.Context, in *DeleteConsumerRequest, opts ...grpc.CallOption) (*DeleteConsumerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteConsumerResponse)
+	err := c.cc.Invoke(ctx, Admin_DeleteConsumer_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) Deregister(ctx context.Context, in *DeregisterRequest, opts ...grpc.CallOption) (*DeregisterResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeregisterResponse)
+	err := c.cc.Invoke(ctx, Admin_Deregister_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) Findings(ctx context.Context, in *FindingsRequest, opts ...grpc.CallOption) (*FindingsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(FindingsResponse)
+	err := c.cc.Invoke(ctx, Admin_Findings_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) WatchEvents(ctx context.Context, in *WatchEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchEventsResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Admin_ServiceDesc.Streams[0], Admin_WatchEvents_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchEventsRequest, WatchEventsResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Admin_WatchEventsClient = grpc.ServerStreamingClient[WatchEventsResponse]
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
 //
-// Admin is pelwarden's diagnostics API: what the liveness view sees.
+// Admin is pelwarden's diagnostics and operator API, served from the same
+// liveness view the scaler and the hygiene loop use. Read RPCs are open;
+// Reclaim, DeleteConsumer and Deregister need a bearer token or an mTLS
+// client identity named in pelwarden's configuration.
 type AdminServer interface {
 	// ListTargets returns every registered target with its latest snapshot.
 	ListTargets(context.Context, *ListTargetsRequest) (*ListTargetsResponse, error)
+	// DescribeTarget returns one target on a fresh read: each consumer's
+	// verdict with its reasons and ages, the lag, the metric values being
+	// served to KEDA, and the last hygiene actions.
+	DescribeTarget(context.Context, *DescribeTargetRequest) (*DescribeTargetResponse, error)
+	// ListPending pages through a group's pending entries, optionally of one
+	// consumer and idle at least a given time, with delivery counts.
+	ListPending(context.Context, *ListPendingRequest) (*ListPendingResponse, error)
+	// Plan says what hygiene would do to a target now, and why. It changes
+	// nothing.
+	Plan(context.Context, *PlanRequest) (*PlanResponse, error)
+	// Reclaim gives back specific entries, or every entry of one consumer,
+	// through the same guarded scripts as the hygiene loop.
+	Reclaim(context.Context, *ReclaimRequest) (*ReclaimResponse, error)
+	// DeleteConsumer deletes a consumer. It is refused while the consumer has
+	// pending entries.
+	DeleteConsumer(context.Context, *DeleteConsumerRequest) (*DeleteConsumerResponse, error)
+	// Deregister is what a worker calls during graceful shutdown, after it
+	// stopped reading and finished its in-flight work: its own pending
+	// entries are requeued, then the consumer is deleted. Calling it again is
+	// harmless.
+	Deregister(context.Context, *DeregisterRequest) (*DeregisterResponse, error)
+	// Findings reports what looks wrong: shared consumer names, consumers
+	// with no pod or no owner, entries bouncing between consumers,
+	// tombstones, and groups whose lag Redis reports as NULL.
+	Findings(context.Context, *FindingsRequest) (*FindingsResponse, error)
+	// WatchEvents streams hygiene actions as they happen, from any target or
+	// from one.
+	WatchEvents(*WatchEventsRequest, grpc.ServerStreamingServer[WatchEventsResponse]) error
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -70,6 +229,30 @@ type UnimplementedAdminServer struct{}
 
 func (UnimplementedAdminServer) ListTargets(context.Context, *ListTargetsRequest) (*ListTargetsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListTargets not implemented")
+}
+func (UnimplementedAdminServer) DescribeTarget(context.Context, *DescribeTargetRequest) (*DescribeTargetResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DescribeTarget not implemented")
+}
+func (UnimplementedAdminServer) ListPending(context.Context, *ListPendingRequest) (*ListPendingResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListPending not implemented")
+}
+func (UnimplementedAdminServer) Plan(context.Context, *PlanRequest) (*PlanResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Plan not implemented")
+}
+func (UnimplementedAdminServer) Reclaim(context.Context, *ReclaimRequest) (*ReclaimResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Reclaim not implemented")
+}
+func (UnimplementedAdminServer) DeleteConsumer(context.Context, *DeleteConsumerRequest) (*DeleteConsumerResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteConsumer not implemented")
+}
+func (UnimplementedAdminServer) Deregister(context.Context, *DeregisterRequest) (*DeregisterResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Deregister not implemented")
+}
+func (UnimplementedAdminServer) Findings(context.Context, *FindingsRequest) (*FindingsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Findings not implemented")
+}
+func (UnimplementedAdminServer) WatchEvents(*WatchEventsRequest, grpc.ServerStreamingServer[WatchEventsResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchEvents not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -110,6 +293,143 @@ func _Admin_ListTargets_Handler(srv interface{}, ctx context.Context, dec func(i
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_DescribeTarget_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DescribeTargetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).DescribeTarget(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_DescribeTarget_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).DescribeTarget(ctx, req.(*DescribeTargetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_ListPending_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListPendingRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ListPending(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ListPending_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ListPending(ctx, req.(*ListPendingRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_Plan_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PlanRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).Plan(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_Plan_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).Plan(ctx, req.(*PlanRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_Reclaim_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReclaimRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).Reclaim(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_Reclaim_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).Reclaim(ctx, req.(*ReclaimRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_DeleteConsumer_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteConsumerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).DeleteConsumer(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_DeleteConsumer_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).DeleteConsumer(ctx, req.(*DeleteConsumerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_Deregister_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeregisterRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).Deregister(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_Deregister_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).Deregister(ctx, req.(*DeregisterRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_Findings_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(FindingsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).Findings(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_Findings_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).Findings(ctx, req.(*FindingsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_WatchEvents_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchEventsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(AdminServer).WatchEvents(m, &grpc.GenericServerStream[WatchEventsRequest, WatchEventsResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Admin_WatchEventsServer = grpc.ServerStreamingServer[WatchEventsResponse]
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -121,7 +441,41 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "ListTargets",
 			Handler:    _Admin_ListTargets_Handler,
 		},
+		{
+			MethodName: "DescribeTarget",
+			Handler:    _Admin_DescribeTarget_Handler,
+		},
+		{
+			MethodName: "ListPending",
+			Handler:    _Admin_ListPending_Handler,
+		},
+		{
+			MethodName: "Plan",
+			Handler:    _Admin_Plan_Handler,
+		},
+		{
+			MethodName: "Reclaim",
+			Handler:    _Admin_Reclaim_Handler,
+		},
+		{
+			MethodName: "DeleteConsumer",
+			Handler:    _Admin_DeleteConsumer_Handler,
+		},
+		{
+			MethodName: "Deregister",
+			Handler:    _Admin_Deregister_Handler,
+		},
+		{
+			MethodName: "Findings",
+			Handler:    _Admin_Findings_Handler,
+		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "WatchEvents",
+			Handler:       _Admin_WatchEvents_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "pelwarden/v1/admin.proto",
 }
