@@ -29,6 +29,7 @@ import (
 	"github.com/pelwarden/pelwarden/internal/metadata"
 	"github.com/pelwarden/pelwarden/internal/redisx"
 	"github.com/pelwarden/pelwarden/internal/scaler"
+	"github.com/pelwarden/pelwarden/internal/tlsreload"
 	pelwardenv1 "github.com/pelwarden/pelwarden/proto/pelwarden/v1"
 )
 
@@ -51,6 +52,8 @@ type App struct {
 	wakers  map[string]*redisx.Waker
 	hygiene *hygiene.Loop
 	ready   readiness
+	// tls follows the gRPC certificate files; nil when grpc.tls is off.
+	tls *tlsreload.Reloader
 }
 
 // Run starts pelwarden and serves until ctx ends.
@@ -139,7 +142,12 @@ func New(cfg config.Config, log *slog.Logger) (*App, error) {
 		Log: log,
 	})
 
-	a.grpc = newGRPCServer(log, reg)
+	creds, err := a.grpcCredentials(reg)
+	if err != nil {
+		_ = conns.Close()
+		return nil, err
+	}
+	a.grpc = newGRPCServer(log, reg, creds...)
 	externalscaler.RegisterExternalScalerServer(a.grpc, sc)
 	a.hs = health.NewServer()
 	healthpb.RegisterHealthServer(a.grpc, a.hs)
@@ -180,11 +188,15 @@ func (a *App) Run(ctx context.Context) error {
 	}
 	goRun(func() { a.watchReadiness(bg) })
 	goRun(func() { a.hygiene.Run(bg) })
+	if a.tls != nil {
+		goRun(func() { a.tls.Run(bg) })
+	}
 
 	errc := make(chan error, 2)
 	go func() { errc <- a.grpc.Serve(a.grpcLis) }()
 	go func() { errc <- a.http.Serve(a.httpLis) }()
-	a.log.Info("pelwarden serving", "grpc", a.GRPCAddr(), "http", a.HTTPAddr(), "redis", a.conns.Names())
+	a.log.Info("pelwarden serving", "grpc", a.GRPCAddr(), "grpcTLS", grpcTLSMode(a.cfg.GRPC.TLS),
+		"http", a.HTTPAddr(), "redis", a.conns.Names())
 
 	var runErr error
 	select {
