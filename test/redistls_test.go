@@ -266,6 +266,8 @@ func TestRedisCredentialProblemsAreUnavailableNotZero(t *testing.T) {
 			_, err := metric(ctx, t, p.client, map[string]string{"stream": "jobs", "consumerGroup": "workers"})
 			require.Equal(t, codes.Unavailable, status.Code(err), "an error, never a zero: %v", err)
 			require.Contains(t, status.Convert(err).Message(), tt.want)
+			_, err = p.client.IsActive(ctx, ref(map[string]string{"stream": "jobs", "consumerGroup": "workers"}))
+			require.Equal(t, codes.Unavailable, status.Code(err), "IsActive too: %v", err)
 
 			eventually(t, 5*time.Second, func() error {
 				resp, err := http.Get("http://" + p.app.HTTPAddr() + "/readyz")
