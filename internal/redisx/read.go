@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -173,15 +174,12 @@ func heartbeatKeys(spec liveness.Spec, consumers []string, have map[string]liven
 // must not become a reported 0.
 func exec(ctx context.Context, pipe redis.Pipeliner) error {
 	cmds, err := pipe.Exec(ctx)
-	if err == nil {
-		return nil
+	// A command with an error of its own shows the batch reached Redis.
+	reached := slices.ContainsFunc(cmds, func(c redis.Cmder) bool { return c.Err() != nil })
+	if err != nil && !reached {
+		return err
 	}
-	for _, c := range cmds {
-		if c.Err() != nil {
-			return nil // the commands ran; their errors say what failed
-		}
-	}
-	return err
+	return nil
 }
 
 func queueGets(ctx context.Context, pipe redis.Pipeliner, keys []string) map[string]*redis.StringCmd {
