@@ -26,11 +26,11 @@ import (
 	"github.com/pelwarden/pelwarden/internal/tlstest"
 )
 
-// kedaCreds builds client credentials from the three TriggerAuthentication
+// kedaConfig builds a client tls.Config from the three TriggerAuthentication
 // parameters KEDA's external scaler takes (caCert, tlsClientCert,
-// tlsClientKey, each PEM text), the way KEDA turns them into a tls.Config.
-// Empty client PEMs mean no client certificate.
-func kedaCreds(t *testing.T, caCert, tlsClientCert, tlsClientKey []byte) credentials.TransportCredentials {
+// tlsClientKey, each PEM text), the way KEDA does. Empty client PEMs mean
+// no client certificate.
+func kedaConfig(t *testing.T, caCert, tlsClientCert, tlsClientKey []byte) *tls.Config {
 	t.Helper()
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: x509.NewCertPool()}
 	require.True(t, cfg.RootCAs.AppendCertsFromPEM(caCert), "caCert holds a certificate")
@@ -39,24 +39,34 @@ func kedaCreds(t *testing.T, caCert, tlsClientCert, tlsClientKey []byte) credent
 		require.NoError(t, err)
 		cfg.Certificates = []tls.Certificate{cert}
 	}
+	return cfg
+}
+
+// kedaCreds is kedaConfig as gRPC credentials.
+func kedaCreds(t *testing.T, caCert, tlsClientCert, tlsClientKey []byte) credentials.TransportCredentials {
+	t.Helper()
+	return credentials.NewTLS(kedaConfig(t, caCert, tlsClientCert, tlsClientKey))
+}
+
+// overTLS12 pins cfg to TLS 1.2. Under TLS 1.3 a client finishes its
+// handshake before the server has checked the client's certificate, so a
+// refusal reaches the client as the server's alert or as a closed
+// connection, whichever it reads first; under TLS 1.2 the alert ends the
+// handshake itself, and a test can check the reason.
+func overTLS12(cfg *tls.Config) credentials.TransportCredentials {
+	cfg.MaxVersion = tls.VersionTLS12
 	return credentials.NewTLS(cfg)
 }
 
-// presentingCreds always presents pair, even to a server whose certificate
-// request names other CAs (a Go client given Certificates would send none),
-// so that the server's own verification is what refuses it.
-func presentingCreds(t *testing.T, caCert []byte, pair tlstest.Pair) credentials.TransportCredentials {
+// presenting makes cfg present pair always, even to a server whose
+// certificate request names other CAs (given Certificates, a Go client
+// would send none), so that the server's own verification refuses it.
+func presenting(t *testing.T, cfg *tls.Config, pair tlstest.Pair) *tls.Config {
 	t.Helper()
 	cert := pair.TLS(t)
-	pool := x509.NewCertPool()
-	require.True(t, pool.AppendCertsFromPEM(caCert))
-	return credentials.NewTLS(&tls.Config{
-		MinVersion: tls.VersionTLS12,
-		RootCAs:    pool,
-		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
-			return &cert, nil
-		},
-	})
+	cfg.Certificates = nil
+	cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &cert, nil }
+	return cfg
 }
 
 // mtls is a pelwarden serving mutual TLS from a Secret-like mount, with a
@@ -145,17 +155,29 @@ func TestGRPCPortRefusesClientsWithoutATrustedCertificate(t *testing.T) {
 	t.Parallel()
 	m := startMutualTLS(t)
 	stranger := tlstest.NewCA(t, "other-ca").Client(t, "keda-operator")
-	tests := map[string]credentials.TransportCredentials{
-		"no client certificate":               kedaCreds(t, m.ca.CertPEM, nil, nil),
-		"client certificate of another CA":    kedaCreds(t, m.ca.CertPEM, stranger.CertPEM, stranger.KeyPEM),
-		"plaintext":                           insecure.NewCredentials(),
-		"TLS without trusting pelwarden's CA": kedaCreds(t, tlstest.NewCA(t, "unrelated").CertPEM, m.keda.CertPEM, m.keda.KeyPEM),
+	tests := map[string]struct {
+		creds credentials.TransportCredentials
+		want  string // what the handshake failed on, where the client can tell
+	}{
+		"no client certificate": {kedaCreds(t, m.ca.CertPEM, nil, nil), ""},
+		// TLS 1.2 has no certificate_required alert; Go's server sends this.
+		"no client certificate, TLS 1.2": {overTLS12(kedaConfig(t, m.ca.CertPEM, nil, nil)), "remote error: tls: handshake failure"},
+		// Given only a certificate of another CA, a Go client sends none.
+		"client certificate of another CA, as KEDA sends it": {kedaCreds(t, m.ca.CertPEM, stranger.CertPEM, stranger.KeyPEM), ""},
+		"client certificate of another CA, presented anyway": {
+			overTLS12(presenting(t, kedaConfig(t, m.ca.CertPEM, nil, nil), stranger)), "unknown certificate authority"},
+		"plaintext": {insecure.NewCredentials(), ""},
+		"TLS without trusting pelwarden's CA": {
+			kedaCreds(t, tlstest.NewCA(t, "unrelated").CertPEM, m.keda.CertPEM, m.keda.KeyPEM), "certificate signed by unknown authority"},
 	}
-	for name, creds := range tests {
+	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			_, _, err := m.call(t, creds)
+			_, _, err := m.call(t, tt.creds)
 			require.Equal(t, codes.Unavailable, status.Code(err), "refused at the handshake: %v", err)
+			if tt.want != "" {
+				require.ErrorContains(t, err, tt.want)
+			}
 		})
 	}
 	_, _, err := m.call(t, kedaCreds(t, m.ca.CertPEM, m.keda.CertPEM, m.keda.KeyPEM))
@@ -215,7 +237,7 @@ func TestRotatedClientCAIsHonouredWithoutRestart(t *testing.T) {
 		_, _, err := m.call(t, kedaCreds(t, m.ca.CertPEM, newKEDA.CertPEM, newKEDA.KeyPEM))
 		return err
 	})
-	_, _, err := m.call(t, presentingCreds(t, m.ca.CertPEM, m.keda))
+	_, _, err := m.call(t, overTLS12(presenting(t, kedaConfig(t, m.ca.CertPEM, nil, nil), m.keda)))
 	require.Equal(t, codes.Unavailable, status.Code(err), "a client of the rotated-out CA is refused: %v", err)
 	require.ErrorContains(t, err, "unknown certificate authority")
 }
