@@ -89,6 +89,11 @@ A Redis password is never read from the YAML file or a flag: name it with
 passwordEnv or passwordFile in the file, PELWARDEN_REDIS_PASSWORD, or
 --redis-password-file.
 
+With --grpc-tls-cert and --grpc-tls-key (grpc.tls) the gRPC port speaks TLS
+only, and with --grpc-tls-client-ca it requires client certificates; changed
+files are picked up without a restart. The HTTP endpoints stay plain HTTP for
+probes and scrapes.
+
 Environment variables (variable, flag, config path it sets):
 `
 
