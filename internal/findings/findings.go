@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -94,6 +95,10 @@ type Input struct {
 	// the caller resolves the default (maxDeliveries, or
 	// DefaultMinDeliveries).
 	MinDeliveries int64
+	// Sample is how long to watch MONITOR for consumer names used from more
+	// than one connection; 0 skips it. MONITOR slows a busy server, so
+	// callers leave it off unless an operator asks.
+	Sample time.Duration
 	// MaxScan bounds the pending entries read for bouncing entries and
 	// tombstones, oldest first.
 	MaxScan int64
@@ -109,6 +114,8 @@ func (in Input) validate() error {
 		return fmt.Errorf("findings: MinDeliveries must be at least 1, got %d", in.MinDeliveries)
 	case in.MaxScan < 1:
 		return fmt.Errorf("findings: MaxScan must be at least 1, got %d", in.MaxScan)
+	case in.Sample < 0:
+		return fmt.Errorf("findings: Sample must be 0 (skip) or positive, got %s", in.Sample)
 	}
 	return nil
 }
@@ -116,7 +123,8 @@ func (in Input) validate() error {
 // Detect reports the findings of one target, sorted by kind, then consumer.
 // The snapshot gives shared names seen by the kubernetes source, consumers
 // with no pod or no owner, and a NULL lag; a bounded scan of the PEL gives
-// bouncing entries and tombstones. A Redis error fails the whole call:
+// bouncing entries and tombstones; a MONITOR sample, when asked, gives names
+// read from more than one connection. A Redis error fails the whole call:
 // an unread group is never reported as a healthy one.
 func Detect(ctx context.Context, in Input) ([]Finding, error) {
 	if err := in.validate(); err != nil {
@@ -126,8 +134,34 @@ func Detect(ctx context.Context, in Input) ([]Finding, error) {
 	if s.StreamMissing || s.GroupMissing {
 		return nil, nil
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	type sampled struct {
+		use nameUse
+		err error
+	}
+	var monitor chan sampled
+	if in.Sample > 0 {
+		monitor = make(chan sampled, 1)
+		go func() {
+			use, err := sampleNames(ctx, in.Client, s.Target.Stream, s.Target.Group, in.Sample)
+			monitor <- sampled{use, err}
+		}()
+	}
+
 	out := fromSnapshot(s)
 	pel, err := scanPEL(ctx, in.Client, s.Target.Stream, s.Target.Group, in.MaxScan, in.MinDeliveries)
+	if err != nil {
+		cancel()
+	}
+	if monitor != nil {
+		m := <-monitor
+		if err == nil && m.err != nil {
+			err = m.err
+		}
+		out = mergeShared(out, m.use, in.Sample)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("findings of %s: %w", s.Target, err)
 	}

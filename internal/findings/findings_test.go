@@ -176,9 +176,12 @@ func TestRedisFailureIsAnErrorNotAnEmptyReport(t *testing.T) {
 	snap := snapshot(t, srv.Addr(), tg, nil)
 	srv.Kill()
 
-	got, err := Detect(context.Background(), Input{Snapshot: snap, Client: rdb, MinDeliveries: 3, MaxScan: 10})
-	require.ErrorContains(t, err, "findings of default/jobs/workers")
-	require.Nil(t, got)
+	for name, sample := range map[string]time.Duration{"without a sample": 0, "with a sample": 100 * time.Millisecond} {
+		got, err := Detect(context.Background(), Input{Snapshot: snap, Client: rdb, MinDeliveries: 3, MaxScan: 10, Sample: sample})
+		require.Error(t, err, name)
+		require.ErrorContains(t, err, "findings of default/jobs/workers", name)
+		require.Nil(t, got, name)
+	}
 }
 
 func TestDetectRejectsInputItCannotUse(t *testing.T) {
@@ -194,6 +197,7 @@ func TestDetectRejectsInputItCannotUse(t *testing.T) {
 		"no client":          {Input{Snapshot: snap, MinDeliveries: 3, MaxScan: 1}, "Client is nil"},
 		"no threshold":       {Input{Snapshot: snap, Client: rdb, MaxScan: 1}, "MinDeliveries must be at least 1, got 0"},
 		"no scan bound":      {Input{Snapshot: snap, Client: rdb, MinDeliveries: 3}, "MaxScan must be at least 1, got 0"},
+		"a negative sample":  {Input{Snapshot: snap, Client: rdb, MinDeliveries: 3, MaxScan: 1, Sample: -time.Second}, "Sample must be 0"},
 		"a negative maxScan": {Input{Snapshot: snap, Client: rdb, MinDeliveries: 3, MaxScan: -5}, "got -5"},
 	}
 	for name, tc := range cases {

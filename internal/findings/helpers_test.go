@@ -3,6 +3,7 @@ package findings
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -174,4 +175,8 @@ func briefs(fs []Finding) []brief {
 		out = append(out, brief{f.Kind, f.Consumer, f.IDs})
 	}
 	return out
+}
+
+func ofKind(fs []Finding, k Kind) []Finding {
+	return slices.DeleteFunc(slices.Clone(fs), func(f Finding) bool { return f.Kind != k })
 }
