@@ -57,18 +57,24 @@ var (
 // module go.mod requires.
 func kedaCRDs() (map[string]*crdSchema, error) {
 	kedaOnce.Do(func() {
-		cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/kedacore/keda/v2")
+		// `go mod download` fetches the module's files when no package of it
+		// was built yet (go list -m would print no directory then).
+		cmd := exec.Command("go", "mod", "download", "-json", "github.com/kedacore/keda/v2")
 		cmd.Dir = repoRoot
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		out, err := cmd.Output()
-		if err != nil {
-			kedaErr = fmt.Errorf("locating the keda module: %w\n%s", err, stderr.String())
+		var mod struct{ Dir, Error string }
+		if err == nil {
+			err = json.Unmarshal(out, &mod)
+		}
+		if err != nil || mod.Error != "" || mod.Dir == "" {
+			kedaErr = fmt.Errorf("downloading the keda module: %v %s\n%s", err, mod.Error, stderr.String())
 			return
 		}
 		kedaSchemas = map[string]*crdSchema{}
 		for _, file := range []string{"keda.sh_scaledobjects.yaml", "keda.sh_triggerauthentications.yaml"} {
-			data, err := os.ReadFile(filepath.Join(strings.TrimSpace(string(out)), "config", "crd", "bases", file))
+			data, err := os.ReadFile(filepath.Join(mod.Dir, "config", "crd", "bases", file))
 			if err != nil {
 				kedaErr = err
 				return
