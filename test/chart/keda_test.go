@@ -64,12 +64,17 @@ func kedaCRDs() (map[string]*crdSchema, error) {
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		out, err := cmd.Output()
-		var mod struct{ Dir, Error string }
-		if err == nil {
-			err = json.Unmarshal(out, &mod)
+		if err != nil {
+			kedaErr = fmt.Errorf("downloading the keda module: %w\n%s%s", err, out, stderr.String())
+			return
 		}
-		if err != nil || mod.Error != "" || mod.Dir == "" {
-			kedaErr = fmt.Errorf("downloading the keda module: %v %s\n%s", err, mod.Error, stderr.String())
+		var mod struct{ Dir, Error string }
+		if err := json.Unmarshal(out, &mod); err != nil {
+			kedaErr = fmt.Errorf("go mod download -json: %w", err)
+			return
+		}
+		if mod.Error != "" || mod.Dir == "" {
+			kedaErr = fmt.Errorf("downloading the keda module: %q, directory %q", mod.Error, mod.Dir)
 			return
 		}
 		kedaSchemas = map[string]*crdSchema{}
