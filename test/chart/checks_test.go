@@ -24,10 +24,14 @@ type want struct {
 	// roleNamespaces are the namespaces that get a Role; empty with
 	// clusterWide false means no RBAC at all.
 	roleNamespaces []string
-	// serviceAccount is the name the pod runs as.
-	serviceAccount string
-	replicas       int32
-	grpcPort       int32
+	// serviceAccount is the name the pod runs as; createsServiceAccount
+	// says whether the chart renders it.
+	serviceAccount        string
+	createsServiceAccount bool
+	// apiToken: the kubernetes source is on, so the pod gets an API token.
+	apiToken bool
+	replicas int32
+	grpcPort int32
 	// optional: ServiceMonitor, PodDisruptionBudget and NetworkPolicy.
 	optional bool
 }
@@ -165,6 +169,14 @@ func checkPodSpec(objs []object, w want) error {
 	}
 	if pod.ServiceAccountName != w.serviceAccount {
 		bad("serviceAccountName must be %q, got %q", w.serviceAccount, pod.ServiceAccountName)
+	}
+	if sas := all[*corev1.ServiceAccount](objs); (len(sas) == 1 && sas[0].Name == w.serviceAccount) != w.createsServiceAccount {
+		bad("ServiceAccount %s must be rendered exactly when serviceAccount.create is true (want %t, rendered %d)",
+			w.serviceAccount, w.createsServiceAccount, len(sas))
+	}
+	// The token is a credential: mount it only for the kubernetes source.
+	if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken != w.apiToken {
+		bad("automountServiceAccountToken must be %t, got %v", w.apiToken, pod.AutomountServiceAccountToken)
 	}
 	if !sha256Hex.MatchString(dep.Spec.Template.Annotations["checksum/config"]) {
 		bad("pod template must carry a checksum/config annotation, got %q", dep.Spec.Template.Annotations["checksum/config"])

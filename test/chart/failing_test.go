@@ -87,12 +87,13 @@ spec:
 // breaks a copy of the chart the way a careless edit would.
 func TestChecksFailOnABrokenChart(t *testing.T) {
 	t.Parallel()
-	allOn := []string{allOnValues()}
+	const allOn = "every option on"
 	for name, tc := range map[string]struct {
 		file, old, new string
-		values         []string
-		want           want
-		problem        string
+		// base names the render case whose values and expectations apply;
+		// empty means default values.
+		base    string
+		problem string
 	}{
 		"a writable root filesystem": {
 			file: "values.yaml", old: "readOnlyRootFilesystem: true", new: "readOnlyRootFilesystem: false",
@@ -108,7 +109,7 @@ func TestChecksFailOnABrokenChart(t *testing.T) {
 		},
 		"gRPC probes kept under TLS": {
 			file: "templates/deployment.yaml", old: `if include "pelwarden.grpcTLSEnabled" .`, new: "if false",
-			values: allOn, problem: "must be httpGet while gRPC speaks TLS",
+			base: allOn, problem: "must be httpGet while gRPC speaks TLS",
 		},
 		"a verb too many": {
 			file: "templates/rbac.yaml", old: `(list "get" "list" "watch")`, new: `(list "get" "list" "watch" "delete")`,
@@ -116,11 +117,11 @@ func TestChecksFailOnABrokenChart(t *testing.T) {
 		},
 		"a Role where a ClusterRole was asked for": {
 			file: "templates/rbac.yaml", old: "if .Values.rbac.clusterWide", new: "if false",
-			values: allOn, problem: "clusterWide",
+			base: allOn, problem: "clusterWide",
 		},
 		"no spread over nodes": {
 			file: "templates/deployment.yaml", old: "gt (int .Values.replicaCount) 1", new: "gt (int .Values.replicaCount) 5",
-			values: allOn, problem: "anti-affinity",
+			base: allOn, problem: "anti-affinity",
 		},
 		"no config checksum": {
 			file: "templates/deployment.yaml", old: "checksum/config:", new: "checksum/other:",
@@ -132,7 +133,7 @@ func TestChecksFailOnABrokenChart(t *testing.T) {
 		},
 		"a misspelled ServiceMonitor field": {
 			file: "templates/servicemonitor.yaml", old: "metricRelabelings:", new: "metricRelabellings:",
-			values: allOn, problem: "unknown field",
+			base: allOn, problem: "unknown field",
 		},
 		"a config key pelwarden does not know": {
 			file: "templates/_config.tpl", old: `"log" .Values.log`, new: `"logging" .Values.log`,
@@ -140,7 +141,11 @@ func TestChecksFailOnABrokenChart(t *testing.T) {
 		},
 		"a password file the pod does not mount": {
 			file: "templates/_config.tpl", old: `"%s/redis/%s/password"`, new: `"%s/redis/%s/pass"`,
-			values: allOn, problem: "does not provide",
+			base: allOn, problem: "does not provide",
+		},
+		"an API token the pod does not need": {
+			file: "templates/deployment.yaml", old: "automountServiceAccountToken: {{ .Values.kubernetes.enabled }}",
+			new: "automountServiceAccountToken: true", base: "kubernetes source off", problem: "automountServiceAccountToken must be false",
 		},
 		"a secret mounted with subPath": {
 			file: "templates/deployment.yaml", old: "readOnly: true\n", new: "readOnly: true\n              subPath: config.yaml\n",
@@ -156,15 +161,17 @@ func TestChecksFailOnABrokenChart(t *testing.T) {
 			require.Contains(t, string(text), tc.old, "the mutation must apply to the chart as it is")
 			require.NoError(t, os.WriteFile(p, []byte(strings.Replace(string(text), tc.old, tc.new, 1)), 0o600))
 
-			w := renderCases()["default values"].want
-			if tc.values != nil {
-				w = renderCases()["every option on"].want
+			base := tc.base
+			if base == "" {
+				base = "default values"
 			}
-			stream, err := renderChart(t, dir, tc.values, nil)
+			rc, ok := renderCases()[base]
+			require.True(t, ok, "no render case %q", base)
+			stream, err := renderChart(t, dir, rc.files, rc.sets)
 			require.NoError(t, err, "the broken chart still renders; the checks must catch it")
 			objs, err := decodeManifests(stream)
 			if err == nil {
-				err = checkRender(objs, w)
+				err = checkRender(objs, rc.want)
 			}
 			if err == nil {
 				_, err = loadRendered(t, objs)
