@@ -86,6 +86,15 @@ func (l latencies) report(b *testing.B) {
 	b.ReportMetric(pct(0.99), "p99-µs")
 }
 
+// reportMs reports the percentiles in milliseconds, for reads that take
+// that long.
+func (l latencies) reportMs(b *testing.B) {
+	slices.Sort(l)
+	pct := func(p float64) float64 { return l[int(p*float64(len(l)-1))].Seconds() * 1000 }
+	b.ReportMetric(pct(0.50), "p50-ms")
+	b.ReportMetric(pct(0.99), "p99-ms")
+}
+
 // BenchmarkPoll is one KEDA poll: GetMetrics then IsActive, through KEDA's
 // generated client. Both are served from the target's snapshot, which the
 // background refresh keeps fresh.
