@@ -128,6 +128,9 @@ func BenchmarkScalingInflation(b *testing.B) {
 	b.ReportMetric(pw.missed, "pelwarden-short-replica-s")
 	b.ReportMetric(keda.missed, "xpending-short-replica-s")
 	b.ReportMetric(float64(len(deathTicks)*ghostHeld), "ghost-entries")
+	b.ReportMetric(float64(len(deathTicks)), "deaths")
+	b.ReportMetric(inflationTicks, "simulated-s")
+	b.ReportMetric(inflationTarget, "target")
 }
 
 // inflationSim keeps the script's state in Redis: held[i] are the entry

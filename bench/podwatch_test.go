@@ -76,6 +76,7 @@ func BenchmarkPodDeletionToRequeue(b *testing.B) {
 	b.ReportMetric(lat[(len(lat)*99)/100].Seconds(), "p99-s")
 	b.ReportMetric(lat[len(lat)-1].Seconds(), "max-s")
 	b.ReportMetric(float64(len(lat)), "deletions")
+	b.ReportMetric(podHeld, "entries-per-pod")
 }
 
 func startPodWatchApp(b *testing.B, addr string, pods *fake.Clientset) {

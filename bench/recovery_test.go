@@ -135,6 +135,7 @@ func (r *recoveryRig) measure() {
 	r.b.ReportMetric(lat[(len(lat)*99)/100].Seconds(), "p99-s")
 	r.b.ReportMetric(lat[len(lat)-1].Seconds(), "max-s")
 	r.b.ReportMetric(float64(len(lat)), "kills")
+	r.b.ReportMetric(recoveryHeld, "entries-per-kill")
 }
 
 // round starts a victim that reads recoveryHeld new jobs and sits on them,
