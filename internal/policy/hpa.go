@@ -5,8 +5,8 @@ import "math"
 // HPA is the rule a Kubernetes HorizontalPodAutoscaler applies to one
 // external metric with an AverageValue target, which is how KEDA hands
 // pelwarden's metric (and its own redis-streams scaler's) to the HPA.
-// pelwarden never applies it; the benchmarks and the demo use it to show
-// what replica count a metric would ask for.
+// pelwarden never applies it; the benchmarks use it to show what replica
+// count a metric would ask for.
 type HPA struct {
 	// Target is the metric's target per replica (pendingEntriesCount,
 	// lagCount, ...); must be > 0.
