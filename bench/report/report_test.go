@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -14,22 +15,13 @@ func suite(t *testing.T, drop ...string) results {
 	require.NoError(t, err)
 	var kept []string
 	for line := range strings.SplitSeq(string(b), "\n") {
-		if !slicesContainsPrefix(drop, line) {
+		if !slices.ContainsFunc(drop, func(p string) bool { return strings.HasPrefix(line, p) }) {
 			kept = append(kept, line)
 		}
 	}
 	res := results{}
 	require.NoError(t, parse(strings.NewReader(strings.Join(kept, "\n")), "go test ./bench/", res))
 	return res
-}
-
-func slicesContainsPrefix(prefixes []string, s string) bool {
-	for _, p := range prefixes {
-		if strings.HasPrefix(s, p) {
-			return true
-		}
-	}
-	return false
 }
 
 func TestParseKeepsTheUnitsTheBenchmarksReport(t *testing.T) {
