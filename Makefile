@@ -5,9 +5,8 @@ GO        ?= go
 BIN       := bin/pelwarden
 LINT      := $(GO) tool -modfile=tools/golangci-lint/go.mod golangci-lint
 BUF       := $(GO) tool buf
-BENCHTIME ?= 3s
-IMAGE     ?= pelwarden:dev
-VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+BENCHTIME ?= 2s
+BENCH_PEL ?= 200000,1000000
 
 .PHONY: all build test lint generate bench demo fuzz chaos image clean
 
@@ -33,12 +32,13 @@ lint:
 generate:
 	$(BUF) generate
 
-## bench: scaler poll latency/throughput and push latency, side by side with
-## the XPENDING summary KEDA's redis-streams scaler sends each poll
+## bench: the comparative suite against real redis-server processes: one
+## markdown table on stdout (progress on stderr) and bench/results.json;
+## fails if any benchmark fails its own result check. About 10 minutes on
+## 2 cores. BENCHTIME sizes the poll and refresh runs, BENCH_PEL the ghost
+## PELs of the reclaim comparison.
 bench:
-	$(GO) test -run '^$$' -bench 'Poll|Refresh' -benchtime $(BENCHTIME) -benchmem ./bench/
-	$(GO) test -run '^$$' -bench 'PushActivation' -benchtime 200x ./bench/
-	$(GO) test -run '^$$' -bench 'Reclaim|Recovery|PodDeletion' -benchtime 1x ./bench/
+	$(GO) run ./bench/report -o bench/results.json -benchtime $(BENCHTIME) -pel $(BENCH_PEL)
 
 ## demo: a throwaway redis-server and pelwarden with live and ghost workers
 demo:

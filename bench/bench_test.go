@@ -26,7 +26,7 @@ import (
 	"github.com/pelwarden/pelwarden/internal/redisx"
 )
 
-var consumerCounts = []int{10, 1000}
+var consumerCounts = []int{10, 1000, 10000}
 
 // group fills a stream and group with one pending entry per consumer, plus
 // as many undelivered entries.
@@ -86,6 +86,15 @@ func (l latencies) report(b *testing.B) {
 	b.ReportMetric(pct(0.99), "p99-µs")
 }
 
+// reportMs reports the percentiles in milliseconds, for reads that take
+// that long.
+func (l latencies) reportMs(b *testing.B) {
+	slices.Sort(l)
+	pct := func(p float64) float64 { return l[int(p*float64(len(l)-1))].Seconds() * 1000 }
+	b.ReportMetric(pct(0.50), "p50-ms")
+	b.ReportMetric(pct(0.99), "p99-ms")
+}
+
 // BenchmarkPoll is one KEDA poll: GetMetrics then IsActive, through KEDA's
 // generated client. Both are served from the target's snapshot, which the
 // background refresh keeps fresh.
@@ -134,7 +143,8 @@ func BenchmarkPoll(b *testing.B) {
 	}
 }
 
-// BenchmarkPollParallel is poll throughput with many KEDA-like callers.
+// BenchmarkPollParallel is poll throughput with many KEDA-like callers,
+// next to the same callers sending the XPENDING summary.
 func BenchmarkPollParallel(b *testing.B) {
 	for _, n := range consumerCounts {
 		b.Run(fmt.Sprintf("pelwarden/consumers=%d", n), func(b *testing.B) {
@@ -145,24 +155,44 @@ func BenchmarkPollParallel(b *testing.B) {
 			if _, err := c.GetMetrics(context.Background(), req); err != nil {
 				b.Fatal(err)
 			}
-			b.SetParallelism(4)
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				ctx := context.Background()
-				for pb.Next() {
-					if _, err := c.GetMetrics(ctx, req); err != nil {
-						b.Error(err)
-						return
-					}
-					if _, err := c.IsActive(ctx, req.GetScaledObjectRef()); err != nil {
-						b.Error(err)
-						return
-					}
+			parallelPolls(b, func(ctx context.Context) error {
+				if _, err := c.GetMetrics(ctx, req); err != nil {
+					return err
 				}
+				_, err := c.IsActive(ctx, req.GetScaledObjectRef())
+				return err
 			})
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "polls/s")
+		})
+		b.Run(fmt.Sprintf("keda-xpending-summary/consumers=%d", n), func(b *testing.B) {
+			srv := redistest.Start(b)
+			rdb := srv.Client(b)
+			group(b, rdb, n)
+			parallelPolls(b, func(ctx context.Context) error {
+				p, err := rdb.XPending(ctx, "jobs", "workers").Result()
+				if err == nil && p.Count != int64(n) {
+					err = fmt.Errorf("XPENDING counted %d, want %d", p.Count, n)
+				}
+				return err
+			})
 		})
 	}
+}
+
+// parallelPolls runs poll from 4 callers per GOMAXPROCS and reports the
+// polls per second they got through together.
+func parallelPolls(b *testing.B, poll func(context.Context) error) {
+	b.SetParallelism(4)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		ctx := context.Background()
+		for pb.Next() {
+			if err := poll(ctx); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "polls/s")
 }
 
 // BenchmarkRefresh is one background read of a target: the pipelined round

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
@@ -77,6 +76,7 @@ func BenchmarkPodDeletionToRequeue(b *testing.B) {
 	b.ReportMetric(lat[(len(lat)*99)/100].Seconds(), "p99-s")
 	b.ReportMetric(lat[len(lat)-1].Seconds(), "max-s")
 	b.ReportMetric(float64(len(lat)), "deletions")
+	b.ReportMetric(podHeld, "entries-per-pod")
 }
 
 func startPodWatchApp(b *testing.B, addr string, pods *fake.Clientset) {
@@ -102,11 +102,7 @@ func startPodWatchApp(b *testing.B, addr string, pods *fake.Clientset) {
 func holdAs(b *testing.B, rdb *redis.Client, pods *fake.Clientset, name string, seq int) []string {
 	b.Helper()
 	ctx := context.Background()
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "jobs", Labels: map[string]string{"app": "worker"}},
-		Status:     corev1.PodStatus{Phase: corev1.PodRunning},
-	}
-	if _, err := pods.CoreV1().Pods("jobs").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+	if err := createPod(ctx, pods, name); err != nil {
 		b.Fatal(err)
 	}
 	jobs := make([]string, podHeld)

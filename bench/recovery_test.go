@@ -11,6 +11,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/pelwarden/pelwarden/internal/proctest"
 	"github.com/pelwarden/pelwarden/internal/redistest"
@@ -22,22 +25,48 @@ const (
 	heartbeatMaxAge = 5  // seconds
 )
 
-// BenchmarkRecoveryAfterSIGKILL: a real worker holding K entries is
-// SIGKILLed; the time runs until other workers have processed all of them.
-// pelwarden runs as its own process with its defaults (refresh every 2 s,
-// scan every 10 s plus at once on a new ghost) and heartbeat liveness with
-// a 5 s max age.
+// BenchmarkRecoveryAfterSIGKILL: a real worker process (test/chaosworker)
+// holding K entries is SIGKILLed; the time runs until other workers have
+// processed all of them, per the ledger the workers write. Then the ledger
+// must show every job processed exactly once.
+//
+// heartbeat: pelwarden runs as its own process with its defaults (refresh
+// every 2 s, scan every 10 s plus at once on a new ghost) and heartbeat
+// liveness with a 5 s max age.
+//
+// podwatch: pelwarden runs in this process on its defaults with the
+// kubernetes source, because client-go's fake clientset lives here; each
+// worker is named like its pod, and the victim's pod is deleted at the
+// moment it is killed, as the kubelet would report it.
 func BenchmarkRecoveryAfterSIGKILL(b *testing.B) {
 	bins := proctest.Build(b, "../cmd/pelwarden", "../test/chaosworker")
-	pelwarden, worker := bins[0], bins[1]
-	dir := b.TempDir()
-	srv := redistest.Start(b)
-	rdb := srv.Client(b)
-	ctx := context.Background()
-	if err := rdb.XGroupCreateMkStream(ctx, "jobs", "workers", "$").Err(); err != nil {
-		b.Fatal(err)
-	}
-	cfg := filepath.Join(dir, "pelwarden.yaml")
+	b.Run("liveness=heartbeat", func(b *testing.B) {
+		r := newRecoveryRig(b, bins[1])
+		cfg := writeHeartbeatConfig(b, r.addr)
+		pw := proctest.Start(b, "pelwarden", bins[0], "serve", "--config", cfg)
+		defer pw.Term()
+		r.measure()
+	})
+	b.Run("liveness=kubernetes", func(b *testing.B) {
+		r := newRecoveryRig(b, bins[1])
+		pods := fake.NewClientset()
+		startPodWatchApp(b, r.addr, pods)
+		ctx := context.Background()
+		must := func(err error) {
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		r.born = func(name string) { must(createPod(ctx, pods, name)) }
+		gone := func(name string) { must(pods.CoreV1().Pods("jobs").Delete(ctx, name, metav1.DeleteOptions{})) }
+		r.killed, r.stopped = gone, gone
+		r.measure()
+	})
+}
+
+func writeHeartbeatConfig(b *testing.B, addr string) string {
+	b.Helper()
+	cfg := filepath.Join(b.TempDir(), "pelwarden.yaml")
 	yml := fmt.Sprintf(`grpc: {addr: "127.0.0.1:0"}
 http: {addr: "127.0.0.1:0"}
 log: {level: warn}
@@ -47,76 +76,120 @@ hygiene:
   targets:
     - {stream: jobs, consumerGroup: workers, reclaim: requeue, liveness: heartbeat,
        heartbeatKey: "hb:{consumer}", heartbeatMaxAgeSeconds: "%d", entryStaleSeconds: "1"}
-`, srv.Addr(), heartbeatMaxAge)
+`, addr, heartbeatMaxAge)
 	if err := os.WriteFile(cfg, []byte(yml), 0o600); err != nil {
 		b.Fatal(err)
 	}
-	pw := proctest.Start(b, "pelwarden", pelwarden, "serve", "--config", cfg)
-	defer pw.Term()
+	return cfg
+}
 
-	seq := 0
-	run := func(name string, args ...string) *proctest.Proc {
-		return proctest.Start(b, name, worker, append([]string{"--redis", srv.Addr(), "--stream", "jobs", "--group", "workers", "--consumer", name}, args...)...)
+func createPod(ctx context.Context, pods *fake.Clientset, name string) error {
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "jobs", Labels: map[string]string{"app": "worker"}},
+		Status:     corev1.PodStatus{Phase: corev1.PodRunning},
 	}
-	var lat latencies
-	for b.Loop() {
-		for round := range recoveryKills {
-			seq++
-			jobs := make([]string, recoveryHeld)
-			pipe := rdb.Pipeline()
-			for i := range jobs {
-				jobs[i] = strconv.Itoa(seq*1000 + i)
-				pipe.XAdd(ctx, &redis.XAddArgs{Stream: "jobs", Values: []any{"job", jobs[i]}})
-			}
-			if _, err := pipe.Exec(ctx); err != nil {
-				b.Fatal(err)
-			}
-			victim := run(fmt.Sprintf("victim-%d", seq), "--count", strconv.Itoa(recoveryHeld), "--min-process", "1h", "--max-process", "1h")
-			waitFor(b, 10*time.Second, func() bool {
-				p, err := rdb.XPending(ctx, "jobs", "workers").Result()
-				return err == nil && p.Consumers[fmt.Sprintf("victim-%d", seq)] == recoveryHeld
-			})
-			helpers := []*proctest.Proc{run(fmt.Sprintf("helper-%d-a", seq)), run(fmt.Sprintf("helper-%d-b", seq))}
-			time.Sleep(time.Duration(round%5) * 100 * time.Millisecond) // kills land at different points of the refresh cycle
-			victim.Kill()
-			killed := time.Now()
-			waitFor(b, 60*time.Second, func() bool {
-				got, err := rdb.HMGet(ctx, "ledger", jobs...).Result()
-				if err != nil {
-					return false
-				}
-				for _, v := range got {
-					if v == nil {
-						return false
-					}
-				}
-				return true
-			})
-			lat = append(lat, time.Since(killed))
-			for _, h := range helpers {
-				h.Term()
-			}
-		}
-	}
-	b.StopTimer()
-	// Every held entry was processed exactly once.
-	counts, err := rdb.HGetAll(ctx, "ledger").Result()
-	if err != nil {
+	_, err := pods.CoreV1().Pods("jobs").Create(ctx, pod, metav1.CreateOptions{})
+	return err
+}
+
+// recoveryRig runs the kill rounds; born, killed and stopped tell the
+// liveness source about a worker's start, its SIGKILL and its clean stop.
+type recoveryRig struct {
+	b      *testing.B
+	rdb    *redis.Client
+	addr   string
+	worker string
+	seq    int
+
+	born, killed, stopped func(name string)
+}
+
+func newRecoveryRig(b *testing.B, worker string) *recoveryRig {
+	srv := redistest.Start(b)
+	rdb := srv.Client(b)
+	if err := rdb.XGroupCreateMkStream(context.Background(), "jobs", "workers", "$").Err(); err != nil {
 		b.Fatal(err)
 	}
-	if len(counts) != seq*recoveryHeld {
-		b.Fatalf("ledger has %d jobs, want %d", len(counts), seq*recoveryHeld)
+	nop := func(string) {}
+	return &recoveryRig{b: b, rdb: rdb, addr: srv.Addr(), worker: worker, born: nop, killed: nop, stopped: nop}
+}
+
+func (r *recoveryRig) run(name string, args ...string) *proctest.Proc {
+	r.born(name)
+	return proctest.Start(r.b, name, r.worker, append([]string{"--redis", r.addr, "--stream", "jobs", "--group", "workers", "--consumer", name}, args...)...)
+}
+
+// measure runs recoveryKills rounds per iteration, checks the ledger and
+// reports the percentiles.
+func (r *recoveryRig) measure() {
+	var lat latencies
+	for r.b.Loop() {
+		for round := range recoveryKills {
+			lat = append(lat, r.round(round))
+		}
+	}
+	r.b.StopTimer()
+	r.verifyLedger()
+	slices.Sort(lat)
+	r.b.ReportMetric(lat[len(lat)/2].Seconds(), "p50-s")
+	r.b.ReportMetric(lat[(len(lat)*99)/100].Seconds(), "p99-s")
+	r.b.ReportMetric(lat[len(lat)-1].Seconds(), "max-s")
+	r.b.ReportMetric(float64(len(lat)), "kills")
+	r.b.ReportMetric(recoveryHeld, "entries-per-kill")
+}
+
+// round starts a victim that reads recoveryHeld new jobs and sits on them,
+// starts two helpers, kills the victim and times until the ledger has
+// every one of its jobs.
+func (r *recoveryRig) round(round int) time.Duration {
+	b, ctx := r.b, context.Background()
+	r.seq++
+	jobs := make([]string, recoveryHeld)
+	pipe := r.rdb.Pipeline()
+	for i := range jobs {
+		jobs[i] = strconv.Itoa(r.seq*1000 + i)
+		pipe.XAdd(ctx, &redis.XAddArgs{Stream: "jobs", Values: []any{"job", jobs[i]}})
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		b.Fatal(err)
+	}
+	name := fmt.Sprintf("victim-%d", r.seq)
+	victim := r.run(name, "--count", strconv.Itoa(recoveryHeld), "--min-process", "1h", "--max-process", "1h")
+	waitFor(b, 10*time.Second, func() bool {
+		p, err := r.rdb.XPending(ctx, "jobs", "workers").Result()
+		return err == nil && p.Consumers[name] == recoveryHeld
+	})
+	helpers := []*proctest.Proc{r.run(fmt.Sprintf("helper-%d-a", r.seq)), r.run(fmt.Sprintf("helper-%d-b", r.seq))}
+	time.Sleep(time.Duration(round%5) * 100 * time.Millisecond) // kills land at different points of the refresh cycle
+	victim.Kill()
+	r.killed(name)
+	killed := time.Now()
+	waitFor(b, 60*time.Second, func() bool {
+		got, err := r.rdb.HMGet(ctx, "ledger", jobs...).Result()
+		return err == nil && !slices.Contains(got, nil)
+	})
+	took := time.Since(killed)
+	for _, h := range helpers {
+		h.Term()
+		r.stopped(h.Name)
+	}
+	return took
+}
+
+// verifyLedger checks that every held job was processed exactly once.
+func (r *recoveryRig) verifyLedger() {
+	counts, err := r.rdb.HGetAll(context.Background(), "ledger").Result()
+	if err != nil {
+		r.b.Fatal(err)
+	}
+	if len(counts) != r.seq*recoveryHeld {
+		r.b.Fatalf("ledger has %d jobs, want %d", len(counts), r.seq*recoveryHeld)
 	}
 	for job, n := range counts {
 		if n != "1" {
-			b.Fatalf("job %s processed %s times", job, n)
+			r.b.Fatalf("job %s processed %s times", job, n)
 		}
 	}
-	slices.Sort(lat)
-	b.ReportMetric(lat[len(lat)/2].Seconds(), "p50-s")
-	b.ReportMetric(lat[(len(lat)*99)/100].Seconds(), "p99-s")
-	b.ReportMetric(lat[len(lat)-1].Seconds(), "max-s")
-	b.ReportMetric(float64(len(lat)), "kills")
 }
 
 func waitFor(b *testing.B, within time.Duration, cond func() bool) {

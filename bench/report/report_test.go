@@ -1,0 +1,110 @@
+package main
+
+import (
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func suite(t *testing.T, drop ...string) results {
+	t.Helper()
+	b, err := os.ReadFile("testdata/suite.txt")
+	require.NoError(t, err)
+	var kept []string
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if !slices.ContainsFunc(drop, func(p string) bool { return strings.HasPrefix(line, p) }) {
+			kept = append(kept, line)
+		}
+	}
+	res := results{}
+	require.NoError(t, parse(strings.NewReader(strings.Join(kept, "\n")), "go test ./bench/", res))
+	return res
+}
+
+func TestParseKeepsTheUnitsTheBenchmarksReport(t *testing.T) {
+	t.Parallel()
+	res := suite(t)
+	poll, ok := res["Poll/pelwarden/consumers=10"]
+	require.True(t, ok, "the name loses Benchmark and the GOMAXPROCS suffix; got %v", res.raw())
+	require.InDelta(t, 77.0, poll.metrics["p50-µs"], 1e-9)
+	require.InDelta(t, 80000.0, poll.metrics["ns/op"], 1e-9, "ns/op must not be tidied to sec/op")
+	require.InDelta(t, 15.97, res["Scale/targets=10000"].metrics["heap-MB"], 1e-9, "heap-MB must not be tidied to bytes")
+	require.Equal(t, "go test ./bench/", poll.command)
+}
+
+func TestBuildRowsPutsRatiosNextToBothFigures(t *testing.T) {
+	t.Parallel()
+	rows, err := buildRows(suite(t))
+	require.NoError(t, err)
+	first := rows[0]
+	require.Equal(t, "10 consumers", first.Workload)
+	require.Equal(t, "77 µs / 677 µs", first.Pelwarden.Text)
+	require.Equal(t, "60 µs / 115 µs", first.Baseline.Text)
+	require.InDeltaSlice(t, []float64{77.0 / 60, 677.0 / 115}, first.Ratio, 1e-9)
+	require.Equal(t, []string{"go test ./bench/"}, first.Commands)
+}
+
+func TestBuildRowsFindsSizesFromTheNamesInNumericOrder(t *testing.T) {
+	t.Parallel()
+	rows, err := buildRows(suite(t))
+	require.NoError(t, err)
+	var reclaim []string
+	for _, r := range rows {
+		if strings.HasPrefix(r.What, "give back") {
+			reclaim = append(reclaim, r.Workload+" vs "+r.Against)
+		}
+	}
+	require.Len(t, reclaim, 8, "4 comparisons for each of 2 PEL sizes: %v", reclaim)
+	require.True(t, strings.HasPrefix(reclaim[0], "200k-entry"), "200k comes before 1M: %v", reclaim)
+	require.True(t, strings.HasPrefix(reclaim[4], "1M-entry"), "then 1M: %v", reclaim)
+	require.Contains(t, reclaim[3], "over 20k entries", "the naive loop's smaller PEL is said in the row")
+}
+
+func TestBuildRowsNamesEveryMissingMetric(t *testing.T) {
+	t.Parallel()
+	_, err := buildRows(suite(t, "BenchmarkPushActivation", "BenchmarkScalingInflation"))
+	require.Error(t, err)
+	require.ErrorContains(t, err, "PushActivation [p50-µs]")
+	require.ErrorContains(t, err, "ScalingInflation [pelwarden-wasted-replica-s]")
+}
+
+func TestParseRejectsAMalformedResultLine(t *testing.T) {
+	t.Parallel()
+	err := parse(strings.NewReader("BenchmarkPoll-2 \t 10 \t 5\n"), "cmd", results{})
+	require.Error(t, err, "a value without its unit is a syntax error, not a silent zero")
+}
+
+func TestMarkdownHasOneLinePerRow(t *testing.T) {
+	t.Parallel()
+	rows, err := buildRows(suite(t))
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(markdown(rows)), "\n")
+	require.Len(t, lines, len(rows)+2, "header, separator, rows")
+	for _, l := range lines {
+		require.Equal(t, 7, strings.Count(l, "|"), "six cells in %q", l)
+	}
+}
+
+func TestFormatting(t *testing.T) {
+	t.Parallel()
+	cases := map[string]struct{ got, want string }{
+		"µs":             {dur(77e-6), "77 µs"},
+		"ms":             {dur(0.00085), "850 µs"},
+		"ms above 1":     {dur(0.0026), "2.6 ms"},
+		"seconds":        {dur(6.7), "6.7 s"},
+		"whole seconds":  {dur(140), "140 s"},
+		"thousands":      {count(163000), "163k"},
+		"thousands frac": {count(13400), "13.4k"},
+		"millions":       {count(1_000_000), "1M"},
+		"small":          {count(20), "20"},
+		"ratio":          {ratioText([]float64{0.654, 20.3}), "0.65x / 20.3x"},
+		"no ratio":       {ratioText(nil), "—"},
+		"redis version":  {parseRedisVersion("Redis server v=7.0.15 sha=00000000:0 malloc=jemalloc-5.3.0"), "7.0.15"},
+	}
+	for name, c := range cases {
+		require.Equal(t, c.want, c.got, name)
+	}
+}

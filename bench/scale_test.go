@@ -1,0 +1,194 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/pelwarden/pelwarden/internal/config"
+	"github.com/pelwarden/pelwarden/internal/liveness"
+	"github.com/pelwarden/pelwarden/internal/metadata"
+	"github.com/pelwarden/pelwarden/internal/redistest"
+	"github.com/pelwarden/pelwarden/internal/redisx"
+)
+
+// Scale figures are memory figures too; run each in a process of its own
+// (bench/report does) so one does not inherit another's heap.
+const (
+	scaleTargets   = 10_000 // the default scaler.maxTargets
+	scaleConsumers = 10_000
+)
+
+// memSample is the Go heap after a full GC and the process's resident set.
+type memSample struct{ heap, rss uint64 }
+
+func sampleMem(b *testing.B) memSample {
+	b.Helper()
+	runtime.GC()
+	debug.FreeOSMemory()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return memSample{heap: ms.HeapAlloc, rss: vmRSS(b)}
+}
+
+// vmRSS reads VmRSS from /proc/self/status, in bytes.
+func vmRSS(b *testing.B) uint64 {
+	b.Helper()
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		b.Fatalf("RSS needs Linux's /proc: %v", err)
+	}
+	defer func() { _ = f.Close() }()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err != nil {
+				b.Fatalf("VmRSS line %q: %v", sc.Text(), err)
+			}
+			return kb << 10
+		}
+	}
+	b.Fatal("no VmRSS in /proc/self/status")
+	return 0
+}
+
+// reportMem reports what pelwarden's structures added to the heap since
+// base, and the process's RSS now (harness included).
+func reportMem(b *testing.B, base memSample, prefix string) memSample {
+	b.Helper()
+	now := sampleMem(b)
+	b.ReportMetric(float64(int64(now.heap)-int64(base.heap))/(1<<20), prefix+"heap-MB")
+	b.ReportMetric(float64(now.rss)/(1<<20), prefix+"rss-MB")
+	return now
+}
+
+func openReader(b *testing.B, addr string) *redisx.Reader {
+	b.Helper()
+	conns, err := redisx.Open([]config.Redis{config.DefaultRedis("default", addr)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = conns.Close() })
+	return &redisx.Reader{Conns: conns, LagEstimateCap: 10000}
+}
+
+func parseTarget(b *testing.B, md map[string]string) liveness.Target {
+	b.Helper()
+	r, err := metadata.Parse(md, metadata.Env{Conns: []string{"default"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return r.Target
+}
+
+// BenchmarkScale: 10k targets registered in one liveness view, each
+// refreshed once per cycle by the view's own background loop (a cycle is
+// from its start until the last target's read returned); and one group of
+// 10k consumers refreshed through the view.
+func BenchmarkScale(b *testing.B) {
+	b.Run(fmt.Sprintf("targets=%d", scaleTargets), benchTargets)
+	b.Run(fmt.Sprintf("consumers=%d", scaleConsumers), func(b *testing.B) {
+		srv := redistest.Start(b)
+		group(b, srv.Client(b), scaleConsumers)
+		reader := openReader(b, srv.Addr())
+		t := parseTarget(b, md)
+		base := sampleMem(b)
+		v := liveness.NewView(reader.Fetch, liveness.ViewOptions{RefreshInterval: time.Hour, MaxAge: time.Hour, FetchTimeout: 30 * time.Second, Expiry: time.Hour, MaxTargets: 1})
+		lat := make(latencies, 0, b.N)
+		for b.Loop() {
+			t0 := time.Now()
+			s, err := v.Refresh(context.Background(), t)
+			if err != nil || s.LivePending != scaleConsumers || len(s.Consumers) != scaleConsumers {
+				b.Fatalf("refresh: %v; want %d consumers each holding one live entry", err, scaleConsumers)
+			}
+			lat = append(lat, time.Since(t0))
+		}
+		lat.reportMs(b)
+		reportMem(b, base, "")
+		runtime.KeepAlive(v)
+	})
+}
+
+func benchTargets(b *testing.B) {
+	srv := redistest.Start(b)
+	rdb := srv.Client(b)
+	targets := make([]liveness.Target, scaleTargets)
+	ctx := context.Background()
+	pipe := rdb.Pipeline()
+	for i := range targets {
+		stream := "jobs:" + strconv.Itoa(i)
+		targets[i] = parseTarget(b, map[string]string{"stream": stream, "consumerGroup": "workers", "pendingEntriesCount": "5"})
+		pipe.XGroupCreateMkStream(ctx, stream, "workers", "$")
+		pipe.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: []any{"n", i}})
+		pipe.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "workers", Consumer: "w", Streams: []string{stream, ">"}, Count: 1, Block: -1})
+		if (i+1)%1000 == 0 {
+			if _, err := pipe.Exec(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	reader := openReader(b, srv.Addr())
+	base := sampleMem(b)
+	var v *liveness.View
+	for b.Loop() {
+		v = refreshCycle(b, reader, targets)
+	}
+	b.ReportMetric(b.Elapsed().Seconds()/float64(b.N), "cycle-s")
+	b.ReportMetric(float64(scaleTargets*b.N)/b.Elapsed().Seconds(), "targets/s")
+	for _, l := range v.Latest() {
+		if l.Err != nil || l.Snapshot == nil || l.Snapshot.LivePending != 1 {
+			b.Fatalf("%s: snapshot %v, err %v; want one live pending entry", l.Target, l.Snapshot, l.Err)
+		}
+	}
+	reportMem(b, base, "")
+	runtime.KeepAlive(v)
+}
+
+// refreshCycle registers targets in a new view and runs the view's loop
+// until every target has been read once, which is one full cycle.
+func refreshCycle(b *testing.B, reader *redisx.Reader, targets []liveness.Target) *liveness.View {
+	var done, failed atomic.Int64
+	all := make(chan struct{})
+	v := liveness.NewView(reader.Fetch, liveness.ViewOptions{
+		RefreshInterval: 10 * time.Millisecond, MaxAge: time.Hour, FetchTimeout: 30 * time.Second,
+		Expiry: time.Hour, MaxTargets: len(targets),
+		OnRefresh: func(_ liveness.Target, _ *liveness.Snapshot, err error, _ time.Duration) {
+			if err != nil {
+				failed.Add(1)
+			}
+			if done.Add(1) == int64(len(targets)) {
+				close(all)
+			}
+		},
+	})
+	for _, t := range targets {
+		if _, _, err := v.Subscribe(t); err != nil {
+			b.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() { _ = v.Run(ctx); close(stopped) }()
+	select {
+	case <-all:
+	case <-time.After(5 * time.Minute):
+		b.Fatalf("only %d of %d targets read in 5 minutes", done.Load(), len(targets))
+	}
+	cancel()
+	<-stopped
+	if n := failed.Load(); n > 0 {
+		b.Fatalf("%d of %d reads failed", n, len(targets))
+	}
+	return v
+}
