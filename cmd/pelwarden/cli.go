@@ -73,8 +73,8 @@ entries back to live workers.`,
 	return root
 }
 
-const serveLong = `Serve the KEDA ExternalScaler gRPC API and the /metrics, /healthz and /readyz
-HTTP endpoints until SIGINT or SIGTERM.
+const serveLong = `Serve the KEDA ExternalScaler and pelwarden.v1.Admin gRPC APIs and the
+/metrics, /healthz and /readyz HTTP endpoints until SIGINT or SIGTERM.
 
 Configuration is built in layers, each overriding the one before: defaults,
 the YAML file named by --config, PELWARDEN_* environment variables, flags.
@@ -88,6 +88,10 @@ A Redis password is never read from the YAML file or a flag: name it with
 passwordEnv or passwordFile in the file, PELWARDEN_REDIS_PASSWORD, or
 --redis-password-file.
 
+The Admin RPCs that change a group (Reclaim, DeleteConsumer, Deregister)
+are refused until admin.tokenFile (--admin-token-file) or
+admin.allowedClientIdentities names who may call them.
+
 Environment variables (variable, flag, config path it sets):
 `
 
@@ -99,7 +103,7 @@ func newServeCommand(env func(string) (string, bool), stderr io.Writer, runApp r
 	var flags *config.Flags
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Serve the KEDA external scaler and the metrics and health endpoints",
+		Short: "Serve the KEDA external scaler, the Admin API and the metrics and health endpoints",
 		Long:  serveLong + config.EnvUsage() + serveExit,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
