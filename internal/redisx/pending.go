@@ -55,10 +55,10 @@ func PendingEntries(ctx context.Context, c redis.Cmdable, stream, group string, 
 	}
 	_, _ = pipe.Exec(ctx) // errors are read per command below
 	out := make([]*redis.XPendingExt, len(ids))
-	for i, cmd := range cmds {
-		rows, err := cmd.Result()
+	for i, id := range ids {
+		rows, err := cmds[i].Result()
 		if err != nil {
-			return nil, fmt.Errorf("XPENDING %s %s %s: %w", stream, group, ids[i], err)
+			return nil, fmt.Errorf("XPENDING %s %s %s: %w", stream, group, id, err)
 		}
 		if len(rows) == 1 {
 			out[i] = &rows[0]
