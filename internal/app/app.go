@@ -184,7 +184,7 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (*App, error) {
 		Log: log,
 	})
 
-	a.grpc = newGRPCServer(log, reg)
+	a.grpc = newGRPCServer(log, reg, newAdminAuth(cfg.Admin, log))
 	externalscaler.RegisterExternalScalerServer(a.grpc, sc)
 	a.hs = health.NewServer()
 	healthpb.RegisterHealthServer(a.grpc, a.hs)

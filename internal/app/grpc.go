@@ -23,9 +23,11 @@ import (
 const scalerService = "externalscaler.ExternalScaler"
 
 // newGRPCServer builds the server with its interceptor chain: metrics, then
-// logging (once per call, at the boundary), then recovery innermost so a
-// panic is logged and counted like any other Internal error.
-func newGRPCServer(log *slog.Logger, reg prometheus.Registerer) *grpc.Server {
+// logging (once per call, at the boundary), then auth (the mutating Admin
+// RPCs; everything else passes), then recovery innermost so a panic is
+// logged and counted like any other Internal error. No streaming RPC
+// mutates, so streams skip auth.
+func newGRPCServer(log *slog.Logger, reg prometheus.Registerer, auth *adminAuth) *grpc.Server {
 	srvMetrics := grpcprom.NewServerMetrics(
 		grpcprom.WithServerCounterOptions(grpcprom.WithNamespace("pelwarden")),
 		grpcprom.WithServerHandlingTimeHistogram(grpcprom.WithHistogramNamespace("pelwarden")),
@@ -46,6 +48,7 @@ func newGRPCServer(log *slog.Logger, reg prometheus.Registerer) *grpc.Server {
 		grpc.ChainUnaryInterceptor(
 			srvMetrics.UnaryServerInterceptor(),
 			logging.UnaryServerInterceptor(logger, logOpts...),
+			auth.unary,
 			recovery.UnaryServerInterceptor(recoverOpts...),
 		),
 		grpc.ChainStreamInterceptor(
