@@ -66,6 +66,9 @@ func New(opts Options) *Server {
 	if opts.Reports == nil {
 		opts.Reports = NewReports(0)
 	}
+	if opts.RequestTimeout <= 0 {
+		opts.RequestTimeout = 3 * time.Second
+	}
 	if opts.BatchSize <= 0 {
 		opts.BatchSize = 1000
 	}

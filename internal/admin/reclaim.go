@@ -141,6 +141,32 @@ func (s *Server) reclaimIDs(ctx context.Context, call reclaimCall) (*pelwardenv1
 		return nil, redisStatus(err, g)
 	}
 	outcomes := make([]*pelwardenv1.EntryOutcome, len(call.ids))
+	owners, positions := byOwner(call, entries, outcomes)
+	batches := make([]batch, len(owners))
+	for i, owner := range owners {
+		if batches[i], err = s.batchFor(call, owner); err != nil {
+			return nil, err
+		}
+	}
+	for _, b := range batches {
+		if err := s.reclaimOwnersIDs(ctx, call, b, entries, positions[b.owner], outcomes); err != nil {
+			return nil, err
+		}
+	}
+	out := &pelwardenv1.ReclaimResponse{Counts: map[string]int64{}, Outcomes: outcomes, DryRun: call.dryRun}
+	for i, o := range outcomes {
+		if o == nil { // the script answers every id; said loudly if not
+			outcomes[i] = &pelwardenv1.EntryOutcome{Id: call.ids[i], Outcome: redisx.Failed, Detail: "the script reported no outcome for this entry"}
+		}
+		out.Counts[outcomes[i].GetOutcome()]++
+	}
+	return out, nil
+}
+
+// byOwner groups the ids' positions by the owner each must have, in the
+// order owners first appear. Without a named owner an entry that is not
+// pending has no owner: its outcome is set at once.
+func byOwner(call reclaimCall, entries []*redis.XPendingExt, outcomes []*pelwardenv1.EntryOutcome) ([]string, map[string][]int) {
 	var owners []string
 	positions := map[string][]int{}
 	for i, id := range call.ids {
@@ -157,40 +183,35 @@ func (s *Server) reclaimIDs(ctx context.Context, call reclaimCall) (*pelwardenv1
 		}
 		positions[owner] = append(positions[owner], i)
 	}
-	batches := make([]batch, len(owners))
-	for i, owner := range owners {
-		if batches[i], err = s.batchFor(call, owner); err != nil {
-			return nil, err
+	return owners, positions
+}
+
+// reclaimOwnersIDs acts on (or, in a dry run, judges) one owner's named
+// entries in one script call, and fills in their outcomes.
+func (s *Server) reclaimOwnersIDs(ctx context.Context, call reclaimCall, b batch, entries []*redis.XPendingExt, pos []int, outcomes []*pelwardenv1.EntryOutcome) error {
+	if call.dryRun {
+		for _, i := range pos {
+			o := wouldReclaim(entries[i], b, call.h, call.mode)
+			o.Id = call.ids[i]
+			outcomes[i] = o
 		}
+		return nil
 	}
-	for _, b := range batches {
-		pos := positions[b.owner]
-		if call.dryRun {
-			for _, i := range pos {
-				o := wouldReclaim(entries[i], b, call.h, call.mode)
-				o.Id = call.ids[i]
-				outcomes[i] = o
-			}
-			continue
-		}
-		ids := make([]string, len(pos))
-		for j, i := range pos {
-			ids[j] = call.ids[i]
-		}
-		res, err := redisx.RunReclaim(ctx, call.c, s.reclaimArgs(call, b, ids, ""))
-		if err != nil {
-			return nil, redisStatus(err, g)
-		}
-		s.tally(g, b.owner, res.Counts, nil, "Reclaim")
-		for j, o := range res.Outcomes {
+	ids := make([]string, len(pos))
+	for j, i := range pos {
+		ids[j] = call.ids[i]
+	}
+	res, err := redisx.RunReclaim(ctx, call.c, s.reclaimArgs(call, b, ids, ""))
+	if err != nil {
+		return redisStatus(err, call.group)
+	}
+	s.tally(call.group, b.owner, res.Counts, nil, "Reclaim")
+	for j, o := range res.Outcomes {
+		if j < len(pos) {
 			outcomes[pos[j]] = outcome(o, b)
 		}
 	}
-	out := &pelwardenv1.ReclaimResponse{Counts: map[string]int64{}, Outcomes: outcomes, DryRun: call.dryRun}
-	for _, o := range outcomes {
-		out.Counts[o.GetOutcome()]++
-	}
-	return out, nil
+	return nil
 }
 
 func (s *Server) reclaimArgs(call reclaimCall, b batch, ids []string, after string) redisx.Reclaim {
