@@ -95,7 +95,9 @@ func demo(ctx context.Context) error {
 	fmt.Println("Query it like KEDA does (grpcurl needs no proto files: reflection is on):")
 	fmt.Printf("  grpcurl -plaintext -d '{\"scaledObjectRef\":{\"scalerMetadata\":{\"stream\":%q,\"consumerGroup\":%q,\"pendingEntriesCount\":\"%d\",\"liveness\":\"heartbeat\",\"heartbeatKey\":\"hb:{consumer}\",\"heartbeatMaxAgeSeconds\":\"3\"}}}' %s externalscaler.ExternalScaler/GetMetrics\n",
 		stream, group, target, a.GRPCAddr())
-	fmt.Printf("  grpcurl -plaintext %s pelwarden.v1.Admin/ListTargets\n\n", a.GRPCAddr())
+	fmt.Printf("  grpcurl -plaintext %s pelwarden.v1.Admin/ListTargets\n", a.GRPCAddr())
+	fmt.Printf("  grpcurl -plaintext -d '{\"target\":{\"stream\":%q,\"group\":%q}}' %s pelwarden.v1.Admin/DescribeTarget\n", stream, group, a.GRPCAddr())
+	fmt.Printf("  grpcurl -plaintext -d '{\"target\":{\"stream\":%q,\"group\":%q}}' %s pelwarden.v1.Admin/Plan\n\n", stream, group, a.GRPCAddr())
 	fmt.Printf("3 workers heartbeat and hold 9 entries; 2 died holding 40. Ghosts are called after 3 s without a heartbeat or a read.\n\n")
 	fmt.Printf("%6s  %-28s  %-28s\n", "t", "KEDA redis-streams (XPENDING)", "pelwarden (live pending)")
 
