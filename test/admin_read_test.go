@@ -133,10 +133,10 @@ func TestDescribeTargetShowsVerdictsTheReportedMetricAndSettings(t *testing.T) {
 	readAs(t, rdb, "jobs", "workers", "alive", 2)
 	heartbeat(t, rdb, "hb:dead", time.Now().Add(-time.Hour))
 	p, admin := startAdmin(t, srv.Addr())
-	time.Sleep(700 * time.Millisecond) // both reads are older than the heartbeat max age
+	time.Sleep(1200 * time.Millisecond) // both reads are older than the heartbeat max age
 	heartbeat(t, rdb, "hb:alive", time.Now())
 	md := map[string]string{"stream": "jobs", "consumerGroup": "workers", "liveness": "heartbeat", "heartbeatKey": "hb:{consumer}",
-		"heartbeatMaxAgeSeconds": "0.5", "pendingEntriesCount": "2", "activationPendingEntriesCount": "1"}
+		"heartbeatMaxAgeSeconds": "1", "pendingEntriesCount": "2", "activationPendingEntriesCount": "1"}
 	v, err := metric(ctx, t, p.client, md)
 	require.NoError(t, err)
 	require.Equal(t, int64(2), v)

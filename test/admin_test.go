@@ -159,8 +159,10 @@ func TestReclaimByIDsReportsEachEntrysOutcome(t *testing.T) {
 	ids := pendingIDs(t, rdb, "ghost")
 	// dryRun keeps the loop from taking the entries first; it lends the
 	// group its thresholds.
-	_, admin := startAdmin(t, srv.Addr(), hygieneTarget("dryRun", "true"))
-	time.Sleep(700 * time.Millisecond) // the ghost passes ghostIdleSeconds
+	// A stale threshold of a second leaves room for the not-idle case below
+	// on a loaded machine.
+	_, admin := startAdmin(t, srv.Addr(), hygieneTarget("dryRun", "true", "entryStaleSeconds", "1"))
+	time.Sleep(1200 * time.Millisecond) // past ghostIdleSeconds and entryStaleSeconds
 	require.NoError(t, rdb.XAck(ctx, "jobs", "workers", ids[1]).Err())
 	require.NoError(t, rdb.XClaim(ctx, &redis.XClaimArgs{Stream: "jobs", Group: "workers", Consumer: "live", Messages: ids[2:3]}).Err())
 
@@ -202,7 +204,7 @@ func TestReclaimByIDsReportsEachEntrysOutcome(t *testing.T) {
 	res, err = byIDs(false, true, "", ids[2])
 	require.NoError(t, err)
 	require.Equal(t, map[string]string{ids[2]: "not-idle"}, outcomes(res), "claimed a moment ago: not stale yet")
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(1100 * time.Millisecond)
 	res, err = byIDs(false, true, "", ids[2], ids[1])
 	require.NoError(t, err)
 	require.Equal(t, map[string]string{ids[2]: "requeued", ids[1]: "not-pending"}, outcomes(res))
