@@ -6,8 +6,10 @@ BIN       := bin/pelwarden
 LINT      := $(GO) tool -modfile=tools/golangci-lint/go.mod golangci-lint
 BUF       := $(GO) tool buf
 BENCHTIME ?= 3s
+IMAGE     ?= pelwarden:dev
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: all build test lint generate bench demo fuzz chaos clean
+.PHONY: all build test lint generate bench demo fuzz chaos image clean
 
 all: build
 
@@ -52,6 +54,10 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzLoadYAML -fuzztime 60s ./internal/config/
 	$(GO) test -run '^$$' -fuzz FuzzLoadEnv -fuzztime 60s ./internal/config/
 	$(GO) test -run '^$$' -fuzz FuzzRequestValidation -fuzztime 60s ./internal/admin/
+
+## image: the container image (Dockerfile: static binary on distroless, nonroot)
+image:
+	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
 
 clean:
 	rm -rf bin/

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/pelwarden/pelwarden/internal/app"
@@ -28,10 +29,9 @@ type pelwarden struct {
 	stop   func()
 }
 
-// startPelwarden runs pelwarden on free loopback ports with one Redis
-// connection named default, and stops it at cleanup.
-func startPelwarden(t *testing.T, redisAddr string, tune func(*config.Config), opts ...app.Option) *pelwarden {
-	t.Helper()
+// testConfig is pelwarden's configuration for tests: free loopback ports,
+// short intervals and one Redis connection named default.
+func testConfig(redisAddr string) config.Config {
 	cfg := config.Default()
 	cfg.GRPC.Addr = "127.0.0.1:0"
 	cfg.HTTP.Addr = "127.0.0.1:0"
@@ -42,15 +42,30 @@ func startPelwarden(t *testing.T, redisAddr string, tune func(*config.Config), o
 	r := config.DefaultRedis("default", redisAddr)
 	r.DialTimeout, r.ReadTimeout, r.WriteTimeout = 300*time.Millisecond, 300*time.Millisecond, 300*time.Millisecond
 	cfg.Redis = []config.Redis{r}
+	return cfg
+}
+
+// startPelwarden runs pelwarden on free loopback ports with one Redis
+// connection named default, and stops it at cleanup.
+func startPelwarden(t *testing.T, redisAddr string, tune func(*config.Config), opts ...app.Option) *pelwarden {
+	t.Helper()
+	cfg := testConfig(redisAddr)
 	if tune != nil {
 		tune(&cfg)
 	}
+	return runPelwarden(t, cfg, insecure.NewCredentials(), opts...)
+}
+
+// runPelwarden runs pelwarden with cfg and connects a KEDA client to it
+// with creds; pelwarden stops at cleanup.
+func runPelwarden(t *testing.T, cfg config.Config, creds credentials.TransportCredentials, opts ...app.Option) *pelwarden {
+	t.Helper()
 	a, err := app.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), opts...)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
-	conn, err := grpc.NewClient(a.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(a.GRPCAddr(), grpc.WithTransportCredentials(creds))
 	require.NoError(t, err)
 	p := &pelwarden{app: a, client: externalscaler.NewExternalScalerClient(conn), conn: conn}
 	var stopped bool

@@ -70,6 +70,7 @@ entries back to live workers.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	root.AddCommand(newServeCommand(env, stderr, runApp), newVersionCommand(stdout))
+	root.AddCommand(adminCommands(env, stderr)...)
 	return root
 }
 
@@ -87,6 +88,11 @@ PELWARDEN_REDIS_* variables and --redis-* flags set the Redis connection named
 A Redis password is never read from the YAML file or a flag: name it with
 passwordEnv or passwordFile in the file, PELWARDEN_REDIS_PASSWORD, or
 --redis-password-file.
+
+With --grpc-tls-cert and --grpc-tls-key (grpc.tls) the gRPC port speaks TLS
+only, and with --grpc-tls-client-ca it requires client certificates; changed
+files are picked up without a restart. The HTTP endpoints stay plain HTTP for
+probes and scrapes.
 
 The Admin RPCs that change a group (Reclaim, DeleteConsumer, Deregister)
 are refused until admin.tokenFile (--admin-token-file) or

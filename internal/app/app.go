@@ -33,6 +33,7 @@ import (
 	"github.com/pelwarden/pelwarden/internal/metadata"
 	"github.com/pelwarden/pelwarden/internal/redisx"
 	"github.com/pelwarden/pelwarden/internal/scaler"
+	"github.com/pelwarden/pelwarden/internal/tlsreload"
 	pelwardenv1 "github.com/pelwarden/pelwarden/proto/pelwarden/v1"
 )
 
@@ -56,6 +57,8 @@ type App struct {
 	hygiene *hygiene.Loop
 	pods    *kube.Watcher
 	ready   readiness
+	// tls follows the gRPC certificate files; nil when grpc.tls is off.
+	tls *tlsreload.Reloader
 }
 
 // Option changes how New builds pelwarden.
@@ -184,7 +187,12 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (*App, error) {
 		Log: log,
 	})
 
-	a.grpc = newGRPCServer(log, reg, newAdminAuth(cfg.Admin, log))
+	creds, err := a.grpcCredentials(reg)
+	if err != nil {
+		_ = conns.Close()
+		return nil, err
+	}
+	a.grpc = newGRPCServer(log, reg, newAdminAuth(cfg.Admin, log), creds...)
 	externalscaler.RegisterExternalScalerServer(a.grpc, sc)
 	a.hs = health.NewServer()
 	healthpb.RegisterHealthServer(a.grpc, a.hs)
@@ -231,11 +239,15 @@ func (a *App) Run(ctx context.Context) error {
 	if a.pods != nil {
 		goRun(func() { a.pods.Run(bg) })
 	}
+	if a.tls != nil {
+		goRun(func() { a.tls.Run(bg) })
+	}
 
 	errc := make(chan error, 2)
 	go func() { errc <- a.grpc.Serve(a.grpcLis) }()
 	go func() { errc <- a.http.Serve(a.httpLis) }()
-	a.log.Info("pelwarden serving", "grpc", a.GRPCAddr(), "http", a.HTTPAddr(), "redis", a.conns.Names())
+	a.log.Info("pelwarden serving", "grpc", a.GRPCAddr(), "grpcTLS", grpcTLSMode(a.cfg.GRPC.TLS),
+		"http", a.HTTPAddr(), "redis", a.conns.Names())
 
 	var runErr error
 	select {

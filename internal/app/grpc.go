@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"runtime/debug"
 	"time"
@@ -12,8 +13,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
+
+	"github.com/pelwarden/pelwarden/internal/config"
+	"github.com/pelwarden/pelwarden/internal/tlsreload"
 )
 
 // scalerService is the health-check name of the ExternalScaler service; it
@@ -22,12 +27,44 @@ import (
 // get pelwarden restarted.
 const scalerService = "externalscaler.ExternalScaler"
 
+// grpcCredentials returns the server option that turns TLS on, and starts
+// following the certificate files, when grpc.tls is set. With TLS the one
+// gRPC listener speaks TLS only: a plaintext client fails its handshake.
+func (a *App) grpcCredentials(reg prometheus.Registerer) ([]grpc.ServerOption, error) {
+	t := a.cfg.GRPC.TLS
+	if !t.Enabled() {
+		return nil, nil
+	}
+	r, err := tlsreload.New(
+		tlsreload.Files{CertFile: t.CertFile, KeyFile: t.KeyFile, ClientCAFile: t.ClientCAFile},
+		tlsreload.Options{Interval: t.ReloadInterval, MinVersion: t.TLSVersion(), Log: a.log, Metrics: tlsreload.NewMetrics(reg)},
+	)
+	if err != nil {
+		return nil, fmt.Errorf("grpc.tls: %w", err)
+	}
+	a.tls = r
+	return []grpc.ServerOption{grpc.Creds(credentials.NewTLS(r.ServerConfig()))}, nil
+}
+
+// grpcTLSMode names the gRPC transport security for the start-up log line.
+func grpcTLSMode(t config.GRPCTLS) string {
+	switch {
+	case t.Mutual():
+		return "mutual"
+	case t.Enabled():
+		return "tls"
+	default:
+		return "off"
+	}
+}
+
 // newGRPCServer builds the server with its interceptor chain: metrics, then
 // logging (once per call, at the boundary), then auth (the mutating Admin
 // RPCs; everything else passes), then recovery innermost so a panic is
 // logged and counted like any other Internal error. No streaming RPC
-// mutates, so streams skip auth.
-func newGRPCServer(log *slog.Logger, reg prometheus.Registerer, auth *adminAuth) *grpc.Server {
+// mutates, so streams skip auth. extra carries the transport credentials
+// when TLS is on.
+func newGRPCServer(log *slog.Logger, reg prometheus.Registerer, auth *adminAuth, extra ...grpc.ServerOption) *grpc.Server {
 	srvMetrics := grpcprom.NewServerMetrics(
 		grpcprom.WithServerCounterOptions(grpcprom.WithNamespace("pelwarden")),
 		grpcprom.WithServerHandlingTimeHistogram(grpcprom.WithHistogramNamespace("pelwarden")),
@@ -44,7 +81,7 @@ func newGRPCServer(log *slog.Logger, reg prometheus.Registerer, auth *adminAuth)
 		log.ErrorContext(ctx, "panic in gRPC handler", "panic", p, "stack", string(debug.Stack()))
 		return status.Error(codes.Internal, "internal error")
 	})}
-	s := grpc.NewServer(
+	opts := append([]grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(
 			srvMetrics.UnaryServerInterceptor(),
 			logging.UnaryServerInterceptor(logger, logOpts...),
@@ -59,7 +96,8 @@ func newGRPCServer(log *slog.Logger, reg prometheus.Registerer, auth *adminAuth)
 		// KEDA keeps one connection open; let it ping, and find dead peers.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Minute, Timeout: 20 * time.Second}),
-	)
+	}, extra...)
+	s := grpc.NewServer(opts...)
 	srvMetrics.InitializeMetrics(s)
 	return s
 }

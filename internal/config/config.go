@@ -75,12 +75,49 @@ type GRPC struct {
 	// and falls back to Stop after this long, because KEDA holds
 	// StreamIsActive streams open forever. Default 10s; must be positive.
 	ShutdownTimeout time.Duration `yaml:"shutdownTimeout"`
+	// TLS serves the whole gRPC port (ExternalScaler, health, reflection and
+	// the diagnostics API) over TLS, or mutual TLS. Off by default.
+	TLS GRPCTLS `yaml:"tls"`
 }
+
+// GRPCTLS configures TLS on the gRPC port. TLS is on when certFile and
+// keyFile are set; the port then refuses plaintext. The files are polled
+// and a changed pair or client CA is served to new connections without a
+// restart, as when cert-manager rotates a mounted Secret.
+type GRPCTLS struct {
+	// CertFile is the PEM server certificate, with any intermediates after
+	// it. Set together with KeyFile or not at all; it must be readable and
+	// match KeyFile. KEDA checks its SANs against the host of scalerAddress.
+	CertFile string `yaml:"certFile"`
+	// KeyFile is the PEM private key of CertFile.
+	KeyFile string `yaml:"keyFile"`
+	// ClientCAFile is a PEM bundle of CAs that verify client certificates.
+	// When set, every client must present a certificate they signed (mutual
+	// TLS); it requires certFile and keyFile. Empty means no client
+	// certificate is asked for.
+	ClientCAFile string `yaml:"clientCAFile"`
+	// ReloadInterval is how often the files are read and compared with what
+	// is served. Default 10s; must be positive. A Secret update reaches a
+	// pod's mount within about a minute, so seconds are plenty.
+	ReloadInterval time.Duration `yaml:"reloadInterval"`
+	// MinVersion is the lowest TLS version accepted: "1.2" or "1.3".
+	// Default "1.2", which is also the minimum KEDA's client uses unless
+	// KEDA_HTTP_MIN_TLS_VERSION says otherwise.
+	MinVersion string `yaml:"minVersion"`
+}
+
+// Enabled reports whether the gRPC port serves TLS.
+func (t GRPCTLS) Enabled() bool { return t.CertFile != "" || t.KeyFile != "" }
+
+// Mutual reports whether clients must present a certificate.
+func (t GRPCTLS) Mutual() bool { return t.ClientCAFile != "" }
 
 // HTTP configures the HTTP server.
 type HTTP struct {
 	// Addr is the listen address, host:port, of /metrics, /healthz and
-	// /readyz. Default ":8080"; must differ from grpc.addr.
+	// /readyz. Default ":8080"; must differ from grpc.addr. It is plain
+	// HTTP even when grpc.tls is set, so kubelet probes and Prometheus need
+	// no client certificate; keep it off networks that must not see it.
 	Addr string `yaml:"addr"`
 }
 
@@ -190,6 +227,7 @@ func Default() Config {
 		GRPC: GRPC{
 			Addr:            ":9090",
 			ShutdownTimeout: 10 * time.Second,
+			TLS:             GRPCTLS{ReloadInterval: 10 * time.Second, MinVersion: "1.2"},
 		},
 		HTTP: HTTP{Addr: ":8080"},
 		Log:  Log{Level: "info", Format: "json"},

@@ -76,7 +76,8 @@ var (
 )
 
 // Validate checks every field and returns an *Error listing all problems, or
-// nil. It also checks that the TLS files named can be read.
+// nil. It also checks that the TLS files named can be read, and that the
+// gRPC server's certificate, key and client CAs parse.
 func (c *Config) Validate() error {
 	var p problems
 	c.validate(&p)
@@ -86,6 +87,7 @@ func (c *Config) Validate() error {
 func (c *Config) validate(p *problems) {
 	checkListenAddr(p, "grpc.addr", c.GRPC.Addr, ":9090")
 	checkPositive(p, "grpc.shutdownTimeout", c.GRPC.ShutdownTimeout, "10s")
+	c.GRPC.TLS.validate(p, "grpc.tls")
 	checkListenAddr(p, "http.addr", c.HTTP.Addr, ":8080")
 	if sameListenPort(c.GRPC.Addr, c.HTTP.Addr) {
 		p.add("http.addr", "must differ from grpc.addr, both are %q", c.HTTP.Addr)

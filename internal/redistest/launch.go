@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"bufio"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -98,8 +99,11 @@ func freePort() (int, error) {
 }
 
 func (s *Server) args() []string {
-	args := []string{
-		"--port", strconv.Itoa(s.port),
+	listen := []string{"--port", strconv.Itoa(s.port)}
+	if s.opts.TLS != nil {
+		listen = s.opts.TLS.args(s.port)
+	}
+	args := append(listen,
 		"--bind", "127.0.0.1",
 		"--protected-mode", "no",
 		"--daemonize", "no",
@@ -110,10 +114,12 @@ func (s *Server) args() []string {
 		"--save", "",
 		// Lets tests use DEBUG SLEEP and friends from loopback.
 		"--enable-debug-command", "local",
-	}
+	)
 	if s.opts.AOF {
 		args = append(args, "--appendonly", "yes", "--appendfsync", "everysec")
 	}
+	users, _ := userArgs(s.opts.Users) // checked by prepare
+	args = append(args, users...)
 	return append(args, s.opts.Args...)
 }
 
@@ -149,7 +155,7 @@ func (s *Server) launch() error {
 	}()
 	s.proc = p
 
-	if err := waitReady(s.Addr(), p); err != nil {
+	if err := waitReady(s.Addr(), s.tls, p); err != nil {
 		s.killLocked()
 		tail := s.logTail(logStart)
 		if errors.Is(err, errPortTaken) || strings.Contains(tail, "Address already in use") {
@@ -164,12 +170,12 @@ func (s *Server) launch() error {
 // that answers is ours and not another server that won the port. It speaks
 // RESP directly: a go-redis pool backs off after failed dials, which would
 // slow down every start.
-func waitReady(addr string, p *process) error {
+func waitReady(addr string, tlsCfg *tls.Config, p *process) error {
 	deadline := time.Now().Add(readyTimeout)
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		pid, err := probe(addr)
+		pid, err := probe(addr, tlsCfg)
 		if err == nil {
 			if pid != p.cmd.Process.Pid {
 				return fmt.Errorf("answered by process %d, not ours: %w", pid, errPortTaken)
@@ -187,11 +193,18 @@ func waitReady(addr string, p *process) error {
 	}
 }
 
-// probe sends PING and INFO server on one connection and returns the
-// answering server's process id. It fails while the server is still loading
-// its AOF, since PING answers -LOADING then.
-func probe(addr string) (int, error) {
-	conn, err := net.DialTimeout("tcp", addr, 250*time.Millisecond)
+// probe sends PING and INFO server on one connection, over TLS when tlsCfg
+// is set, and returns the answering server's process id. It fails while the
+// server is still loading its AOF, since PING answers -LOADING then.
+func probe(addr string, tlsCfg *tls.Config) (int, error) {
+	var conn net.Conn
+	var err error
+	dialer := &net.Dialer{Timeout: 250 * time.Millisecond}
+	if tlsCfg != nil {
+		conn, err = tls.DialWithDialer(dialer, "tcp", addr, tlsCfg)
+	} else {
+		conn, err = dialer.Dial("tcp", addr)
+	}
 	if err != nil {
 		return 0, err
 	}

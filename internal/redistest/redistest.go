@@ -7,6 +7,7 @@
 package redistest
 
 import (
+	"crypto/tls"
 	"fmt"
 	"net"
 	"os"
@@ -35,6 +36,15 @@ type Options struct {
 	// survives Kill, Stop and Restart.
 	AOF bool
 
+	// TLS, when not nil, makes the server speak TLS only, on the port Addr
+	// reports; Client and the readiness probe connect over TLS.
+	TLS *TLS
+
+	// Users adds ACL users, each a rule as the `user` directive takes it,
+	// e.g. "pelwarden on >secret ~* -@all +ping". The default user is left
+	// as it is, so the harness's own connections keep working.
+	Users []string
+
 	// Args are extra redis-server directives appended after the defaults, so
 	// they override them, e.g. []string{"--maxmemory", "10mb"}.
 	Args []string
@@ -47,7 +57,8 @@ type Server struct {
 	bin       string
 	dir       string
 	port      int
-	removeDir bool // StartProcess made dir; Close removes it.
+	removeDir bool        // StartProcess made dir; Close removes it.
+	tls       *tls.Config // how the harness connects; nil for plaintext
 
 	mu     sync.Mutex
 	proc   *process
@@ -73,6 +84,9 @@ func Start(tb testing.TB, opts ...Options) *Server {
 		tb.Fatal(err)
 	}
 	s := &Server{opts: o, bin: bin, dir: tb.TempDir()}
+	if err := s.prepare(); err != nil {
+		tb.Fatalf("redistest: %v", err)
+	}
 	// Registered after TempDir, so the process is gone before its
 	// directory is removed.
 	tb.Cleanup(s.Close)
@@ -95,11 +109,32 @@ func StartProcess(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("redistest: create data dir: %w", err)
 	}
 	s := &Server{opts: opts, bin: bin, dir: dir, removeDir: true}
-	if err := s.startOnFreePort(); err != nil {
+	err = s.prepare()
+	if err == nil {
+		err = s.startOnFreePort()
+	}
+	if err != nil {
 		s.Close()
 		return nil, fmt.Errorf("redistest: %w", err)
 	}
 	return s, nil
+}
+
+// prepare checks the options that can be checked before starting and loads
+// the harness's own TLS client configuration.
+func (s *Server) prepare() error {
+	if _, err := userArgs(s.opts.Users); err != nil {
+		return err
+	}
+	if s.opts.TLS == nil {
+		return nil
+	}
+	cfg, err := s.opts.TLS.clientConfig()
+	if err != nil {
+		return err
+	}
+	s.tls = cfg
+	return nil
 }
 
 func lookBinary() (string, error) {
@@ -120,11 +155,21 @@ func (s *Server) Dir() string {
 	return s.dir
 }
 
-// Client returns a go-redis client for the server, closed when the test ends.
-// It keeps working across Restart because it redials.
+// TLSConfig returns the client TLS configuration the harness connects with,
+// or nil for a plaintext server.
+func (s *Server) TLSConfig() *tls.Config {
+	if s.tls == nil {
+		return nil
+	}
+	return s.tls.Clone()
+}
+
+// Client returns a go-redis client for the server, as the default user and
+// over TLS when the server speaks it, closed when the test ends. It keeps
+// working across Restart because it redials.
 func (s *Server) Client(tb testing.TB) *redis.Client {
 	tb.Helper()
-	c := redis.NewClient(&redis.Options{Addr: s.Addr()})
+	c := redis.NewClient(&redis.Options{Addr: s.Addr(), TLSConfig: s.TLSConfig()})
 	tb.Cleanup(func() { _ = c.Close() })
 	return c
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -45,7 +46,9 @@ func (r *Reader) Fetch(ctx context.Context, t liveness.Target, known []string) (
 	consumersCmd := pipe.XInfoConsumers(ctx, t.Stream, t.Group)
 	pendingCmd := pipe.XPending(ctx, t.Stream, t.Group)
 	hbCmds := queueGets(ctx, pipe, hbKeys)
-	_, _ = pipe.Exec(ctx) // errors are read per command below
+	if err := exec(ctx, pipe); err != nil {
+		return obs, fmt.Errorf("read %s: %w", t, err)
+	}
 
 	now, err := timeCmd.Result()
 	if err != nil {
@@ -129,7 +132,9 @@ func (r *Reader) second(ctx context.Context, c *redis.Client, t liveness.Target,
 	if !obs.LagValid {
 		lagCmd = lagEstimateScript.Eval(ctx, pipe, []string{t.Stream}, obs.LastDeliveredID, r.LagEstimateCap)
 	}
-	_, _ = pipe.Exec(ctx)
+	if err := exec(ctx, pipe); err != nil {
+		return fmt.Errorf("read %s: %w", t, err)
+	}
 	collectGets(cmds, obs.Heartbeats)
 	if lagCmd != nil {
 		n, err := lagCmd.Int64()
@@ -159,6 +164,22 @@ func heartbeatKeys(spec liveness.Spec, consumers []string, have map[string]liven
 		}
 	}
 	return keys
+}
+
+// exec runs a pipeline and returns an error only when the batch as a whole
+// failed; each command's own error is left for the caller to read. go-redis
+// stamps a batch failure on every command, except when a Redis error ends
+// the connection's setup (WRONGPASS from AUTH, NOPERM on CLIENT SETNAME):
+// then no command ran and each reads as a zero value with no error, which
+// must not become a reported 0.
+func exec(ctx context.Context, pipe redis.Pipeliner) error {
+	cmds, err := pipe.Exec(ctx)
+	// A command with an error of its own shows the batch reached Redis.
+	reached := slices.ContainsFunc(cmds, func(c redis.Cmder) bool { return c.Err() != nil })
+	if err != nil && !reached {
+		return err
+	}
+	return nil
 }
 
 func queueGets(ctx context.Context, pipe redis.Pipeliner, keys []string) map[string]*redis.StringCmd {

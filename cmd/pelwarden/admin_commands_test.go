@@ -1,0 +1,207 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	pelwardenv1 "github.com/pelwarden/pelwarden/proto/pelwarden/v1"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files")
+
+// cannedAdmin answers the Admin API with fixed responses, so the CLI's
+// output can be compared byte for byte. It records what it was sent.
+type cannedAdmin struct {
+	pelwardenv1.UnimplementedAdminServer
+
+	mu       sync.Mutex
+	auth     []string
+	reclaims []*pelwardenv1.ReclaimRequest
+}
+
+func (c *cannedAdmin) record(ctx context.Context) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.auth = append(c.auth, md.Get("authorization")...)
+}
+
+var cannedTarget = &pelwardenv1.Target{
+	Redis: "default", Stream: "jobs", Group: "workers", Liveness: "heartbeat|5m0s|hb:{consumer}|30s|exact",
+	LivePending: 12, GhostPending: 40, UnknownPending: 2, Lag: 7, SnapshotAgeMs: 850,
+	Consumers: []*pelwardenv1.Consumer{
+		{Name: "worker-0", Owner: "worker-0", Verdict: pelwardenv1.Verdict_VERDICT_ALIVE, Pending: 10, IdleMs: 120, InactiveMs: -1, HeartbeatAgeMs: 2300,
+			Reasons: []string{"idle: last read attempt (120ms)", "heartbeat: fresh heartbeat at hb:worker-0 (2.3s)"}},
+		{Name: "worker-1", Owner: "worker-1", Verdict: pelwardenv1.Verdict_VERDICT_GHOST, Pending: 40, IdleMs: 754000, InactiveMs: -1, HeartbeatAgeMs: 751000,
+			Reasons: []string{"idle: last read attempt (12m34s)", "heartbeat: heartbeat at hb:worker-1 older than max age 30s (12m31s)"}},
+		{Name: "worker-2", Verdict: pelwardenv1.Verdict_VERDICT_UNKNOWN, Pending: 2, IdleMs: 61000, InactiveMs: -1, HeartbeatAgeMs: -1,
+			Reasons: []string{"idle: last read attempt (1m1s)", "heartbeat: heartbeat unreadable: WRONGTYPE"}},
+	},
+}
+
+func (c *cannedAdmin) ListTargets(ctx context.Context, _ *pelwardenv1.ListTargetsRequest) (*pelwardenv1.ListTargetsResponse, error) {
+	c.record(ctx)
+	missing := &pelwardenv1.Target{Redis: "orders", Stream: "orders", Group: "billing", Liveness: "idle|5m0s||30s|exact", GroupMissing: true}
+	return &pelwardenv1.ListTargetsResponse{Targets: []*pelwardenv1.Target{cannedTarget, missing}}, nil
+}
+
+func (c *cannedAdmin) DescribeTarget(ctx context.Context, req *pelwardenv1.DescribeTargetRequest) (*pelwardenv1.DescribeTargetResponse, error) {
+	c.record(ctx)
+	if req.GetTarget().GetStream() != "jobs" {
+		return nil, status.Error(codes.NotFound, "no target default/"+req.GetTarget().GetStream()+"/"+req.GetTarget().GetGroup())
+	}
+	return &pelwardenv1.DescribeTargetResponse{Target: cannedTarget}, nil
+}
+
+func (c *cannedAdmin) Plan(ctx context.Context, req *pelwardenv1.PlanRequest) (*pelwardenv1.PlanResponse, error) {
+	c.record(ctx)
+	res := &pelwardenv1.PlanResponse{Target: cannedTarget, Hygiene: "requeue|30s|0s|5|jobs:dead|pelwarden-deliveries|true|false|requeue|false"}
+	if req.GetTarget().GetStream() == "orders" {
+		return &pelwardenv1.PlanResponse{Target: &pelwardenv1.Target{Redis: "orders", Stream: "orders", Group: "billing", GroupMissing: true}}, nil
+	}
+	res.Steps = []*pelwardenv1.PlanStep{
+		{Consumer: "worker-0", Verdict: pelwardenv1.Verdict_VERDICT_ALIVE, Action: "none", Reason: "owner is alive and no hard timeout is set"},
+		{Consumer: "worker-1", Verdict: pelwardenv1.Verdict_VERDICT_GHOST, Action: "requeue", Entries: 40, DeadLetterEntries: 3, Reason: "owner is a ghost"},
+		{Consumer: "worker-2", Verdict: pelwardenv1.Verdict_VERDICT_UNKNOWN, Action: "none", Reason: "owner liveness is Unknown"},
+		{Consumer: "worker-9", Verdict: pelwardenv1.Verdict_VERDICT_GHOST, Action: "delete-consumer", Reason: "ghost with an empty PEL"},
+	}
+	return res, nil
+}
+
+func (c *cannedAdmin) Reclaim(ctx context.Context, req *pelwardenv1.ReclaimRequest) (*pelwardenv1.ReclaimResponse, error) {
+	c.record(ctx)
+	c.mu.Lock()
+	c.reclaims = append(c.reclaims, req)
+	c.mu.Unlock()
+	if len(c.auth) == 0 || c.auth[len(c.auth)-1] != "Bearer s3cret" {
+		return nil, status.Error(codes.Unauthenticated, "Reclaim needs a bearer token or an allowed client certificate")
+	}
+	return &pelwardenv1.ReclaimResponse{Counts: map[string]int64{"requeued": 1, "not-pending": 1},
+		Outcomes: []*pelwardenv1.EntryOutcome{{Id: "1-0", Outcome: "requeued", Detail: "9-0"}, {Id: "2-0", Outcome: "not-pending"}}}, nil
+}
+
+func startCanned(t *testing.T) (*cannedAdmin, string) {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	srv := grpc.NewServer()
+	c := &cannedAdmin{}
+	pelwardenv1.RegisterAdminServer(srv, c)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	return c, lis.Addr().String()
+}
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name+".golden")
+	if *update {
+		require.NoError(t, os.WriteFile(path, []byte(got), 0o600))
+	}
+	want, err := os.ReadFile(path)
+	require.NoError(t, err, "run go test ./cmd/pelwarden -update to write %s", path)
+	require.Equal(t, string(want), got, "output differs from %s", path)
+}
+
+func runAdmin(t *testing.T, env map[string]string, args ...string) result {
+	t.Helper()
+	return runCLI(t, env, nil, args...)
+}
+
+func TestStatusAndPlanOutputMatchTheGoldenFiles(t *testing.T) {
+	t.Parallel()
+	_, addr := startCanned(t)
+	cases := map[string][]string{
+		"status":             {"status", "--server", addr},
+		"status-target":      {"status", "--server", addr, "--stream", "jobs", "--group", "workers"},
+		"status-json":        {"status", "--server", addr, "-o", "json"},
+		"plan":               {"plan", "--server", addr},
+		"plan-target-json":   {"plan", "--server", addr, "--stream", "jobs", "--group", "workers", "-o", "json"},
+		"reclaim-with-token": {"reclaim", "--server", addr, "--stream", "jobs", "--group", "workers", "--id", "1-0,2-0"},
+	}
+	for name, args := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			r := runAdmin(t, map[string]string{envToken: "s3cret"}, args...)
+			require.Equal(t, exitOK, r.code, "stderr: %s", r.stderr)
+			require.Empty(t, r.stderr)
+			golden(t, name, r.stdout)
+		})
+	}
+}
+
+func TestAdminCommandsSendTheTokenFromTheFile(t *testing.T) {
+	t.Parallel()
+	canned, addr := startCanned(t)
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	require.NoError(t, os.WriteFile(tokenFile, []byte("s3cret\n"), 0o600))
+	r := runAdmin(t, nil, "reclaim", "--server", addr, "--stream", "jobs", "--group", "workers", "--consumer", "worker-1", "--dry-run", "--token-file", tokenFile)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	canned.mu.Lock()
+	defer canned.mu.Unlock()
+	require.Equal(t, []string{"Bearer s3cret"}, canned.auth, "the file's token, trimmed, as a bearer token")
+	require.Len(t, canned.reclaims, 1)
+	require.Equal(t, "worker-1", canned.reclaims[0].GetConsumer())
+	require.True(t, canned.reclaims[0].GetDryRun())
+	require.Equal(t, "requeue", canned.reclaims[0].GetMode())
+}
+
+func TestAdminCommandErrors(t *testing.T) {
+	t.Parallel()
+	_, addr := startCanned(t)
+	cases := map[string]struct {
+		args       []string
+		wantCode   int
+		wantStderr string
+	}{
+		"refused without a token": {
+			args: []string{"reclaim", "--server", addr, "--stream", "jobs", "--group", "workers", "--consumer", "w"}, wantCode: exitFailure,
+			wantStderr: "pelwarden: Unauthenticated: Reclaim needs a bearer token",
+		},
+		"unknown target": {
+			args: []string{"status", "--server", addr, "--stream", "nope", "--group", "g"}, wantCode: exitFailure,
+			wantStderr: "pelwarden: NotFound: no target default/nope/g",
+		},
+		"reclaim needs a selector": {
+			args: []string{"reclaim", "--server", addr, "--stream", "jobs", "--group", "workers"}, wantCode: exitUsage,
+			wantStderr: "exactly one of --consumer and --id is required",
+		},
+		"reclaim needs a target": {
+			args: []string{"reclaim", "--server", addr, "--consumer", "w"}, wantCode: exitUsage,
+			wantStderr: "--stream and --group are required",
+		},
+		"bad output format": {
+			args: []string{"status", "--server", addr, "-o", "yaml"}, wantCode: exitUsage,
+			wantStderr: `--output must be table or json, got "yaml"`,
+		},
+		"deregister needs a consumer": {
+			args: []string{"deregister", "--server", addr, "--stream", "jobs", "--group", "workers"}, wantCode: exitUsage,
+			wantStderr: "--consumer is required",
+		},
+		"unreadable token file": {
+			args: []string{"status", "--server", addr, "--token-file", "/nonexistent/token"}, wantCode: exitUsage,
+			wantStderr: "--token-file",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			var out, errOut bytes.Buffer
+			code := execute(tc.args, func(string) (string, bool) { return "", false }, &out, &errOut, nil)
+			require.Equal(t, tc.wantCode, code, "stderr: %s", errOut.String())
+			require.Contains(t, errOut.String(), tc.wantStderr)
+		})
+	}
+}

@@ -1,0 +1,218 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	pelwardenv1 "github.com/pelwarden/pelwarden/proto/pelwarden/v1"
+)
+
+// maxReason bounds the reasons column; -o json has them whole.
+const maxReason = 90
+
+func newTable(w io.Writer) *tabwriter.Writer {
+	return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+}
+
+func targetName(redis, stream, group string) string {
+	if redis == "" {
+		redis = "default"
+	}
+	return redis + "/" + stream + "/" + group
+}
+
+// renderStatus prints each target's consumers, then totals.
+func renderStatus(w io.Writer, targets []*pelwardenv1.Target) error {
+	var consumers, alive, ghost, unknown int
+	var live, held, lag int64
+	for i, t := range targets {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintf(w, "%s  lag %d%s  pending %d live, %d held by ghosts (%d unknown)\n",
+			targetName(t.GetRedis(), t.GetStream(), t.GetGroup()), t.GetLag(), estimated(t.GetLagEstimated()),
+			t.GetLivePending(), t.GetGhostPending(), t.GetUnknownPending())
+		switch {
+		case t.GetError() != "":
+			fmt.Fprintf(w, "  last read failed: %s\n", t.GetError())
+		case t.GetStreamMissing():
+			fmt.Fprintln(w, "  stream not found")
+		case t.GetGroupMissing():
+			fmt.Fprintln(w, "  consumer group not found")
+		}
+		live, held, lag = live+t.GetLivePending(), held+t.GetGhostPending(), lag+t.GetLag()
+		if len(t.GetConsumers()) == 0 {
+			continue
+		}
+		tw := newTable(w)
+		fmt.Fprintln(tw, "  CONSUMER\tVERDICT\tPENDING\tIDLE\tHEARTBEAT\tPOD\tOWNER\tREASONS")
+		for _, c := range t.GetConsumers() {
+			consumers++
+			switch c.GetVerdict() {
+			case pelwardenv1.Verdict_VERDICT_ALIVE:
+				alive++
+			case pelwardenv1.Verdict_VERDICT_GHOST:
+				ghost++
+			default:
+				unknown++
+			}
+			pod := or(c.GetPod(), "-")
+			if c.GetSharedName() {
+				pod += " (shared name)"
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", c.GetName(), verdictText(c.GetVerdict()), c.GetPending(),
+				millis(c.GetIdleMs()), millis(c.GetHeartbeatAgeMs()), pod, or(c.GetOwner(), "-"),
+				clip(strings.Join(c.GetReasons(), "; "), maxReason))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(w, "\n%d targets, %d consumers: %d alive, %d ghost, %d unknown; pending %d live, %d held by ghosts; lag %d\n",
+		len(targets), consumers, alive, ghost, unknown, live, held, lag)
+	return nil
+}
+
+// renderPlans prints each target's plan, then what it adds up to.
+func renderPlans(w io.Writer, plans []*pelwardenv1.PlanResponse) error {
+	totals := map[string]int64{}
+	for i, p := range plans {
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		t := p.GetTarget()
+		fmt.Fprintf(w, "%s  hygiene %s\n", targetName(t.GetRedis(), t.GetStream(), t.GetGroup()), or(p.GetHygiene(), "-"))
+		if len(p.GetSteps()) == 0 {
+			fmt.Fprintln(w, "  nothing to do")
+			continue
+		}
+		tw := newTable(w)
+		fmt.Fprintln(tw, "  CONSUMER\tVERDICT\tACTION\tENTRIES\tDEAD-LETTER\tCLAIM-TO\tREASON")
+		for _, st := range p.GetSteps() {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%d\t%s\t%s\n", st.GetConsumer(), verdictText(st.GetVerdict()), st.GetAction(),
+				st.GetEntries(), st.GetDeadLetterEntries(), or(st.GetClaimTo(), "-"), clip(st.GetReason(), maxReason))
+			switch st.GetAction() {
+			case "none":
+			case "delete-consumer":
+				totals["delete-consumer"]++
+			default:
+				totals[st.GetAction()] += st.GetEntries() - st.GetDeadLetterEntries()
+				totals["dead-letter"] += st.GetDeadLetterEntries()
+			}
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(w, "\nwould requeue %d entries, claim %d, dead-letter %d; would delete %d ghost consumer(s)\n",
+		totals["requeue"], totals["claim"], totals["dead-letter"], totals["delete-consumer"])
+	return nil
+}
+
+func renderReclaim(w io.Writer, res *pelwardenv1.ReclaimResponse) error {
+	if res.GetDryRun() {
+		fmt.Fprintln(w, "dry run: nothing was changed")
+	}
+	tw := newTable(w)
+	fmt.Fprintln(tw, "OUTCOME\tENTRIES")
+	keys := make([]string, 0, len(res.GetCounts()))
+	for k := range res.GetCounts() {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		fmt.Fprintf(tw, "%s\t%d\n", k, res.GetCounts()[k])
+	}
+	if len(res.GetOutcomes()) > 0 {
+		fmt.Fprintln(tw, "\nID\tOUTCOME\tDETAIL")
+		for _, o := range res.GetOutcomes() {
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", o.GetId(), o.GetOutcome(), or(o.GetDetail(), "-"))
+		}
+	}
+	return tw.Flush()
+}
+
+func renderFindings(w io.Writer, findings []*pelwardenv1.Finding) error {
+	if len(findings) == 0 {
+		_, err := fmt.Fprintln(w, "no findings")
+		return err
+	}
+	tw := newTable(w)
+	fmt.Fprintln(tw, "KIND\tTARGET\tCONSUMER\tENTRIES\tDETAIL")
+	for _, f := range findings {
+		t := f.GetTarget()
+		kind := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(f.GetKind().String(), "FINDING_KIND_"), "_", "-"))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", kind, targetName(t.GetRedis(), t.GetStream(), t.GetGroup()),
+			or(f.GetConsumer(), "-"), len(f.GetIds()), f.GetDetail())
+	}
+	return tw.Flush()
+}
+
+// printJSONList writes several responses as one JSON array.
+func printJSONList[M proto.Message](w io.Writer, ms []M) error {
+	parts := make([]string, len(ms))
+	for i, m := range ms {
+		b, err := marshalJSON(m)
+		if err != nil {
+			return err
+		}
+		parts[i] = strings.ReplaceAll(string(b), "\n", "\n  ")
+	}
+	_, err := fmt.Fprintf(w, "[\n  %s\n]\n", strings.Join(parts, ",\n  "))
+	return err
+}
+
+func verdictText(v pelwardenv1.Verdict) string {
+	switch v {
+	case pelwardenv1.Verdict_VERDICT_ALIVE:
+		return "Alive"
+	case pelwardenv1.Verdict_VERDICT_GHOST:
+		return "Ghost"
+	default:
+		return "Unknown"
+	}
+}
+
+// millis renders a duration in milliseconds the way an operator reads it;
+// a negative one is unknown.
+func millis(ms int64) string {
+	if ms < 0 {
+		return "-"
+	}
+	d := time.Duration(ms) * time.Millisecond
+	switch {
+	case d < time.Second:
+		return d.String()
+	case d < time.Minute:
+		return d.Round(100 * time.Millisecond).String()
+	default:
+		return d.Round(time.Second).String()
+	}
+}
+
+func estimated(b bool) string {
+	if b {
+		return " (estimated: NULL in XINFO GROUPS)"
+	}
+	return ""
+}
+
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}

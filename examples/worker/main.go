@@ -1,0 +1,238 @@
+// Command worker is an example Redis Streams worker that plays well with
+// pelwarden. It does the things teams learned the hard way:
+//
+//   - its consumer name is unique to the pod (HOSTNAME), so two processes
+//     never share one pending list;
+//   - it heartbeats, so pelwarden can tell a long job from a dead worker;
+//   - at start it re-reads its own pending list before new entries, so a
+//     container restarted inside the same pod finishes what it held;
+//   - on SIGTERM it stops reading, finishes the job in hand, and calls
+//     pelwarden's Deregister, which requeues what it read but did not start
+//     and deletes its consumer, so nothing waits for a ghost to be noticed.
+//
+// Configuration is from the environment, as in a pod spec:
+//
+//	REDIS_ADDR            host:port (required)
+//	REDIS_PASSWORD        optional
+//	STREAM, GROUP         the consumer group to read (required; created if missing)
+//	HOSTNAME              the consumer name (set by Kubernetes to the pod name)
+//	HEARTBEAT_KEY         key pattern with {consumer}; default hb:{consumer}
+//	HEARTBEAT_EVERY       default 5s
+//	WORK_TIME             simulated time per job; default 200ms
+//	BATCH                 entries per read; default 5
+//	LEDGER                optional hash: HINCRBY <job> 1 in the same MULTI as the XACK
+//	PELWARDEN_ADDR        pelwarden's gRPC address; empty skips Deregister
+//	PELWARDEN_TOKEN_FILE  bearer token for Deregister
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+
+	pelwardenv1 "github.com/pelwarden/pelwarden/proto/pelwarden/v1"
+)
+
+func main() {
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	cfg, err := fromEnv(os.Getenv)
+	if err != nil {
+		log.Error("bad configuration", "err", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if err := run(ctx, cfg, log.With("consumer", cfg.consumer)); err != nil {
+		log.Error("worker failed", "err", err)
+		os.Exit(1)
+	}
+}
+
+type config struct {
+	redisAddr, redisPassword string
+	stream, group, consumer  string
+	heartbeatKey             string
+	heartbeatEvery, work     time.Duration
+	batch                    int64
+	ledger                   string
+	pelwarden, tokenFile     string
+}
+
+func fromEnv(get func(string) string) (config, error) {
+	c := config{
+		redisAddr: get("REDIS_ADDR"), redisPassword: get("REDIS_PASSWORD"),
+		stream: get("STREAM"), group: get("GROUP"), consumer: get("HOSTNAME"),
+		heartbeatKey: or(get("HEARTBEAT_KEY"), "hb:{consumer}"),
+		ledger:       get("LEDGER"), pelwarden: get("PELWARDEN_ADDR"), tokenFile: get("PELWARDEN_TOKEN_FILE"),
+	}
+	var err error
+	if c.heartbeatEvery, err = time.ParseDuration(or(get("HEARTBEAT_EVERY"), "5s")); err != nil || c.heartbeatEvery <= 0 {
+		return c, fmt.Errorf("HEARTBEAT_EVERY must be a positive duration such as 5s, got %q", get("HEARTBEAT_EVERY"))
+	}
+	if c.work, err = time.ParseDuration(or(get("WORK_TIME"), "200ms")); err != nil || c.work < 0 {
+		return c, fmt.Errorf("WORK_TIME must be a duration such as 200ms, got %q", get("WORK_TIME"))
+	}
+	if c.batch, err = strconv.ParseInt(or(get("BATCH"), "5"), 10, 64); err != nil || c.batch < 1 {
+		return c, fmt.Errorf("BATCH must be a whole number >= 1, got %q", get("BATCH"))
+	}
+	switch {
+	case c.redisAddr == "" || c.stream == "" || c.group == "" || c.consumer == "":
+		return c, errors.New("REDIS_ADDR, STREAM, GROUP and HOSTNAME are required")
+	case !strings.Contains(c.heartbeatKey, "{consumer}"):
+		return c, fmt.Errorf("HEARTBEAT_KEY must contain {consumer}, got %q", c.heartbeatKey)
+	}
+	return c, nil
+}
+
+func run(ctx context.Context, cfg config, log *slog.Logger) error {
+	rdb := redis.NewClient(&redis.Options{Addr: cfg.redisAddr, Password: cfg.redisPassword})
+	defer rdb.Close()
+	// The group may exist already; BUSYGROUP is fine.
+	if err := rdb.XGroupCreateMkStream(context.WithoutCancel(ctx), cfg.stream, cfg.group, "0").Err(); err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
+		return fmt.Errorf("creating group: %w", err)
+	}
+	hbCtx, stopHeartbeat := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopHeartbeat()
+	go heartbeat(hbCtx, rdb, cfg, log)
+
+	w := &worker{rdb: rdb, cfg: cfg, log: log}
+	w.loop(ctx)
+	// Shutting down: the job in hand is done (loop returns between jobs);
+	// what was read but not started goes back through pelwarden.
+	if cfg.pelwarden != "" {
+		if derr := deregister(context.WithoutCancel(ctx), cfg, log); derr != nil {
+			log.Warn("deregister failed; pelwarden will reclaim the entries once this consumer is judged a ghost", "err", derr)
+		}
+	}
+	stopHeartbeat()
+	_ = rdb.Del(context.WithoutCancel(ctx), strings.ReplaceAll(cfg.heartbeatKey, "{consumer}", cfg.consumer)).Err()
+	return nil
+}
+
+// heartbeat writes the current time, in milliseconds, until ctx ends.
+func heartbeat(ctx context.Context, rdb *redis.Client, cfg config, log *slog.Logger) {
+	key := strings.ReplaceAll(cfg.heartbeatKey, "{consumer}", cfg.consumer)
+	tick := time.NewTicker(cfg.heartbeatEvery)
+	defer tick.Stop()
+	for {
+		// The key expires on its own if this process dies without a word.
+		if err := rdb.Set(ctx, key, time.Now().UnixMilli(), 10*cfg.heartbeatEvery).Err(); err != nil && ctx.Err() == nil {
+			log.Warn("heartbeat failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+type worker struct {
+	rdb *redis.Client
+	cfg config
+	log *slog.Logger
+}
+
+// loop reads its own pending entries first ("0"), then new ones (">"),
+// until ctx ends, which is how it returns: a shutdown is not an error. It
+// stops only between jobs.
+func (w *worker) loop(ctx context.Context) {
+	from := "0"
+	for ctx.Err() == nil {
+		res, err := w.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
+			Group: w.cfg.group, Consumer: w.cfg.consumer, Streams: []string{w.cfg.stream, from},
+			Count: w.cfg.batch, Block: time.Second,
+		}).Result()
+		switch {
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, redis.Nil):
+			continue
+		case err != nil:
+			w.log.Warn("read failed; retrying", "err", err)
+			time.Sleep(time.Second)
+			from = "0" // after a failure, finish what is held first
+			continue
+		}
+		msgs := res[0].Messages
+		if from == "0" && len(msgs) == 0 {
+			from = ">" // own pending list done: new entries now
+			continue
+		}
+		for _, m := range msgs {
+			if ctx.Err() != nil {
+				return // read but not started: Deregister requeues it
+			}
+			if err := w.process(ctx, m); err != nil {
+				w.log.Warn("job failed; it stays pending", "id", m.ID, "err", err)
+			}
+		}
+		if from == "0" {
+			from = msgs[len(msgs)-1].ID // page through the own PEL
+		}
+	}
+}
+
+// process does the job, then acknowledges it; with a ledger, the count
+// and the ack are one transaction, so a job counts once per ack.
+func (w *worker) process(ctx context.Context, m redis.XMessage) error {
+	time.Sleep(w.cfg.work) // the work itself; finished even after SIGTERM
+	actx := context.WithoutCancel(ctx)
+	if w.cfg.ledger == "" {
+		return w.rdb.XAck(actx, w.cfg.stream, w.cfg.group, m.ID).Err()
+	}
+	job, _ := m.Values["job"].(string)
+	_, err := w.rdb.TxPipelined(actx, func(p redis.Pipeliner) error {
+		p.HIncrBy(actx, w.cfg.ledger, or(job, m.ID), 1)
+		p.XAck(actx, w.cfg.stream, w.cfg.group, m.ID)
+		return nil
+	})
+	return err
+}
+
+// deregister asks pelwarden to requeue this consumer's pending entries and
+// delete it.
+func deregister(parent context.Context, cfg config, log *slog.Logger) error {
+	conn, err := grpc.NewClient(cfg.pelwarden, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(parent, 10*time.Second)
+	defer cancel()
+	if cfg.tokenFile != "" {
+		token, err := os.ReadFile(cfg.tokenFile)
+		if err != nil {
+			return err
+		}
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+strings.TrimSpace(string(token)))
+	}
+	res, err := pelwardenv1.NewAdminClient(conn).Deregister(ctx, &pelwardenv1.DeregisterRequest{
+		Target:   &pelwardenv1.TargetRef{Stream: cfg.stream, Group: cfg.group},
+		Consumer: cfg.consumer,
+	})
+	if err != nil {
+		return err
+	}
+	log.Info("deregistered", "requeued", res.GetRequeued(), "deadLettered", res.GetDeadLettered(), "consumerDeleted", res.GetConsumerDeleted())
+	return nil
+}
+
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}

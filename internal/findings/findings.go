@@ -1,0 +1,173 @@
+// Package findings reports what looks wrong with a consumer group: shared
+// consumer names, consumers with no pod or no owner, entries bouncing
+// between deliveries, tombstones and a NULL lag. It is the detector behind
+// pelwarden.v1.Admin/Findings.
+//
+// It reads and never writes: no finding is acted on here, and Detect sends
+// Redis only read commands (XPENDING, XRANGE and, when asked, MONITOR).
+package findings
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/pelwarden/pelwarden/internal/liveness"
+)
+
+// Kind is what a finding is about. The values are those of the proto's
+// FindingKind.
+type Kind int
+
+// The kinds of finding, in the order Detect reports them.
+const (
+	// SharedName is one consumer name used by more than one process (or
+	// connection): two readers share one PEL.
+	SharedName Kind = 1
+	// NoPod is a consumer whose owner matches no pod of the selector.
+	NoPod Kind = 2
+	// Bouncing is entries delivered at least MinDeliveries times.
+	Bouncing Kind = 3
+	// NoOwner is a consumer whose name ownerMatch resolves to no owner.
+	NoOwner Kind = 4
+	// Tombstone is pending entries whose stream entry was deleted.
+	Tombstone Kind = 5
+	// NullLag is a group whose lag Redis reports as NULL.
+	NullLag Kind = 6
+)
+
+func (k Kind) String() string {
+	switch k {
+	case SharedName:
+		return "shared-name"
+	case NoPod:
+		return "no-pod"
+	case Bouncing:
+		return "bouncing"
+	case NoOwner:
+		return "no-owner"
+	case Tombstone:
+		return "tombstone"
+	case NullLag:
+		return "null-lag"
+	default:
+		return fmt.Sprintf("kind(%d)", int(k))
+	}
+}
+
+// MaxIDs bounds the entry ids listed in one finding; the detail gives the
+// full count.
+const MaxIDs = 100
+
+// DefaultMinDeliveries is the bouncing threshold of a target without
+// maxDeliveries: an entry delivered three times has failed twice.
+const DefaultMinDeliveries = 3
+
+// DefaultMaxScan bounds the pending entries one Detect reads: enough for the
+// oldest entries of any healthy group, few enough to read in well under a
+// second.
+const DefaultMaxScan = 10000
+
+// Finding is one thing that looks wrong.
+type Finding struct {
+	Kind Kind
+	// Consumer is the consumer concerned, empty for a group finding.
+	Consumer string
+	// IDs are the entries concerned (bouncing, tombstones) in id order, at
+	// most MaxIDs.
+	IDs []string
+	// Detail says what was seen, in words an operator can act on.
+	Detail string
+}
+
+// Input is what Detect looks at.
+type Input struct {
+	// Snapshot is a fresh read of the target: verdicts, owners, pods, lag.
+	Snapshot *liveness.Snapshot
+	// Client is the connection of the target's Redis.
+	Client *redis.Client
+	// MinDeliveries is the delivery count from which an entry is bouncing;
+	// the caller resolves the default (maxDeliveries, or
+	// DefaultMinDeliveries).
+	MinDeliveries int64
+	// Sample is how long to watch MONITOR for consumer names used from more
+	// than one connection; 0 skips it. MONITOR slows a busy server, so
+	// callers leave it off unless an operator asks.
+	Sample time.Duration
+	// MaxScan bounds the pending entries read for bouncing entries and
+	// tombstones, oldest first.
+	MaxScan int64
+}
+
+func (in Input) validate() error {
+	switch {
+	case in.Snapshot == nil:
+		return errors.New("findings: Snapshot is nil")
+	case in.Client == nil:
+		return errors.New("findings: Client is nil")
+	case in.MinDeliveries < 1:
+		return fmt.Errorf("findings: MinDeliveries must be at least 1, got %d", in.MinDeliveries)
+	case in.MaxScan < 1:
+		return fmt.Errorf("findings: MaxScan must be at least 1, got %d", in.MaxScan)
+	case in.Sample < 0:
+		return fmt.Errorf("findings: Sample must be 0 (skip) or positive, got %s", in.Sample)
+	}
+	return nil
+}
+
+// Detect reports the findings of one target, sorted by kind, then consumer.
+// The snapshot gives shared names seen by the kubernetes source, consumers
+// with no pod or no owner, and a NULL lag; a bounded scan of the PEL gives
+// bouncing entries and tombstones; a MONITOR sample, when asked, gives names
+// read from more than one connection. A Redis error fails the whole call:
+// an unread group is never reported as a healthy one.
+func Detect(ctx context.Context, in Input) ([]Finding, error) {
+	if err := in.validate(); err != nil {
+		return nil, err
+	}
+	s := in.Snapshot
+	if s.StreamMissing || s.GroupMissing {
+		return nil, nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	type sampled struct {
+		use nameUse
+		err error
+	}
+	var monitor chan sampled
+	if in.Sample > 0 {
+		monitor = make(chan sampled, 1)
+		go func() {
+			use, err := sampleNames(ctx, in.Client, s.Target.Stream, s.Target.Group, in.Sample)
+			monitor <- sampled{use, err}
+		}()
+	}
+
+	out := fromSnapshot(s)
+	pel, err := scanPEL(ctx, in.Client, s.Target.Stream, s.Target.Group, in.MaxScan, in.MinDeliveries)
+	if err != nil {
+		cancel()
+	}
+	if monitor != nil {
+		m := <-monitor
+		if err == nil && m.err != nil {
+			err = m.err
+		}
+		out = mergeShared(out, m.use, in.Sample)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("findings of %s: %w", s.Target, err)
+	}
+	out = append(out, pel.findings(in.MinDeliveries)...)
+	slices.SortStableFunc(out, func(a, b Finding) int {
+		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Consumer, b.Consumer))
+	})
+	return out, nil
+}

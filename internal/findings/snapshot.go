@@ -1,0 +1,64 @@
+package findings
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/pelwarden/pelwarden/internal/liveness"
+)
+
+// fromSnapshot gives the findings the liveness view already knows: names
+// read after their pod went, consumers with no pod or no owner, and a NULL
+// lag.
+func fromSnapshot(s *liveness.Snapshot) []Finding {
+	var out []Finding
+	spec := s.Target.Spec
+	for _, c := range s.Consumers {
+		if c.SharedName {
+			out = append(out, Finding{Kind: SharedName, Consumer: c.Name, Detail: "the kubernetes source saw the name read after its pod went, " +
+				"so another process uses it; two readers under one name share one PEL (" + liveness.ReasonsString(c.Reasons) + ")"})
+		}
+		if spec.Kubernetes && c.Pod == liveness.PodNone {
+			out = append(out, Finding{Kind: NoPod, Consumer: c.Name, Detail: noPodDetail(spec, c)})
+		}
+		if c.Owner == "" {
+			out = append(out, Finding{Kind: NoOwner, Consumer: c.Name, Detail: noOwnerDetail(spec, c)})
+		}
+	}
+	if s.LagEstimated {
+		out = append(out, Finding{Kind: NullLag, Detail: fmt.Sprintf("XINFO GROUPS reports the lag as NULL, so Redis cannot count the "+
+			"unread entries: entries after last-delivered-id %s were deleted (XDEL, XTRIM), or the group was created or moved "+
+			"(XGROUP CREATE, SETID) to an id without ENTRIESREAD; lagCount and backlogCount use an estimate of %d, the entries "+
+			"after last-delivered-id counted up to a cap, until the group reads past the deletions", s.LastDeliveredID, s.Lag)})
+	}
+	return out
+}
+
+func noPodDetail(spec liveness.Spec, c liveness.ConsumerView) string {
+	return fmt.Sprintf("no pod of selector %q in namespace %s is named %s (ownerMatch %s), and none was seen to go; "+
+		"the consumer is judged %s by its other sources. A worker outside the selector, outside Kubernetes, "+
+		"or one that went before pelwarden watched uses this name",
+		spec.PodSelector, spec.PodNamespace, strings.Join(spec.Owner.Candidates(c.Name), " or "), spec.Owner, c.Verdict)
+}
+
+func noOwnerDetail(spec liveness.Spec, c liveness.ConsumerView) string {
+	var missing []string
+	if spec.Heartbeat && strings.Contains(spec.HeartbeatKey, "{owner}") {
+		missing = append(missing, "no heartbeat key "+spec.HeartbeatKey+" exists for any of them")
+	}
+	if spec.Kubernetes {
+		missing = append(missing, "no pod of selector "+spec.PodSelector+" has any of their names")
+	}
+	var why string
+	switch {
+	case strings.HasPrefix(spec.Owner.String(), "regex:"):
+		why = "the name does not match ownerMatch " + spec.Owner.String()
+	case len(missing) == 0:
+		why = "ownerMatch prefix knows owners only from heartbeat keys with {owner} or from pods of the kubernetes source, " +
+			"and this target has neither"
+	default:
+		why = "no prefix of the name (" + strings.Join(spec.Owner.Candidates(c.Name), ", ") + ") is a known owner: " +
+			strings.Join(missing, " and ")
+	}
+	return why + "; the consumer is judged " + c.Verdict.String() + " without an owner's evidence"
+}
