@@ -23,8 +23,8 @@ import (
 const (
 	stream, group = "jobs", "workers"
 	ledger        = "ledger"
-	token         = "demo-token"
-	heartbeatAge  = 3 // seconds without a heartbeat before a worker is a ghost
+	token         = "demo-token-for-deregister" // admin.tokenFile wants 16 characters or more
+	heartbeatAge  = 3                           // seconds without a heartbeat before a worker is a ghost
 )
 
 // Scenario times, from the start of the producer.
@@ -87,6 +87,7 @@ func startPelwarden(ctx context.Context, redisAddr, tokenFile string) (string, f
 	cfg.Hygiene.LeaseTTL = 6 * time.Second
 	cfg.Redis = []config.Redis{config.DefaultRedis("default", redisAddr)}
 	cfg.Hygiene.Targets = []map[string]string{hygieneTarget()}
+	cfg.Admin.TokenFile = tokenFile // the workers' Deregister presents it
 	a, err := app.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		return "", nil, err

@@ -74,8 +74,8 @@ entries back to live workers.`,
 	return root
 }
 
-const serveLong = `Serve the KEDA ExternalScaler gRPC API and the /metrics, /healthz and /readyz
-HTTP endpoints until SIGINT or SIGTERM.
+const serveLong = `Serve the KEDA ExternalScaler and pelwarden.v1.Admin gRPC APIs and the
+/metrics, /healthz and /readyz HTTP endpoints until SIGINT or SIGTERM.
 
 Configuration is built in layers, each overriding the one before: defaults,
 the YAML file named by --config, PELWARDEN_* environment variables, flags.
@@ -94,6 +94,10 @@ only, and with --grpc-tls-client-ca it requires client certificates; changed
 files are picked up without a restart. The HTTP endpoints stay plain HTTP for
 probes and scrapes.
 
+The Admin RPCs that change a group (Reclaim, DeleteConsumer, Deregister)
+are refused until admin.tokenFile (--admin-token-file) or
+admin.allowedClientIdentities names who may call them.
+
 Environment variables (variable, flag, config path it sets):
 `
 
@@ -105,7 +109,7 @@ func newServeCommand(env func(string) (string, bool), stderr io.Writer, runApp r
 	var flags *config.Flags
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Serve the KEDA external scaler and the metrics and health endpoints",
+		Short: "Serve the KEDA external scaler, the Admin API and the metrics and health endpoints",
 		Long:  serveLong + config.EnvUsage() + serveExit,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

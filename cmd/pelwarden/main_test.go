@@ -114,6 +114,11 @@ func TestCommandLineExitStatus(t *testing.T) {
 			wantCode:   exitOK,
 			wantStdout: "PELWARDEN_REDIS_ADDR",
 		},
+		"serve help names the admin credentials": {
+			args:       []string{"serve", "--help"},
+			wantCode:   exitOK,
+			wantStdout: "PELWARDEN_ADMIN_TOKEN_FILE                 --admin-token-file                 admin.tokenFile",
+		},
 		"version": {
 			args:       []string{"version"},
 			wantCode:   exitOK,

@@ -1,32 +1,86 @@
-// Package admin serves pelwarden's diagnostics API, pelwarden.v1.Admin,
-// from the same liveness view the scaler uses.
+// Package admin serves pelwarden's diagnostics and operator API,
+// pelwarden.v1.Admin, from the same liveness view the scaler uses and
+// through the same guarded scripts as the hygiene loop.
 package admin
 
 import (
 	"cmp"
 	"context"
+	"errors"
+	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/pelwarden/pelwarden/internal/events"
+	"github.com/pelwarden/pelwarden/internal/hygiene"
 	"github.com/pelwarden/pelwarden/internal/liveness"
+	"github.com/pelwarden/pelwarden/internal/metadata"
+	"github.com/pelwarden/pelwarden/internal/policy"
+	"github.com/pelwarden/pelwarden/internal/redisx"
 	pelwardenv1 "github.com/pelwarden/pelwarden/proto/pelwarden/v1"
 )
+
+// Options configures a Server.
+type Options struct {
+	View  *liveness.View
+	Conns *redisx.Conns
+	// Hygiene returns the target the hygiene loop looks after for a group;
+	// nil means none.
+	Hygiene func(conn, stream, group string) (hygiene.Target, bool)
+	// Events receives operator actions and serves WatchEvents and the
+	// recent events of DescribeTarget; nil gives a private bus.
+	Events *events.Bus
+	// Reports holds the values last reported to KEDA; nil gives an empty one.
+	Reports *Reports
+	// RequestTimeout bounds a fresh read of the view.
+	RequestTimeout time.Duration
+	// BatchSize is the entries per XPENDING page and per script call.
+	BatchSize int64
+	Now       func() time.Time
+	Log       *slog.Logger
+}
 
 // Server implements pelwardenv1.AdminServer.
 type Server struct {
 	pelwardenv1.UnimplementedAdminServer
-	view *liveness.View
-	now  func() time.Time
+	opts Options
 }
 
-// New returns an Admin server over view.
-func New(view *liveness.View, now func() time.Time) *Server {
-	return &Server{view: view, now: now}
+// New returns an Admin server.
+func New(opts Options) *Server {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Hygiene == nil {
+		opts.Hygiene = func(string, string, string) (hygiene.Target, bool) { return hygiene.Target{}, false }
+	}
+	if opts.Events == nil {
+		opts.Events = events.NewBus(events.Options{}, prometheus.NewRegistry())
+	}
+	if opts.Reports == nil {
+		opts.Reports = NewReports(0)
+	}
+	if opts.RequestTimeout <= 0 {
+		opts.RequestTimeout = 3 * time.Second
+	}
+	if opts.BatchSize <= 0 {
+		opts.BatchSize = 1000
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	return &Server{opts: opts}
 }
 
 // ListTargets returns every registered target with its latest snapshot.
 func (s *Server) ListTargets(context.Context, *pelwardenv1.ListTargetsRequest) (*pelwardenv1.ListTargetsResponse, error) {
-	latest := s.view.Latest()
+	latest := s.opts.View.Latest()
 	slices.SortFunc(latest, func(a, b liveness.Latest) int {
 		return cmp.Or(cmp.Compare(a.Target.Conn, b.Target.Conn), cmp.Compare(a.Target.Stream, b.Target.Stream),
 			cmp.Compare(a.Target.Group, b.Target.Group), cmp.Compare(a.Target.Spec.String(), b.Target.Spec.String()))
@@ -47,24 +101,34 @@ func (s *Server) target(l liveness.Latest) *pelwardenv1.Target {
 	if snap == nil {
 		return t
 	}
-	t.SnapshotAgeMs = s.now().Sub(snap.At).Milliseconds()
+	t.SnapshotAgeMs = s.opts.Now().Sub(snap.At).Milliseconds()
 	t.StreamMissing, t.GroupMissing = snap.StreamMissing, snap.GroupMissing
 	t.LivePending, t.GhostPending, t.UnknownPending = snap.LivePending, snap.GhostPending, snap.UnknownPending
 	t.Lag, t.LagEstimated = snap.Lag, snap.LagEstimated
 	for _, c := range snap.Consumers {
-		pc := &pelwardenv1.Consumer{
-			Name: c.Name, Owner: c.Owner, Verdict: verdict(c.Verdict), Pending: c.Pending,
-			IdleMs: c.Idle.Milliseconds(), InactiveMs: -1,
-		}
-		if c.Inactive >= 0 {
-			pc.InactiveMs = c.Inactive.Milliseconds()
-		}
-		for _, r := range c.Reasons {
-			pc.Reasons = append(pc.Reasons, r.String())
-		}
-		t.Consumers = append(t.Consumers, pc)
+		t.Consumers = append(t.Consumers, consumer(c, l.Target.Spec.Kubernetes))
 	}
 	return t
+}
+
+func consumer(c liveness.ConsumerView, pods bool) *pelwardenv1.Consumer {
+	pc := &pelwardenv1.Consumer{
+		Name: c.Name, Owner: c.Owner, Verdict: verdict(c.Verdict), Pending: c.Pending,
+		IdleMs: c.Idle.Milliseconds(), InactiveMs: -1, HeartbeatAgeMs: -1, SharedName: c.SharedName,
+	}
+	if c.Inactive >= 0 {
+		pc.InactiveMs = c.Inactive.Milliseconds()
+	}
+	if c.HeartbeatAge >= 0 {
+		pc.HeartbeatAgeMs = c.HeartbeatAge.Milliseconds()
+	}
+	if pods {
+		pc.Pod = c.Pod.String()
+	}
+	for _, r := range c.Reasons {
+		pc.Reasons = append(pc.Reasons, r.String())
+	}
+	return pc
 }
 
 func verdict(v liveness.Verdict) pelwardenv1.Verdict {
@@ -76,4 +140,87 @@ func verdict(v liveness.Verdict) pelwardenv1.Verdict {
 	default:
 		return pelwardenv1.Verdict_VERDICT_UNKNOWN
 	}
+}
+
+// registered finds the view target for a group: the one the hygiene loop
+// looks after, else the first registered one (by its liveness settings).
+func (s *Server) registered(g events.Group) (liveness.Target, bool) {
+	if ht, ok := s.opts.Hygiene(g.Conn, g.Stream, g.Group); ok {
+		return ht.Target, true
+	}
+	var found []liveness.Target
+	for _, l := range s.opts.View.Latest() {
+		if l.Target.Conn == g.Conn && l.Target.Stream == g.Stream && l.Target.Group == g.Group {
+			found = append(found, l.Target)
+		}
+	}
+	if len(found) == 0 {
+		return liveness.Target{}, false
+	}
+	return slices.MinFunc(found, func(a, b liveness.Target) int { return cmp.Compare(a.Spec.String(), b.Spec.String()) }), true
+}
+
+func notRegistered(g events.Group) error {
+	return status.Errorf(codes.NotFound, "no target is registered for redis %q, stream %q, group %q: targets register when KEDA polls "+
+		"a ScaledObject that names the group, or when hygiene.targets in pelwarden's configuration lists it", g.Conn, g.Stream, g.Group)
+}
+
+// settings returns the hygiene settings a group is acted on with: the
+// loop's when it looks after the group, else the defaults of reclaim
+// requeue; and whether the loop looks after it.
+func (s *Server) settings(g events.Group) (policy.Hygiene, bool) {
+	if ht, ok := s.opts.Hygiene(g.Conn, g.Stream, g.Group); ok {
+		return ht.Hygiene, true
+	}
+	return metadata.DefaultHygiene(g.Stream), false
+}
+
+// fresh reads the target now, under the request timeout.
+func (s *Server) fresh(ctx context.Context, g events.Group) (liveness.Target, *liveness.Snapshot, error) {
+	lt, ok := s.registered(g)
+	if !ok {
+		return lt, nil, notRegistered(g)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.opts.RequestTimeout)
+	defer cancel()
+	snap, err := s.opts.View.Refresh(ctx, lt)
+	if err != nil {
+		return lt, nil, redisStatus(err, g)
+	}
+	return lt, snap, nil
+}
+
+func (s *Server) client(g events.Group) (*redis.Client, error) {
+	c, ok := s.opts.Conns.Get(g.Conn)
+	if !ok { // validation checked the name; a failure here is a wiring bug
+		return nil, status.Errorf(codes.Internal, "no redis connection named %q", g.Conn)
+	}
+	return c, nil
+}
+
+// redisStatus maps a failure to reach Redis to the status a client can act
+// on: a missing group is NotFound, anything else Unavailable.
+func redisStatus(err error, g events.Group) error {
+	switch {
+	case redisx.IsGroupMissing(err):
+		return groupMissing(g)
+	case errors.Is(err, liveness.ErrTooManyTargets):
+		return status.Error(codes.ResourceExhausted, err.Error())
+	case errors.Is(err, context.Canceled):
+		return status.Error(codes.Canceled, "request canceled")
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Error(codes.Unavailable, "redis did not answer in time")
+	default:
+		return status.Error(codes.Unavailable, fmt.Sprintf("redis: %v", err))
+	}
+}
+
+func groupMissing(g events.Group) error {
+	return status.Errorf(codes.NotFound, "stream %q has no consumer group %q on redis %q (or the stream does not exist)", g.Stream, g.Group, g.Conn)
+}
+
+func (s *Server) publish(g events.Group, consumer, action string, n int64, detail string) {
+	s.opts.Events.Publish(events.Event{
+		Time: s.opts.Now(), Group: g, Consumer: consumer, Action: action, Entries: n, Source: events.SourceAdmin, Detail: detail,
+	})
 }

@@ -26,6 +26,7 @@ import (
 
 	"github.com/pelwarden/pelwarden/internal/admin"
 	"github.com/pelwarden/pelwarden/internal/config"
+	"github.com/pelwarden/pelwarden/internal/events"
 	"github.com/pelwarden/pelwarden/internal/hygiene"
 	"github.com/pelwarden/pelwarden/internal/kube"
 	"github.com/pelwarden/pelwarden/internal/liveness"
@@ -142,7 +143,9 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (*App, error) {
 			log.Info("target expired", "target", t.String())
 		},
 	})
-	m = newMetrics(reg, a.view, time.Now)
+	reports := admin.NewReports(cfg.Scaler.MaxTargets)
+	m = newMetrics(reg, a.view, reports, time.Now)
+	bus := events.NewBus(events.Options{}, reg)
 
 	a.hygiene = hygiene.New(a.view, conns, hygiene.Options{
 		ScanInterval: cfg.Hygiene.ScanInterval,
@@ -151,6 +154,7 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (*App, error) {
 		Identity:     identity(cfg.Hygiene.Identity),
 		Expiry:       cfg.Scaler.TargetIdleExpiry,
 		Log:          log,
+		Events:       bus,
 	}, reg)
 	for _, md := range cfg.Hygiene.Targets {
 		r, err := metadata.Parse(md, metadata.Env{Conns: conns.Names(), Kubernetes: cfg.Kubernetes.Enabled})
@@ -188,11 +192,14 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (*App, error) {
 		_ = conns.Close()
 		return nil, err
 	}
-	a.grpc = newGRPCServer(log, reg, creds...)
+	a.grpc = newGRPCServer(log, reg, newAdminAuth(cfg.Admin, log), creds...)
 	externalscaler.RegisterExternalScalerServer(a.grpc, sc)
 	a.hs = health.NewServer()
 	healthpb.RegisterHealthServer(a.grpc, a.hs)
-	pelwardenv1.RegisterAdminServer(a.grpc, admin.New(a.view, time.Now))
+	pelwardenv1.RegisterAdminServer(a.grpc, admin.New(admin.Options{
+		View: a.view, Conns: conns, Hygiene: a.hygiene.Lookup, Events: bus, Reports: reports,
+		RequestTimeout: cfg.Scaler.RequestTimeout, BatchSize: int64(cfg.Hygiene.BatchSize), Log: log,
+	}))
 	reflection.Register(a.grpc)
 	a.hs.SetServingStatus(scalerService, healthpb.HealthCheckResponse_NOT_SERVING)
 

@@ -59,10 +59,12 @@ func grpcTLSMode(t config.GRPCTLS) string {
 }
 
 // newGRPCServer builds the server with its interceptor chain: metrics, then
-// logging (once per call, at the boundary), then recovery innermost so a
-// panic is logged and counted like any other Internal error. extra carries
-// the transport credentials when TLS is on.
-func newGRPCServer(log *slog.Logger, reg prometheus.Registerer, extra ...grpc.ServerOption) *grpc.Server {
+// logging (once per call, at the boundary), then auth (the mutating Admin
+// RPCs; everything else passes), then recovery innermost so a panic is
+// logged and counted like any other Internal error. No streaming RPC
+// mutates, so streams skip auth. extra carries the transport credentials
+// when TLS is on.
+func newGRPCServer(log *slog.Logger, reg prometheus.Registerer, auth *adminAuth, extra ...grpc.ServerOption) *grpc.Server {
 	srvMetrics := grpcprom.NewServerMetrics(
 		grpcprom.WithServerCounterOptions(grpcprom.WithNamespace("pelwarden")),
 		grpcprom.WithServerHandlingTimeHistogram(grpcprom.WithHistogramNamespace("pelwarden")),
@@ -83,6 +85,7 @@ func newGRPCServer(log *slog.Logger, reg prometheus.Registerer, extra ...grpc.Se
 		grpc.ChainUnaryInterceptor(
 			srvMetrics.UnaryServerInterceptor(),
 			logging.UnaryServerInterceptor(logger, logOpts...),
+			auth.unary,
 			recovery.UnaryServerInterceptor(recoverOpts...),
 		),
 		grpc.ChainStreamInterceptor(

@@ -6,6 +6,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/pelwarden/pelwarden/internal/admin"
+	"github.com/pelwarden/pelwarden/internal/events"
 	"github.com/pelwarden/pelwarden/internal/liveness"
 	"github.com/pelwarden/pelwarden/internal/metadata"
 )
@@ -17,6 +19,8 @@ var targetLabels = []string{"redis", "stream", "group"}
 type metrics struct {
 	view *liveness.View
 	now  func() time.Time
+	// reports keeps the values behind the reported gauge for DescribeTarget.
+	reports *admin.Reports
 
 	reported      *prometheus.GaugeVec
 	redisErrors   *prometheus.CounterVec
@@ -31,13 +35,14 @@ type metrics struct {
 	lastMissing map[string]bool
 }
 
-func newMetrics(reg prometheus.Registerer, view *liveness.View, now func() time.Time) *metrics {
+func newMetrics(reg prometheus.Registerer, view *liveness.View, reports *admin.Reports, now func() time.Time) *metrics {
 	desc := func(name, help string) *prometheus.Desc {
 		return prometheus.NewDesc("pelwarden_"+name, help, targetLabels, nil)
 	}
 	m := &metrics{
-		view: view,
-		now:  now,
+		view:    view,
+		now:     now,
+		reports: reports,
 		reported: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "pelwarden_scaler_reported_value",
 			Help: "The value GetMetrics last reported to KEDA, by target and metric.",
@@ -129,13 +134,15 @@ func (m *metrics) expired(t liveness.Target) {
 	m.reported.DeletePartialMatch(lv)
 	m.redisErrors.Delete(lv)
 	m.groupMissing.Delete(lv)
+	m.reports.Forget(events.Group{Conn: t.Conn, Stream: t.Stream, Group: t.Group})
 	m.mu.Lock()
 	delete(m.lastMissing, t.Key())
 	m.mu.Unlock()
 }
 
-func (m *metrics) report(r metadata.Request, v int64) {
+func (m *metrics) report(r metadata.Request, metricName string, v int64) {
 	m.reported.WithLabelValues(r.Target.Conn, r.Target.Stream, r.Target.Group, r.Metric.Key()).Set(float64(v))
+	m.reports.Record(r, metricName, v, m.now())
 }
 
 func boolFloat(b bool) float64 {

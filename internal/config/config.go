@@ -28,6 +28,8 @@ type Config struct {
 	Hygiene Hygiene `yaml:"hygiene"`
 	// Kubernetes configures the kubernetes liveness source.
 	Kubernetes Kubernetes `yaml:"kubernetes"`
+	// Admin configures who may call the mutating Admin RPCs.
+	Admin Admin `yaml:"admin"`
 }
 
 // Kubernetes configures access to the Kubernetes API, which the kubernetes

@@ -98,6 +98,13 @@ var settings = []setting{
 		"kubeconfig file for running outside a cluster; empty means in-cluster",
 		func(c *Config) *string { return &c.Kubernetes.Kubeconfig }),
 
+	stringSetting("admin.tokenFile", "PELWARDEN_ADMIN_TOKEN_FILE", "admin-token-file",
+		"file holding the bearer token that Reclaim, DeleteConsumer and Deregister need",
+		func(c *Config) *string { return &c.Admin.TokenFile }),
+	listSetting("admin.allowedClientIdentities", "PELWARDEN_ADMIN_ALLOWED_CLIENT_IDENTITIES", "admin-allowed-client-identities",
+		"comma list of mTLS client identities (CN, DNS or URI SAN) allowed to call the mutating Admin RPCs",
+		func(c *Config) *[]string { return &c.Admin.AllowedClientIdentities }),
+
 	stringSetting("redis[default].addr", "PELWARDEN_REDIS_ADDR", "redis-addr",
 		"address host:port of the Redis connection named default",
 		func(c *Config) *string { return &defaultRedis(c).Addr }),
@@ -155,6 +162,23 @@ func stringSetting(path, env, flag, usage string, field func(*Config) *string) s
 		path: path, env: env, flag: flag, usage: usage, typ: "string",
 		apply: func(c *Config, raw string) error { *field(c) = raw; return nil },
 		show:  func(c *Config) string { return *field(c) },
+	}
+}
+
+// listSetting reads a comma list; spaces around items are dropped, and an
+// empty item is kept so that validation can name it.
+func listSetting(path, env, flag, usage string, field func(*Config) *[]string) setting {
+	return setting{
+		path: path, env: env, flag: flag, usage: usage, typ: "strings",
+		apply: func(c *Config, raw string) error {
+			items := strings.Split(raw, ",")
+			for i := range items {
+				items[i] = strings.TrimSpace(items[i])
+			}
+			*field(c) = items
+			return nil
+		},
+		show: func(c *Config) string { return strings.Join(*field(c), ",") },
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/pelwarden/pelwarden/internal/events"
 	"github.com/pelwarden/pelwarden/internal/liveness"
 	"github.com/pelwarden/pelwarden/internal/policy"
 	"github.com/pelwarden/pelwarden/internal/redisx"
@@ -49,6 +50,9 @@ type Options struct {
 	Expiry time.Duration
 	Log    *slog.Logger
 	Now    func() time.Time
+	// Events, when set, receives one event per batch outcome and per
+	// consumer deletion.
+	Events *events.Bus
 }
 
 // Loop is the hygiene loop. Add targets, then Run.
@@ -115,6 +119,18 @@ func (l *Loop) Add(t Target, permanent bool) {
 	default:
 	}
 	l.opts.Log.Info("hygiene target added", "target", t.Target.String(), "reclaim", t.Hygiene.Mode, "dryRun", t.Hygiene.DryRun)
+}
+
+// Lookup returns the target the loop looks after for a consumer group,
+// with its current settings.
+func (l *Loop) Lookup(conn, stream, group string) (Target, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r, ok := l.targets[Target{Target: liveness.Target{Conn: conn, Stream: stream, Group: group}}.group()]
+	if !ok {
+		return Target{}, false
+	}
+	return r.t, true
 }
 
 // Run scans until ctx ends, then waits for scans in progress. Each target

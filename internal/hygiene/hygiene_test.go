@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pelwarden/pelwarden/internal/config"
+	"github.com/pelwarden/pelwarden/internal/events"
 	"github.com/pelwarden/pelwarden/internal/liveness"
 	"github.com/pelwarden/pelwarden/internal/metadata"
 	"github.com/pelwarden/pelwarden/internal/redistest"
@@ -306,4 +307,38 @@ func TestOneScannerPerGroupWhoseSettingsFollowTheLatestRequest(t *testing.T) {
 	for _, r := range l.targets {
 		require.Equal(t, int64(3), r.t.Hygiene.MaxDeliveries)
 	}
+}
+
+// TestScanPublishesOneEventPerBatchOutcomeAndPerDeletion: 250 entries in
+// pages of 100 are three requeue events; the deletion is a fourth.
+func TestScanPublishesOneEventPerBatchOutcomeAndPerDeletion(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	hold(t, rdb, "ghost", "e", 250)
+	time.Sleep(300 * time.Millisecond)
+	l := newLoop(t, srv.Addr())
+	l.opts.Events = events.NewBus(events.Options{}, prometheus.NewRegistry())
+	watch, stop := l.opts.Events.Subscribe(nil)
+	defer stop()
+	tg := target(t)
+	_, err := l.Scan(context.Background(), tg)
+	require.NoError(t, err)
+	time.Sleep(100 * time.Millisecond)
+	_, err = l.Scan(context.Background(), tg)
+	require.NoError(t, err)
+
+	recent := l.opts.Events.Recent(EventGroup(tg.Target))
+	type seen struct {
+		action  string
+		entries int64
+	}
+	got := make([]seen, 0, len(recent))
+	for _, e := range recent {
+		require.Equal(t, events.SourceHygiene, e.Source)
+		require.Equal(t, "ghost", e.Consumer)
+		got = append(got, seen{e.Action, e.Entries})
+	}
+	require.Equal(t, []seen{{events.ConsumerDeleted, 1}, {redisx.Requeued, 50}, {redisx.Requeued, 100}, {redisx.Requeued, 100}}, got, "newest first")
+	require.Equal(t, redisx.Requeued, (<-watch).Action, "a subscriber sees them as they happen")
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/pelwarden/pelwarden/internal/events"
 	"github.com/pelwarden/pelwarden/internal/liveness"
 	"github.com/pelwarden/pelwarden/internal/policy"
 	"github.com/pelwarden/pelwarden/internal/redisx"
@@ -149,6 +150,7 @@ func (l *Loop) apply(ctx context.Context, c *redis.Client, t Target, owner strin
 	for outcome, n := range res.Counts {
 		rep.add(outcome, n)
 		attrs = append(attrs, outcome, n)
+		l.publish(t, owner, outcome, n, batchDetail(mode, to))
 		if (redisx.Outcome{Result: outcome}).Acted() {
 			l.metrics.actions.WithLabelValues(append(labels(t), outcome)...).Add(float64(n))
 		} else {
@@ -208,6 +210,7 @@ func (l *Loop) deleteConsumer(ctx context.Context, c *redis.Client, t Target, cv
 		return err
 	}
 	if out == "deleted" {
+		l.publish(t, cv.Name, events.ConsumerDeleted, 1, "its PEL was empty")
 		rep.add("consumer-deleted", 1)
 		l.metrics.actions.WithLabelValues(append(labels(t), "consumer-deleted")...).Inc()
 		log.Info("ghost consumer deleted: its PEL was empty", "reasons", liveness.ReasonsString(cv.Reasons))
@@ -216,4 +219,42 @@ func (l *Loop) deleteConsumer(ctx context.Context, c *redis.Client, t Target, cv
 	rep.add("skipped:delete-"+out, 1)
 	l.metrics.skipped.WithLabelValues(append(labels(t), "delete-"+out)...).Inc()
 	return nil
+}
+
+// publish tells watchers what a batch did: actions and failures, not the
+// entries the guard skipped. Dry runs publish nothing, since nothing
+// happened.
+func (l *Loop) publish(t Target, consumer, outcome string, n int64, detail string) {
+	action, ok := EventAction(outcome)
+	if !ok || n == 0 {
+		return
+	}
+	l.opts.Events.Publish(events.Event{
+		Time: l.opts.Now(), Group: EventGroup(t.Target), Consumer: consumer,
+		Action: action, Entries: n, Source: events.SourceHygiene, Detail: detail,
+	})
+}
+
+// EventAction names a reclaim outcome as an event action, and reports
+// whether the outcome is one worth an event (an action or a failure).
+func EventAction(outcome string) (string, bool) {
+	switch outcome {
+	case redisx.Tombstoned:
+		return "tombstoned", true
+	case redisx.Requeued, redisx.Claimed, redisx.DeadLettered, redisx.Failed, events.ConsumerDeleted:
+		return outcome, true
+	}
+	return "", false
+}
+
+// EventGroup is the events key of a target's consumer group.
+func EventGroup(t liveness.Target) events.Group {
+	return events.Group{Conn: t.Conn, Stream: t.Stream, Group: t.Group}
+}
+
+func batchDetail(mode redisx.Mode, to string) string {
+	if to != "" {
+		return string(mode) + " to " + to
+	}
+	return string(mode)
 }

@@ -128,6 +128,14 @@ const (
 	DefaultDeliveryCountField = "pelwarden-deliveries"
 )
 
+// DefaultHygiene is the settings of a trigger that asks for reclaim
+// requeue and sets no other hygiene key: what the Admin API plans and acts
+// with on a group the hygiene loop does not look after.
+func DefaultHygiene(stream string) policy.Hygiene {
+	h, _ := parseHygiene(map[string]string{"reclaim": string(policy.ReclaimRequeue)}, stream)
+	return h
+}
+
 func parseHygiene(md map[string]string, stream string) (policy.Hygiene, error) {
 	h := policy.Hygiene{Mode: policy.ReclaimOff, DeliveryCountField: DefaultDeliveryCountField, ClaimFallback: policy.FallbackRequeue}
 	switch v := md["reclaim"]; v {

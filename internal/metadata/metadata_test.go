@@ -205,3 +205,11 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestDefaultHygieneIsATriggerWithOnlyReclaimRequeue(t *testing.T) {
+	t.Parallel()
+	r, err := Parse(map[string]string{"stream": "jobs", "consumerGroup": "workers", "reclaim": "requeue"}, Env{Conns: []string{"default"}})
+	require.NoError(t, err)
+	require.Equal(t, r.Hygiene, DefaultHygiene("jobs"))
+	require.Equal(t, policy.ReclaimRequeue, DefaultHygiene("jobs").Mode)
+}

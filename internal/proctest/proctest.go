@@ -28,6 +28,21 @@ func Build(tb testing.TB, pkgs ...string) []string {
 	return out
 }
 
+// BuildTool compiles a tool pinned in its own module file (such as
+// tools/grpcurl/go.mod, relative to the repository root) into a temporary
+// folder and returns the binary. It needs the module proxy or a warm module
+// cache; it never skips.
+func BuildTool(tb testing.TB, root, modfile, pkg string) string {
+	tb.Helper()
+	out := filepath.Join(tb.TempDir(), filepath.Base(pkg))
+	cmd := exec.Command("go", "build", "-modfile="+modfile, "-o", out, pkg)
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		tb.Fatalf("go build -modfile=%s %s: %v\n%s", modfile, pkg, err, b)
+	}
+	return out
+}
+
 // Proc is one child process with its output in a file.
 type Proc struct {
 	Name    string

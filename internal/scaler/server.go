@@ -36,8 +36,9 @@ type Options struct {
 	// Arm wakes StreamIsActive on a new entry; nil falls back to the view's
 	// background refresh.
 	Arm ArmFunc
-	// Reported, when set, is told every value GetMetrics reports.
-	Reported func(r metadata.Request, value int64)
+	// Reported, when set, is told every value GetMetrics reports, under the
+	// metric name KEDA asked for.
+	Reported func(r metadata.Request, metricName string, value int64)
 	// Hygiene, when set, is told of every request, so the hygiene loop
 	// looks after the targets whose metadata asks for reclaim.
 	Hygiene func(r metadata.Request)
@@ -78,12 +79,12 @@ func (s *Server) GetMetrics(ctx context.Context, req *externalscaler.GetMetricsR
 		return nil, err
 	}
 	v := policy.Value(r.Metric, snap)
-	if s.opts.Reported != nil {
-		s.opts.Reported(r, v)
-	}
 	name := req.GetMetricName()
 	if name == "" {
 		name = r.MetricName
+	}
+	if s.opts.Reported != nil {
+		s.opts.Reported(r, name, v)
 	}
 	return &externalscaler.GetMetricsResponse{MetricValues: []*externalscaler.MetricValue{{
 		MetricName: name, MetricValue: v, MetricValueFloat: float64(v),

@@ -1316,8 +1316,12 @@ func (*ReclaimRequest_Ids) isReclaimRequest_Selector() {}
 
 // EntryIds lists stream entry ids.
 type EntryIds struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Ids           []string               `protobuf:"bytes,1,rep,name=ids,proto3" json:"ids,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Ids   []string               `protobuf:"bytes,1,rep,name=ids,proto3" json:"ids,omitempty"`
+	// Owner the entries must still have, as ListPending showed them; an entry
+	// another consumer took since is skipped as owner-changed. Empty means
+	// each entry's owner at the time of the call.
+	Consumer      string `protobuf:"bytes,2,opt,name=consumer,proto3" json:"consumer,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1357,6 +1361,13 @@ func (x *EntryIds) GetIds() []string {
 		return x.Ids
 	}
 	return nil
+}
+
+func (x *EntryIds) GetConsumer() string {
+	if x != nil {
+		return x.Consumer
+	}
+	return ""
 }
 
 // ReclaimResponse reports what happened to each entry.
@@ -2179,9 +2190,10 @@ const file_pelwarden_v1_admin_proto_rawDesc = "" +
 	"\adry_run\x18\x05 \x01(\bR\x06dryRun\x12\x14\n" +
 	"\x05force\x18\x06 \x01(\bR\x05forceB\n" +
 	"\n" +
-	"\bselector\"\x1c\n" +
+	"\bselector\"8\n" +
 	"\bEntryIds\x12\x10\n" +
-	"\x03ids\x18\x01 \x03(\tR\x03ids\"\xe0\x01\n" +
+	"\x03ids\x18\x01 \x03(\tR\x03ids\x12\x1a\n" +
+	"\bconsumer\x18\x02 \x01(\tR\bconsumer\"\xe0\x01\n" +
 	"\x0fReclaimResponse\x12A\n" +
 	"\x06counts\x18\x01 \x03(\v2).pelwarden.v1.ReclaimResponse.CountsEntryR\x06counts\x126\n" +
 	"\boutcomes\x18\x02 \x03(\v2\x1a.pelwarden.v1.EntryOutcomeR\boutcomes\x12\x17\n" +

@@ -1,0 +1,99 @@
+package admin
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/test/bufconn"
+
+	"github.com/pelwarden/pelwarden/internal/config"
+	"github.com/pelwarden/pelwarden/internal/events"
+	"github.com/pelwarden/pelwarden/internal/redisx"
+	pelwardenv1 "github.com/pelwarden/pelwarden/proto/pelwarden/v1"
+)
+
+// serveWatch serves WatchEvents over an in-memory connection. It reads no
+// Redis, so the connection points nowhere and is never dialed.
+func serveWatch(t *testing.T, bus *events.Bus) (pelwardenv1.AdminClient, func()) {
+	t.Helper()
+	conns, err := redisx.Open([]config.Redis{config.DefaultRedis("default", "127.0.0.1:1")})
+	require.NoError(t, err)
+	lis := bufconn.Listen(1 << 16)
+	srv := grpc.NewServer()
+	pelwardenv1.RegisterAdminServer(srv, New(Options{Conns: conns, Events: bus}))
+	served := make(chan struct{})
+	go func() { defer close(served); _ = srv.Serve(lis) }()
+	conn, err := grpc.NewClient("passthrough:///bufconn", grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }))
+	require.NoError(t, err)
+	return pelwardenv1.NewAdminClient(conn), func() {
+		_ = conn.Close()
+		srv.Stop()
+		<-served
+		_ = conns.Close()
+	}
+}
+
+var jobsGroup = events.Group{Conn: "default", Stream: "jobs", Group: "workers"}
+
+// TestWatchEventsEndsWithTheClientAndLeavesNothingRunning: a watcher that
+// stops reading costs the publisher nothing (its events are dropped and
+// counted), and once it goes, so do its goroutines.
+func TestWatchEventsEndsWithTheClientAndLeavesNothingRunning(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	reg := prometheus.NewRegistry()
+	bus := events.NewBus(events.Options{Buffer: 8}, reg)
+	client, stop := serveWatch(t, bus)
+	defer stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stream, err := client.WatchEvents(ctx, &pelwardenv1.WatchEventsRequest{Target: &pelwardenv1.TargetRef{Stream: "jobs", Group: "workers"}})
+	require.NoError(t, err)
+
+	// The handler subscribes after the call returns: publish until the
+	// first event arrives.
+	publishing, stopPublishing := context.WithCancel(ctx)
+	published := make(chan struct{})
+	go func() {
+		defer close(published)
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			bus.Publish(events.Event{Group: events.Group{Conn: "default", Stream: "other", Group: "workers"}, Action: "claimed"})
+			bus.Publish(events.Event{Group: jobsGroup, Action: "requeued", Entries: 1, Source: events.SourceHygiene})
+			select {
+			case <-publishing.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	first, err := stream.Recv()
+	stopPublishing()
+	<-published
+	require.NoError(t, err)
+	require.Equal(t, "requeued", first.GetEvent().GetAction(), "another group's events are filtered out")
+	require.Equal(t, "hygiene", first.GetEvent().GetSource())
+
+	start := time.Now()
+	for range 100_000 {
+		bus.Publish(events.Event{Group: jobsGroup, Action: "requeued", Entries: 1})
+	}
+	require.Less(t, time.Since(start), 5*time.Second, "a watcher that does not read never holds up publishing")
+	n, err := testutil.GatherAndCount(reg, "pelwarden_admin_events_dropped_total")
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	require.Positive(t, families[0].GetMetric()[0].GetCounter().GetValue(), "what did not fit was counted")
+	cancel()
+	stop()
+}

@@ -1,0 +1,90 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"unicode"
+)
+
+// Admin configures who may call the mutating RPCs of pelwarden.v1.Admin
+// (Reclaim, DeleteConsumer, Deregister). Read RPCs are open to whoever can
+// reach grpc.addr. With neither field set the mutating RPCs are refused, so
+// a pelwarden nobody configured for it cannot be made to move entries.
+type Admin struct {
+	// TokenFile is the path of a file holding the bearer token that callers
+	// send as `authorization: Bearer <token>`, such as a mounted Kubernetes
+	// Secret. Surrounding whitespace is trimmed; the token must be at least
+	// 16 characters. The file is read again when it changes, so a rotated
+	// Secret takes effect without a restart. Optional; default none.
+	TokenFile string `yaml:"tokenFile"`
+	// AllowedClientIdentities lists the mTLS client certificate identities
+	// allowed to mutate: a verified client certificate's subject common
+	// name, or one of its DNS or URI SANs (such as
+	// spiffe://cluster.local/ns/jobs/sa/worker). Only a gRPC listener that
+	// verifies client certificates can present one. Optional; default none;
+	// each entry is non-empty and has no spaces.
+	AllowedClientIdentities []string `yaml:"allowedClientIdentities"`
+}
+
+// Enabled reports whether any credential is configured.
+func (a Admin) Enabled() bool {
+	return a.TokenFile != "" || len(a.AllowedClientIdentities) > 0
+}
+
+// MinTokenLength is the shortest bearer token accepted: guessing 16
+// random characters over the network is hopeless.
+const MinTokenLength = 16
+
+// maxTokenFile bounds what is read of a token file.
+const maxTokenFile = 4096
+
+// ReadToken reads a bearer token file: a regular file (a device such as
+// /dev/zero would never end) holding one token of at least MinTokenLength
+// characters, without inner whitespace.
+func ReadToken(path string) (string, error) {
+	f, err := os.Open(path) //nolint:gosec // G304: the operator configured this path
+	if err != nil {
+		return "", errors.New(pathErrText(err))
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return "", errors.New(pathErrText(err))
+	}
+	if !info.Mode().IsRegular() {
+		return "", fmt.Errorf("%q is not a regular file", path)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxTokenFile+1))
+	if err != nil {
+		return "", errors.New(pathErrText(err))
+	}
+	token := strings.TrimSpace(string(data))
+	switch {
+	case len(data) > maxTokenFile:
+		return "", fmt.Errorf("%q is larger than %d bytes; it must hold one token", path, maxTokenFile)
+	case len(token) < MinTokenLength:
+		return "", fmt.Errorf("%q must hold a token of at least %d characters (such as the output of `openssl rand -hex 32`), it holds %d", path, MinTokenLength, len(token))
+	case strings.ContainsFunc(token, unicode.IsSpace):
+		return "", fmt.Errorf("%q must hold one token without spaces or line breaks inside it", path)
+	}
+	return token, nil
+}
+
+func (c *Config) validateAdmin(p *problems) {
+	a := c.Admin
+	if a.TokenFile != "" {
+		if _, err := ReadToken(a.TokenFile); err != nil {
+			p.add("admin.tokenFile", "must name a readable file holding the bearer token: %v", err)
+		}
+	}
+	for i, id := range a.AllowedClientIdentities {
+		if id == "" || len(id) > 1024 || strings.ContainsFunc(id, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) {
+			p.add(fmt.Sprintf("admin.allowedClientIdentities[%d]", i),
+				"must be a certificate common name, DNS name or URI of 1-1024 characters without spaces, such as %q, got %q",
+				"pelwarden-admin", id)
+		}
+	}
+}
