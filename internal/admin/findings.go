@@ -1,0 +1,87 @@
+package admin
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"time"
+
+	"github.com/pelwarden/pelwarden/internal/events"
+	"github.com/pelwarden/pelwarden/internal/findings"
+	pelwardenv1 "github.com/pelwarden/pelwarden/proto/pelwarden/v1"
+)
+
+// maxSample bounds the MONITOR sample a caller may ask for: MONITOR costs
+// the Redis server on every command it runs meanwhile.
+const maxSample = 60 * time.Second
+
+// Findings checks one group, or every registered one, on a fresh read.
+func (s *Server) Findings(ctx context.Context, req *pelwardenv1.FindingsRequest) (*pelwardenv1.FindingsResponse, error) {
+	if req.GetMinDeliveries() < 0 {
+		return nil, invalid("min_deliveries", "must be 0 (the target's maxDeliveries, or %d) or more, got %d", findings.DefaultMinDeliveries, req.GetMinDeliveries())
+	}
+	sample := time.Duration(req.GetSampleMs()) * time.Millisecond
+	if req.GetSampleMs() < 0 || sample > maxSample {
+		return nil, invalid("sample_ms", "must be from 0 (no MONITOR sample) to %d, got %d", maxSample.Milliseconds(), req.GetSampleMs())
+	}
+	groups, err := s.findingGroups(req.GetTarget())
+	if err != nil {
+		return nil, err
+	}
+	out := &pelwardenv1.FindingsResponse{}
+	for _, g := range groups {
+		lt, snap, err := s.fresh(ctx, g)
+		if err != nil {
+			return nil, err
+		}
+		c, err := s.client(g)
+		if err != nil {
+			return nil, err
+		}
+		fs, err := findings.Detect(ctx, findings.Input{
+			Snapshot: snap, Client: c, MinDeliveries: s.minDeliveries(g, req.GetMinDeliveries()),
+			Sample: sample, MaxScan: findings.DefaultMaxScan,
+		})
+		if err != nil {
+			return nil, redisStatus(err, g)
+		}
+		out.Findings = append(out.Findings, findings.ToProto(lt, fs)...)
+	}
+	return out, nil
+}
+
+// findingGroups is the request's group, or every registered one in order.
+func (s *Server) findingGroups(ref *pelwardenv1.TargetRef) ([]events.Group, error) {
+	if ref != nil {
+		g, err := checkTarget(ref, s.opts.Conns.Names())
+		if err != nil {
+			return nil, err
+		}
+		return []events.Group{g}, nil
+	}
+	seen := map[events.Group]bool{}
+	var out []events.Group
+	for _, l := range s.opts.View.Latest() {
+		g := events.Group{Conn: l.Target.Conn, Stream: l.Target.Stream, Group: l.Target.Group}
+		if !seen[g] {
+			seen[g] = true
+			out = append(out, g)
+		}
+	}
+	slices.SortFunc(out, func(a, b events.Group) int {
+		return cmp.Or(cmp.Compare(a.Conn, b.Conn), cmp.Compare(a.Stream, b.Stream), cmp.Compare(a.Group, b.Group))
+	})
+	return out, nil
+}
+
+// minDeliveries resolves the bouncing threshold: the request's, else the
+// group's maxDeliveries, else the default.
+func (s *Server) minDeliveries(g events.Group, asked int64) int64 {
+	if asked > 0 {
+		return asked
+	}
+	if h, ok := s.settings(g); ok && h.MaxDeliveries > 0 {
+		return h.MaxDeliveries
+	}
+	return findings.DefaultMinDeliveries
+}
