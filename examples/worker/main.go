@@ -149,7 +149,7 @@ type worker struct {
 // until ctx ends, which is how it returns: a shutdown is not an error. It
 // stops only between jobs.
 func (w *worker) loop(ctx context.Context) {
-	from := "0"
+	own, from := true, "0"
 	for ctx.Err() == nil {
 		res, err := w.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
 			Group: w.cfg.group, Consumer: w.cfg.consumer, Streams: []string{w.cfg.stream, from},
@@ -163,12 +163,12 @@ func (w *worker) loop(ctx context.Context) {
 		case err != nil:
 			w.log.Warn("read failed; retrying", "err", err)
 			time.Sleep(time.Second)
-			from = "0" // after a failure, finish what is held first
+			own, from = true, "0" // after a failure, finish what is held first
 			continue
 		}
 		msgs := res[0].Messages
-		if from == "0" && len(msgs) == 0 {
-			from = ">" // own pending list done: new entries now
+		if own && len(msgs) == 0 {
+			own, from = false, ">" // own pending list done: new entries now
 			continue
 		}
 		for _, m := range msgs {
@@ -179,7 +179,7 @@ func (w *worker) loop(ctx context.Context) {
 				w.log.Warn("job failed; it stays pending", "id", m.ID, "err", err)
 			}
 		}
-		if from == "0" {
+		if own {
 			from = msgs[len(msgs)-1].ID // page through the own PEL
 		}
 	}

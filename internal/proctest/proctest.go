@@ -55,12 +55,22 @@ type Proc struct {
 // test binary whatever kills it.
 func Start(tb testing.TB, name, bin string, args ...string) *Proc {
 	tb.Helper()
+	return StartEnv(tb, name, bin, nil, args...)
+}
+
+// StartEnv is Start with variables added to the environment, for programs
+// configured by it.
+func StartEnv(tb testing.TB, name, bin string, env []string, args ...string) *Proc {
+	tb.Helper()
 	logPath := filepath.Join(tb.TempDir(), name+".log")
 	f, err := os.Create(logPath)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	cmd := exec.Command(bin, args...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
