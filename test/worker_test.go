@@ -62,7 +62,7 @@ func TestExampleWorkerFinishesItsOwnPELAndDeregistersOnSIGTERM(t *testing.T) {
 	require.WithinDuration(t, time.Now(), time.UnixMilli(ms), 5*time.Second)
 
 	eventually(t, 10*time.Second, func() error {
-		if n := pendingCount(t, rdb, "worker-x"); n < 3 {
+		if n := pendingCount(ctx, t, rdb, "worker-x"); n < 3 {
 			l, _ := rdb.HLen(ctx, "ledger").Result()
 			return fmt.Errorf("worker-x holds %d entries, %d processed; waiting for a batch\n%s", n, l, x.Tail(10))
 		}
@@ -74,7 +74,7 @@ func TestExampleWorkerFinishesItsOwnPELAndDeregistersOnSIGTERM(t *testing.T) {
 	for _, c := range consumers {
 		require.NotEqual(t, "worker-x", c.Name, "Deregister deleted the consumer\n%s", x.Tail(20))
 	}
-	require.Zero(t, pendingCount(t, rdb, "worker-x"))
+	require.Zero(t, pendingCount(ctx, t, rdb, "worker-x"))
 	exists, err := rdb.Exists(ctx, "hb:worker-x").Result()
 	require.NoError(t, err)
 	require.Zero(t, exists, "a departed worker leaves no heartbeat behind")
@@ -96,9 +96,9 @@ func TestExampleWorkerFinishesItsOwnPELAndDeregistersOnSIGTERM(t *testing.T) {
 	}
 }
 
-func pendingCount(t *testing.T, rdb *redis.Client, consumer string) int64 {
+func pendingCount(ctx context.Context, t *testing.T, rdb *redis.Client, consumer string) int64 {
 	t.Helper()
-	p, err := rdb.XPending(context.Background(), "jobs", "workers").Result()
+	p, err := rdb.XPending(ctx, "jobs", "workers").Result()
 	require.NoError(t, err)
 	return p.Consumers[consumer]
 }
