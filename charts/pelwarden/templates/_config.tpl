@@ -17,6 +17,11 @@ builds, under pelwarden.configDir.
 {{- with .Values.hygiene.identity }}{{ $_ := set $hygiene "identity" . }}{{ end -}}
 {{- $kube := dict "enabled" .Values.kubernetes.enabled -}}
 {{- with .Values.kubernetes.kubeconfig }}{{ $_ := set $kube "kubeconfig" . }}{{ end -}}
+{{- $admin := dict -}}
+{{- if .Values.admin.token.existingSecret -}}
+{{- $_ := set $admin "tokenFile" (printf "%s/admin/token" $dir) -}}
+{{- end -}}
+{{- with .Values.admin.allowedClientIdentities }}{{ $_ := set $admin "allowedClientIdentities" . }}{{ end -}}
 {{- $redis := list -}}
 {{- range $r := .Values.redis -}}
 {{- $conn := pick $r "name" "addr" "username" "db" "dialTimeout" "readTimeout" "writeTimeout" "poolSize" -}}
@@ -45,6 +50,7 @@ builds, under pelwarden.configDir.
   "scaler" .Values.scaler
   "hygiene" $hygiene
   "kubernetes" $kube
+  "admin" $admin
   "redis" $redis
 -}}
 {{- toYaml $cfg }}
@@ -67,6 +73,13 @@ running pod.
     items:
       - key: config.yaml
         path: config.yaml
+{{- with .Values.admin.token.existingSecret }}
+- secret:
+    name: {{ . }}
+    items:
+      - key: {{ $.Values.admin.token.key }}
+        path: admin/token
+{{- end }}
 {{- range $r := .Values.redis }}
 {{- if and $r.existingSecret $r.existingSecret.name }}
 - secret:
