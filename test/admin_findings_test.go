@@ -8,6 +8,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/pelwarden/pelwarden/internal/redistest"
 	pelwardenv1 "github.com/pelwarden/pelwarden/proto/pelwarden/v1"
@@ -53,7 +55,9 @@ func TestFindingsThroughTheAdminAPI(t *testing.T) {
 			}
 		}()
 	}
-	res, err := admin.Findings(ctx, &pelwardenv1.FindingsRequest{Target: jobsRef, SampleMs: 600})
+	_, err = admin.Findings(ctx, &pelwardenv1.FindingsRequest{Target: jobsRef, SampleMs: 100})
+	require.Equal(t, codes.Unauthenticated, status.Code(err), "a MONITOR sample needs credentials: %v", err)
+	res, err := admin.Findings(authed(), &pelwardenv1.FindingsRequest{Target: jobsRef, SampleMs: 600})
 	stopReading()
 	wg.Wait()
 	require.NoError(t, err)
@@ -69,6 +73,9 @@ func TestFindingsThroughTheAdminAPI(t *testing.T) {
 	require.Equal(t, []string{"shared"}, got[pelwardenv1.FindingKind_FINDING_KIND_SHARED_NAME])
 	require.Len(t, got[pelwardenv1.FindingKind_FINDING_KIND_NULL_LAG], 1)
 
-	_, err = admin.Findings(ctx, &pelwardenv1.FindingsRequest{Target: jobsRef, SampleMs: -1})
+	_, err = admin.Findings(authed(), &pelwardenv1.FindingsRequest{Target: jobsRef, SampleMs: -1})
 	require.ErrorContains(t, err, "sample_ms")
+	res, err = admin.Findings(ctx, &pelwardenv1.FindingsRequest{Target: jobsRef})
+	require.NoError(t, err, "findings without a sample are open")
+	require.NotEmpty(t, res.GetFindings())
 }

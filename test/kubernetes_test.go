@@ -15,6 +15,7 @@ import (
 	"github.com/pelwarden/pelwarden/internal/app"
 	"github.com/pelwarden/pelwarden/internal/config"
 	"github.com/pelwarden/pelwarden/internal/redistest"
+	pelwardenv1 "github.com/pelwarden/pelwarden/proto/pelwarden/v1"
 )
 
 func workerPod(name string) *corev1.Pod {
@@ -50,13 +51,25 @@ func TestPodDeletionRequeuesItsEntriesWithoutWaitingForAScan(t *testing.T) {
 		c.Hygiene.Targets = []map[string]string{target}
 	}, app.WithKubernetesClient(pods))
 
+	// The informer starts with the first read; a pod deleted before it
+	// has listed the pods is never seen to go. Wait until pelwarden sees
+	// both pods running (DescribeTarget reads afresh).
+	admin := pelwardenv1.NewAdminClient(p.conn)
 	eventually(t, 5*time.Second, func() error {
-		got, err := metric(ctx, t, p.client, md)
-		if err == nil && got != 12 {
-			return fmt.Errorf("pending %d, want 12: both pods exist", got)
+		res, err := admin.DescribeTarget(ctx, &pelwardenv1.DescribeTargetRequest{Target: &pelwardenv1.TargetRef{Stream: "jobs", Group: "workers"}})
+		if err != nil {
+			return err
 		}
-		return err
+		for _, c := range res.GetTarget().GetConsumers() {
+			if c.GetPod() != "running" {
+				return fmt.Errorf("%s: pod %q", c.GetName(), c.GetPod())
+			}
+		}
+		return nil
 	})
+	got, err := metric(ctx, t, p.client, md)
+	require.NoError(t, err)
+	require.Equal(t, int64(12), got, "both pods exist")
 
 	require.NoError(t, pods.CoreV1().Pods("jobs").Delete(ctx, "w-1", metav1.DeleteOptions{}))
 	eventually(t, 10*time.Second, func() error {
@@ -74,7 +87,7 @@ func TestPodDeletionRequeuesItsEntriesWithoutWaitingForAScan(t *testing.T) {
 	n, err := rdb.XLen(ctx, "jobs").Result()
 	require.NoError(t, err)
 	require.Equal(t, int64(12+7), n, "each of w-1's entries was requeued once")
-	got, err := metric(ctx, t, p.client, md)
+	got, err = metric(ctx, t, p.client, md)
 	require.NoError(t, err)
 	require.Equal(t, int64(5), got, "only the live pod's entries are pending")
 }

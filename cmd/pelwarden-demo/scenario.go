@@ -66,7 +66,7 @@ func demo(ctx context.Context, o options) (bool, error) {
 	}
 	defer stopApp()
 
-	s := &scenario{o: o, rdb: rdb, bin: worker, redis: srv.Addr(), grpc: grpcAddr, tokenFile: tokenFile, dir: dir, workers: map[string]*exec.Cmd{}, stopped: map[string]time.Time{}}
+	s := &scenario{o: o, rdb: rdb, bin: worker, redis: srv.Addr(), grpc: grpcAddr, tokenFile: tokenFile, dir: dir, workers: map[string]*exec.Cmd{}, exited: map[string]chan struct{}{}, stopped: map[string]time.Time{}}
 	defer s.stopAll()
 	v, err := newView(s, grpcAddr)
 	if err != nil {
@@ -123,6 +123,7 @@ type scenario struct {
 	bin, redis, grpc string
 	tokenFile, dir   string
 	workers          map[string]*exec.Cmd
+	exited           map[string]chan struct{}
 	produced         int
 	events           []event
 	started, end     time.Time
@@ -154,7 +155,9 @@ func (s *scenario) startWorker(name string) error {
 		return err
 	}
 	s.workers[name] = cmd
-	go func() { _ = cmd.Wait(); _ = log.Close() }()
+	done := make(chan struct{})
+	s.exited[name] = done
+	go func() { _ = cmd.Wait(); _ = log.Close(); close(done) }()
 	return nil
 }
 
@@ -165,9 +168,12 @@ func (s *scenario) signal(name string, sig syscall.Signal) {
 }
 
 func (s *scenario) stopAll() {
-	for name, cmd := range s.workers {
-		if cmd.ProcessState == nil {
+	for name := range s.workers {
+		select {
+		case <-s.exited[name]:
+		default:
 			s.signal(name, syscall.SIGKILL)
+			<-s.exited[name]
 		}
 	}
 }

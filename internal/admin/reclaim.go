@@ -98,6 +98,19 @@ func (s *Server) batchFor(call reclaimCall, owner string) (batch, error) {
 	return b, nil
 }
 
+// pageThreshold is the owner's threshold now, from the view's latest read
+// of the target when there is one, else from the call's; false when the
+// owner is no longer reclaimable.
+func (s *Server) pageThreshold(call reclaimCall, owner string) (time.Duration, bool) {
+	if call.snap != nil {
+		if snap, ok := s.opts.View.Peek(call.snap.Target); ok {
+			call.snap = snap
+		}
+	}
+	b, err := s.batchFor(call, owner)
+	return b.minIdle, err == nil
+}
+
 func (s *Server) reclaimConsumer(ctx context.Context, call reclaimCall) (*pelwardenv1.ReclaimResponse, error) {
 	b, err := s.batchFor(call, call.consumer)
 	if err != nil {
@@ -119,6 +132,17 @@ func (s *Server) reclaimConsumer(ctx context.Context, call reclaimCall) (*pelwar
 	}
 	after := ""
 	for {
+		// The threshold of a ghost whose pod went grows with time; taking
+		// it at each page's time keeps it from reaching entries delivered
+		// after the pod went, as the hygiene loop does. An owner that is
+		// no longer reclaimable ends the call with what was done.
+		if after != "" {
+			next, ok := s.pageThreshold(call, b.owner)
+			if !ok {
+				return out, nil
+			}
+			b.minIdle = next
+		}
 		res, err := redisx.RunReclaim(ctx, call.c, s.reclaimArgs(call, b, nil, after))
 		if err != nil {
 			return nil, redisStatus(err, g)

@@ -192,6 +192,9 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (*App, error) {
 		_ = conns.Close()
 		return nil, err
 	}
+	if len(cfg.Admin.AllowedClientIdentities) > 0 && !cfg.GRPC.TLS.Mutual() {
+		log.Warn("admin.allowedClientIdentities has no effect without grpc.tls.clientCAFile: no client can present a certificate")
+	}
 	a.grpc = newGRPCServer(log, reg, newAdminAuth(cfg.Admin, log), creds...)
 	externalscaler.RegisterExternalScalerServer(a.grpc, sc)
 	a.hs = health.NewServer()

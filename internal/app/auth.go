@@ -53,9 +53,19 @@ func newAdminAuth(cfg config.Admin, log *slog.Logger) *adminAuth {
 	return a
 }
 
+// guarded says whether a call needs credentials: the mutating RPCs, and a
+// Findings call that asks for a MONITOR sample, which slows the whole
+// Redis server while it runs.
+func guarded(method string, req any) bool {
+	if f, ok := req.(*pelwardenv1.FindingsRequest); ok {
+		return f.GetSampleMs() > 0
+	}
+	return mutatingMethods[method]
+}
+
 // unary is the auth step of the interceptor chain.
 func (a *adminAuth) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if !mutatingMethods[info.FullMethod] {
+	if !guarded(info.FullMethod, req) {
 		return handler(ctx, req)
 	}
 	who, err := a.authorize(ctx)

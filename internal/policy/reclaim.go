@@ -124,10 +124,16 @@ func ShouldDeleteConsumer(c liveness.ConsumerView, minIdle time.Duration, h Hygi
 // mode: never the owner, only Alive consumers, the freshest heartbeat first
 // (consumers with one before those without), then the fewest pending, then
 // the name, so the choice is stable.
+//
+// A consumer whose pod is terminating or has gone (Alive only for its
+// grace, or as a shared name) is never chosen: it is about to stop, and
+// the claim itself would count as a read under its name after its pod
+// went, making it look like a shared name that holds the entries.
 func PickReclaimTarget(consumers []liveness.ConsumerView, owner string) (string, bool) {
 	var cands []liveness.ConsumerView
 	for _, c := range consumers {
-		if c.Name != owner && c.Verdict == liveness.Alive {
+		leaving := c.Pod == liveness.PodTerminating || c.Pod == liveness.PodGone
+		if c.Name != owner && c.Verdict == liveness.Alive && !leaving {
 			cands = append(cands, c)
 		}
 	}

@@ -108,10 +108,20 @@ func TestPickReclaimTarget(t *testing.T) {
 		"ties broken by name":            {[]liveness.ConsumerView{c("b", liveness.Alive, -1, 1), c("a", liveness.Alive, -1, 1)}, "a", true},
 		"no candidate":                   {[]liveness.ConsumerView{c("owner", liveness.Alive, 0, 0), c("g", liveness.Ghost, 0, 0)}, "", false},
 		"empty group":                    {nil, "", false},
+		"never a consumer whose pod is leaving": {[]liveness.ConsumerView{
+			withPod(c("terminating", liveness.Alive, 0, 0), liveness.PodTerminating),
+			withPod(c("gone-in-grace", liveness.Alive, 0, 0), liveness.PodGone),
+			withPod(c("running", liveness.Alive, 9*time.Second, 7), liveness.PodRunning),
+		}, "running", true},
 	}
 	for name, tc := range cases {
 		got, ok := PickReclaimTarget(tc.consumers, "owner")
 		require.Equal(t, tc.ok, ok, name)
 		require.Equal(t, tc.want, got, name)
 	}
+}
+
+func withPod(c liveness.ConsumerView, p liveness.PodState) liveness.ConsumerView {
+	c.Pod = p
+	return c
 }

@@ -53,7 +53,12 @@ func PendingEntries(ctx context.Context, c redis.Cmdable, stream, group string, 
 	for i, id := range ids {
 		cmds[i] = pipe.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: stream, Group: group, Start: id, End: id, Count: 1})
 	}
-	_, _ = pipe.Exec(ctx) // errors are read per command below
+	// A batch that never reached Redis (a refused login) leaves every
+	// command empty and without an error of its own: that is a failure,
+	// not a list of ids that are not pending.
+	if err := exec(ctx, pipe); err != nil {
+		return nil, err
+	}
 	out := make([]*redis.XPendingExt, len(ids))
 	for i, id := range ids {
 		rows, err := cmds[i].Result()
