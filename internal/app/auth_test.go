@@ -24,6 +24,7 @@ import (
 	"github.com/pelwarden/pelwarden/internal/liveness"
 	"github.com/pelwarden/pelwarden/internal/redistest"
 	"github.com/pelwarden/pelwarden/internal/redisx"
+	"github.com/pelwarden/pelwarden/internal/tlstest"
 	pelwardenv1 "github.com/pelwarden/pelwarden/proto/pelwarden/v1"
 )
 
@@ -154,12 +155,14 @@ func TestARotatedTokenFileTakesEffectWithoutARestart(t *testing.T) {
 // when its common name, DNS SAN or URI SAN is listed.
 func TestMutatingAdminCallsAcceptAnAllowedClientCertificate(t *testing.T) {
 	t.Parallel()
-	ca := newTestCA(t)
-	stranger := newTestCA(t)
+	ca := tlstest.NewCA(t, "test CA")
+	// The same name on another key: the client sends its certificate, which
+	// only this server's check can refuse.
+	stranger := tlstest.NewCA(t, "test CA")
 	serverCreds := credentials.NewTLS(&tls.Config{
 		MinVersion:   tls.VersionTLS12,
-		Certificates: []tls.Certificate{ca.issue(t, certTemplate("pelwarden"), true)},
-		ClientCAs:    ca.pool,
+		Certificates: []tls.Certificate{ca.Server(t, "127.0.0.1").TLS(t)},
+		ClientCAs:    ca.Pool(),
 		// A client without a certificate may still use a bearer token.
 		ClientAuth: tls.VerifyClientCertIfGiven,
 	})
@@ -168,7 +171,7 @@ func TestMutatingAdminCallsAcceptAnAllowedClientCertificate(t *testing.T) {
 		AllowedClientIdentities: []string{"ops", "deployer.jobs.svc", "spiffe://cluster.local/ns/jobs/sa/worker"},
 	}, serverCreds)
 	clientWith := func(certs ...tls.Certificate) pelwardenv1.AdminClient {
-		return dial(t, addr, credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS12, RootCAs: ca.pool, Certificates: certs}))
+		return dial(t, addr, credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS12, RootCAs: ca.Pool(), Certificates: certs}))
 	}
 	tests := map[string]struct {
 		client        pelwardenv1.AdminClient
@@ -176,11 +179,11 @@ func TestMutatingAdminCallsAcceptAnAllowedClientCertificate(t *testing.T) {
 		want          codes.Code
 		message       string
 	}{
-		"allowed by common name":          {clientWith(ca.client(t, "ops", nil)), "", codes.OK, ""},
-		"allowed by DNS SAN":              {clientWith(ca.client(t, "someone", []string{"deployer.jobs.svc"})), "", codes.OK, ""},
-		"allowed by URI SAN":              {clientWith(ca.client(t, "", nil, "spiffe://cluster.local/ns/jobs/sa/worker")), "", codes.OK, ""},
-		"an unlisted identity":            {clientWith(ca.client(t, "intruder", []string{"evil.example"})), "", codes.PermissionDenied, "intruder, evil.example are not in admin.allowedClientIdentities"},
-		"an unlisted identity with token": {clientWith(ca.client(t, "intruder", nil)), "Bearer " + token, codes.OK, ""},
+		"allowed by common name":          {clientWith(ca.ClientWithSANs(t, "ops", nil).TLS(t)), "", codes.OK, ""},
+		"allowed by DNS SAN":              {clientWith(ca.ClientWithSANs(t, "someone", []string{"deployer.jobs.svc"}).TLS(t)), "", codes.OK, ""},
+		"allowed by URI SAN":              {clientWith(ca.ClientWithSANs(t, "", nil, "spiffe://cluster.local/ns/jobs/sa/worker").TLS(t)), "", codes.OK, ""},
+		"an unlisted identity":            {clientWith(ca.ClientWithSANs(t, "intruder", []string{"evil.example"}).TLS(t)), "", codes.PermissionDenied, "intruder, evil.example are not in admin.allowedClientIdentities"},
+		"an unlisted identity with token": {clientWith(ca.ClientWithSANs(t, "intruder", nil).TLS(t)), "Bearer " + token, codes.OK, ""},
 		"TLS without a certificate":       {clientWith(), "", codes.Unauthenticated, "needs credentials"},
 		"TLS with the token":              {clientWith(), "Bearer " + token, codes.OK, ""},
 	}
@@ -194,7 +197,7 @@ func TestMutatingAdminCallsAcceptAnAllowedClientCertificate(t *testing.T) {
 	}
 	// A certificate from another CA never reaches the interceptor: the
 	// handshake refuses it, so an allowed name on it proves nothing.
-	err := deleteConsumer(clientWith(stranger.client(t, "ops", nil)), "")
+	err := deleteConsumer(clientWith(stranger.ClientWithSANs(t, "ops", nil).TLS(t)), "")
 	require.Error(t, err)
 	require.Equal(t, codes.Unavailable, status.Code(err), "%v", err)
 }

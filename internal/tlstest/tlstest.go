@@ -17,6 +17,7 @@ import (
 	"encoding/pem"
 	"math/big"
 	"net"
+	"net/url"
 	"testing"
 	"time"
 )
@@ -77,7 +78,22 @@ func (ca *CA) Server(tb testing.TB, hosts ...string) Pair {
 // Client issues a client certificate with common name cn.
 func (ca *CA) Client(tb testing.TB, cn string) Pair {
 	tb.Helper()
+	return ca.ClientWithSANs(tb, cn, nil)
+}
+
+// ClientWithSANs issues a client certificate with common name cn and the
+// given DNS and URI SANs, the identities an mTLS peer can be known by.
+func (ca *CA) ClientWithSANs(tb testing.TB, cn string, dns []string, uris ...string) Pair {
+	tb.Helper()
 	tmpl := template(tb, cn)
+	tmpl.DNSNames = dns
+	for _, u := range uris {
+		parsed, err := url.Parse(u)
+		if err != nil {
+			tb.Fatalf("tlstest: URI SAN %q: %v", u, err)
+		}
+		tmpl.URIs = append(tmpl.URIs, parsed)
+	}
 	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
 	return ca.issue(tb, tmpl)
 }
