@@ -1,21 +1,21 @@
 // Package kube is the Kubernetes adapter of the kubernetes liveness source:
-// it watches pods through client-go shared informers, one per namespace and
+// it watches pods through a client-go reflector, one per namespace and
 // label selector, and reports what it saw of the pods behind a target's
-// consumers. It decides nothing; liveness.Judge does.
+// consumers, but only while its cache is current (listed, then followed by
+// a watch without a gap). It decides nothing; liveness.Judge does.
 package kube
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -25,28 +25,36 @@ import (
 
 // Options configures a Watcher.
 type Options struct {
-	// Resync is the informers' resync period; 0 is none (events suffice).
-	Resync time.Duration
 	// Retention is how long a pod seen to go is remembered. Past it the
 	// consumer falls back to the other sources, by which time its idle
 	// time tells the same story.
 	Retention time.Duration
-	// IdleExpiry stops an informer no target has looked at for this long.
+	// IdleExpiry stops a pod set no target has looked at for this long.
 	IdleExpiry time.Duration
+	// Backoff paces the lists of a pod set whose calls fail; the zero
+	// value is DefaultBackoff.
+	Backoff wait.Backoff
+	// ResumeGrace is how long a watch that ended cleanly is trusted while
+	// it reopens; 0 is DefaultResumeGrace.
+	ResumeGrace time.Duration
 	// OnGone, when set, is called when a pod of a set goes (deleted, or
 	// finished), so recovery need not wait for the next refresh. ctx ends
 	// when the watcher stops.
 	OnGone func(ctx context.Context, set liveness.PodSet, pod string)
-	Log    *slog.Logger
-	Now    func() time.Time
+	// OnCurrent, when set, is called when a set's cache becomes current
+	// after it was not (first list, or a relist after a failure), so
+	// verdicts need not stay Unknown until the next refresh.
+	OnCurrent func(ctx context.Context, set liveness.PodSet)
+	Log       *slog.Logger
+	Now       func() time.Time
 }
 
-// Watcher serves the kubernetes source for every target: one informer per
+// Watcher serves the kubernetes source for every target: one reflector per
 // pod set, shared by every target that names the set.
 type Watcher struct {
 	client kubernetes.Interface
 	opts   Options
-	// base is the informers' context: they run from first use until Run
+	// base is the reflectors' context: they run from first use until Run
 	// ends, whichever request started them.
 	base context.Context
 	stop context.CancelFunc
@@ -57,7 +65,7 @@ type Watcher struct {
 }
 
 // New returns a Watcher over client: a real clientset, or client-go's fake
-// one in tests, through the same informer interfaces.
+// one in tests, through the same reflector.
 func New(client kubernetes.Interface, opts Options) *Watcher {
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -68,15 +76,22 @@ func New(client kubernetes.Interface, opts Options) *Watcher {
 	if opts.Retention <= 0 {
 		opts.Retention = time.Hour
 	}
+	if opts.Backoff.Duration <= 0 {
+		opts.Backoff = DefaultBackoff
+	}
+	if opts.ResumeGrace <= 0 {
+		opts.ResumeGrace = DefaultResumeGrace
+	}
 	w := &Watcher{client: client, opts: opts, sets: make(map[liveness.PodSet]*podSet)}
 	w.base, w.stop = context.WithCancel(context.Background())
 	return w
 }
 
 // Observe reports the pods behind owner candidates of a set, starting the
-// set's informer on first use. An informer that has not synced, or whose
-// watch is failing, gives an observation with Err set: the source cannot
-// answer, which Judge turns into Unknown.
+// set's reflector on first use. A cache that is not current (not listed
+// yet, a watch that ended or failed and has not been listed again, a list
+// in flight, RBAC refusing) gives an observation with Err set: the source
+// cannot answer, which Judge turns into Unknown.
 func (w *Watcher) Observe(set liveness.PodSet, candidates []string) *liveness.PodsObs {
 	ps, err := w.set(set)
 	if err != nil {
@@ -110,8 +125,8 @@ func (w *Watcher) Annotate(t liveness.Target, obs *liveness.Observation) {
 	obs.Pods = w.Observe(t.Spec.PodSet(), cands)
 }
 
-// Run stops informers nobody looks at and forgets old departures, until
-// ctx ends; then it stops every informer.
+// Run stops pod sets nobody looks at and forgets old departures, until
+// ctx ends; then it stops every pod set.
 func (w *Watcher) Run(ctx context.Context) {
 	tick := time.NewTicker(time.Minute)
 	defer tick.Stop()
@@ -121,11 +136,12 @@ func (w *Watcher) Run(ctx context.Context) {
 			w.stop()
 			w.mu.Lock()
 			w.done = true
-			for key, ps := range w.sets {
-				ps.stop()
-				delete(w.sets, key)
-			}
+			sets := w.sets
+			w.sets = nil
 			w.mu.Unlock()
+			for _, ps := range sets {
+				ps.stop()
+			}
 			return
 		case <-tick.C:
 			w.sweep(w.opts.Now())
@@ -133,17 +149,24 @@ func (w *Watcher) Run(ctx context.Context) {
 	}
 }
 
+// sweep stops, outside the lock, the pod sets unused for IdleExpiry: a
+// reflector ending may be calling OnGone or OnCurrent, which may look at
+// the watcher.
 func (w *Watcher) sweep(now time.Time) {
+	var unused []*podSet
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	for key, ps := range w.sets {
 		if w.opts.IdleExpiry > 0 && now.Sub(ps.lastUsed()) > w.opts.IdleExpiry {
-			ps.stop()
+			unused = append(unused, ps)
 			delete(w.sets, key)
-			w.opts.Log.Info("pod informer stopped: no target uses it", "set", key.String())
+			w.opts.Log.Info("pod watch stopped: no target uses it", "set", key.String())
 			continue
 		}
 		ps.forget(now.Add(-w.opts.Retention))
+	}
+	w.mu.Unlock()
+	for _, ps := range unused {
+		ps.stop()
 	}
 }
 
@@ -159,218 +182,77 @@ func (w *Watcher) set(set liveness.PodSet) (*podSet, error) {
 	if ps, ok := w.sets[set]; ok {
 		return ps, nil
 	}
-	ps, err := w.start(set)
-	if err != nil {
-		return nil, err
-	}
+	ps := w.start(set)
 	w.sets[set] = ps
 	return ps, nil
 }
 
-// start builds and runs the informer of one set. Its list and watch calls
-// record whether the API answers, so a failing watch reads as Unknown
-// rather than as a cache that silently went stale.
-func (w *Watcher) start(set liveness.PodSet) (*podSet, error) {
+// start builds and runs the reflector of one set.
+func (w *Watcher) start(set liveness.PodSet) *podSet {
 	ctx, cancel := context.WithCancel(w.base)
-	ps := &podSet{set: set, now: w.opts.Now, gone: make(map[string]time.Time), used: w.opts.Now(), cancel: cancel}
+	log := w.opts.Log.With("namespace", set.Namespace, "selector", set.Selector)
+	t := newTracker(set, w.opts.Now, w.opts.ResumeGrace, w.opts.Backoff.Cap)
+	t.changed = func(from, to State, err error) { w.changed(ctx, log, set, from, to, err) }
+	ps := &podSet{set: set, now: w.opts.Now, track: t, gone: make(map[string]time.Time), used: w.opts.Now(),
+		cancel: cancel, done: make(chan struct{})}
 	if w.opts.OnGone != nil {
 		ps.onGone = func(name string) { w.opts.OnGone(ctx, set, name) }
 	}
+	ps.cache = &podStore{Store: cache.NewStore(cache.MetaNamespaceKeyFunc), ps: ps}
+
 	pods := w.client.CoreV1().Pods(set.Namespace)
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+	lw := newTrackedLW(
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.LabelSelector = set.Selector
-			list, err := pods.List(ctx, o)
-			ps.answered(err)
-			return list, err
+			return pods.List(ctx, o)
 		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.LabelSelector = set.Selector
-			wi, err := pods.Watch(ctx, o)
-			ps.answered(err)
-			if err != nil {
-				return nil, err
-			}
-			return watchErrors(wi, ps.answered), nil
-		},
-	}
-	inf := cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, w.client), &corev1.Pod{},
-		cache.SharedIndexInformerOptions{ResyncPeriod: w.opts.Resync})
-	if err := inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
-		ps.answered(err)
-		w.opts.Log.Warn("pod watch failing: its consumers are Unknown until it recovers", "set", set.String(), "err", err)
-	}); err != nil {
-		cancel()
-		return nil, err
-	}
-	if _, err := inf.AddEventHandler(ps.handler()); err != nil {
-		cancel()
-		return nil, err
-	}
-	ps.informer = inf
-	go inf.RunWithContext(ctx)
-	w.opts.Log.Info("pod informer started", "namespace", set.Namespace, "selector", set.Selector)
-	return ps, nil
+			return pods.Watch(ctx, o)
+		}, t)
+	b := w.opts.Backoff
+	r := cache.NewReflectorWithOptions(lw, &corev1.Pod{}, ps.cache, cache.ReflectorOptions{
+		Name: "pods " + set.String(), Backoff: &b})
+	go func() {
+		defer close(ps.done)
+		run(ctx, r, t, w.opts.Backoff, func(err error) { log.Debug("pod list and watch ended", "err", err) })
+	}()
+	log.Info("pod watch started")
+	return ps
 }
 
-// watchErrors passes a watch's events through, recording an error event
-// as a failing API at once: the reflector itself only retries, and would
-// report the failure only when its next list fails too. An expired
-// resource version is routine (the reflector lists again) and not recorded.
-func watchErrors(in watch.Interface, failed func(error)) watch.Interface {
-	return watch.Filter(in, func(e watch.Event) (watch.Event, bool) {
-		if e.Type == watch.Error {
-			if err := apierrors.FromObject(e.Object); !apierrors.IsResourceExpired(err) && !apierrors.IsGone(err) {
-				failed(err)
-			}
+// changed logs a pod set's state changes and tells OnCurrent when its
+// cache is current again.
+func (w *Watcher) changed(ctx context.Context, log *slog.Logger, set liveness.PodSet, from, to State, err error) {
+	switch to {
+	case StateCurrent:
+		if from != StateSyncing {
+			log.Info("pod watch current again: its consumers are judged by their pods", "was", from.String())
 		}
-		return e, true
-	})
-}
-
-// podSet is one informer and what it has seen go.
-type podSet struct {
-	set      liveness.PodSet
-	now      func() time.Time
-	onGone   func(pod string)
-	informer cache.SharedIndexInformer
-	cancel   context.CancelFunc
-
-	mu      sync.Mutex
-	gone    map[string]time.Time
-	failure error
-	used    time.Time
-}
-
-func (ps *podSet) stop() { ps.cancel() }
-
-func (ps *podSet) lastUsed() time.Time {
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
-	return ps.used
-}
-
-// answered records the outcome of a call to the API.
-func (ps *podSet) answered(err error) {
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
-	ps.failure = err
-}
-
-func (ps *podSet) observe(candidates []string) *liveness.PodsObs {
-	ps.mu.Lock()
-	ps.used = ps.now()
-	failure := ps.failure
-	ps.mu.Unlock()
-	switch {
-	case !ps.informer.HasSynced():
-		return &liveness.PodsObs{Err: fmt.Sprintf("pod informer for %s has not synced", ps.set)}
-	case failure != nil:
-		return &liveness.PodsObs{Err: fmt.Sprintf("pod watch for %s is failing: %v", ps.set, failure)}
+		if w.opts.OnCurrent != nil {
+			w.opts.OnCurrent(ctx, set)
+		}
+	case StateFailing, StateForbidden:
+		log.Warn("pod watch failing: its consumers are Unknown until pods are listed again", "state", to.String(), "err", err)
+	default:
+		log.Debug("pod watch state", "from", from.String(), "to", to.String())
 	}
-	out := &liveness.PodsObs{ByName: make(map[string]liveness.PodObs)}
-	store := ps.informer.GetStore()
-	for _, name := range candidates {
-		obj, ok, err := store.GetByKey(ps.set.Namespace + "/" + name)
-		if err == nil && ok {
-			if pod, isPod := obj.(*corev1.Pod); isPod {
-				out.ByName[name] = ps.podObs(pod)
-				continue
-			}
-		}
-		ps.mu.Lock()
-		at, wentAway := ps.gone[name]
-		ps.mu.Unlock()
-		if wentAway {
-			out.ByName[name] = liveness.PodObs{State: liveness.PodGone, GoneAt: at}
-		}
+}
+
+// SetState is one pod set and the state of its cache.
+type SetState struct {
+	Set   liveness.PodSet
+	State State
+}
+
+// States reports every running pod set's state, for metrics.
+func (w *Watcher) States() []SetState {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]SetState, 0, len(w.sets))
+	for set, ps := range w.sets {
+		st, _ := ps.track.snapshot()
+		out = append(out, SetState{Set: set, State: st})
 	}
 	return out
-}
-
-// podObs describes a pod in the cache. A pod that has finished (evicted,
-// completed) still exists but its process is gone: it reads as gone from
-// the moment it was seen finished.
-func (ps *podSet) podObs(pod *corev1.Pod) liveness.PodObs {
-	var restarts int32
-	for _, cs := range pod.Status.ContainerStatuses {
-		restarts += cs.RestartCount
-	}
-	switch {
-	case finished(pod):
-		ps.mu.Lock()
-		at, ok := ps.gone[pod.Name]
-		if !ok {
-			at = ps.now()
-			ps.gone[pod.Name] = at
-		}
-		ps.mu.Unlock()
-		return liveness.PodObs{State: liveness.PodGone, GoneAt: at, Restarts: restarts}
-	case pod.DeletionTimestamp != nil:
-		return liveness.PodObs{State: liveness.PodTerminating, Restarts: restarts}
-	default:
-		return liveness.PodObs{State: liveness.PodRunning, Restarts: restarts}
-	}
-}
-
-func finished(pod *corev1.Pod) bool {
-	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
-}
-
-// handler records departures: a deleted pod, or one that finished. A pod
-// that comes back under the same name (a StatefulSet) is no longer gone.
-func (ps *podSet) handler() cache.ResourceEventHandlerFuncs {
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			if pod, ok := obj.(*corev1.Pod); ok {
-				ps.seen(pod)
-			}
-		},
-		UpdateFunc: func(_, obj any) {
-			if pod, ok := obj.(*corev1.Pod); ok {
-				ps.seen(pod)
-			}
-		},
-		DeleteFunc: func(obj any) {
-			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = tomb.Obj
-			}
-			if pod, ok := obj.(*corev1.Pod); ok {
-				ps.went(pod.Name)
-			}
-		},
-	}
-}
-
-func (ps *podSet) seen(pod *corev1.Pod) {
-	if finished(pod) {
-		ps.went(pod.Name)
-		return
-	}
-	ps.mu.Lock()
-	delete(ps.gone, pod.Name)
-	ps.mu.Unlock()
-}
-
-func (ps *podSet) went(name string) {
-	ps.mu.Lock()
-	_, already := ps.gone[name]
-	if !already {
-		ps.gone[name] = ps.now()
-	}
-	ps.mu.Unlock()
-	if !already && ps.onGone != nil {
-		ps.onGone(name)
-	}
-}
-
-// forget drops departures older than before.
-func (ps *podSet) forget(before time.Time) {
-	ps.mu.Lock()
-	defer ps.mu.Unlock()
-	for name, at := range ps.gone {
-		if at.Before(before) {
-			delete(ps.gone, name)
-		}
-	}
 }

@@ -2,19 +2,15 @@ package kube
 
 import (
 	"context"
-	"errors"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/pelwarden/pelwarden/internal/liveness"
 )
@@ -45,7 +41,7 @@ func observeWhen(t *testing.T, w *Watcher, names []string, cond func(*liveness.P
 
 func answered(o *liveness.PodsObs) bool { return o.Err == "" }
 
-func startWatcher(t *testing.T, client *fake.Clientset, opts Options) *Watcher {
+func startWatcher(t *testing.T, client kubernetes.Interface, opts Options) *Watcher {
 	t.Helper()
 	w := New(client, opts)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -98,51 +94,6 @@ func TestWatcherReportsRunningTerminatingAndGonePods(t *testing.T) {
 	_, err = client.CoreV1().Pods("jobs").Create(ctx, pod("w-0"), metav1.CreateOptions{})
 	require.NoError(t, err)
 	observeWhen(t, w, names, func(o *liveness.PodsObs) bool { return o.ByName["w-0"].State == liveness.PodRunning })
-}
-
-func TestWatcherIsUnknownUntilSyncedAndWhileTheWatchFails(t *testing.T) {
-	t.Parallel()
-	client := fake.NewClientset(pod("w-0"))
-	var down atomic.Bool
-	down.Store(true)
-	apiDown := func(k8stesting.Action) (bool, runtime.Object, error) {
-		if down.Load() {
-			return true, nil, errors.New("connection refused")
-		}
-		return false, nil, nil
-	}
-	client.PrependReactor("list", "pods", apiDown)
-	watchers := make(chan *watch.FakeWatcher, 10)
-	client.PrependWatchReactor("pods", func(k8stesting.Action) (bool, watch.Interface, error) {
-		if down.Load() {
-			return true, nil, errors.New("connection refused")
-		}
-		fw := watch.NewFake()
-		watchers <- fw
-		return true, fw, nil
-	})
-	w := startWatcher(t, client, Options{})
-
-	obs := w.Observe(workers, []string{"w-0"})
-	require.NotEmpty(t, obs.Err, "an informer that cannot list has not synced: the source cannot answer")
-	time.Sleep(50 * time.Millisecond)
-	require.NotEmpty(t, w.Observe(workers, []string{"w-0"}).Err)
-
-	down.Store(false)
-	obs = observeWhen(t, w, []string{"w-0"}, answered)
-	require.Equal(t, liveness.PodRunning, obs.ByName["w-0"].State)
-
-	// The API goes away under an established watch.
-	down.Store(true)
-	fw := <-watchers
-	fw.Error(&metav1.Status{Status: metav1.StatusFailure, Message: "stream reset", Reason: metav1.StatusReasonServiceUnavailable, Code: 503})
-	obs = observeWhen(t, w, []string{"w-0"}, func(o *liveness.PodsObs) bool { return o.Err != "" })
-	require.Contains(t, obs.Err, "failing")
-	time.Sleep(100 * time.Millisecond)
-	require.NotEmpty(t, w.Observe(workers, []string{"w-0"}).Err, "still Unknown while the API stays away")
-
-	down.Store(false)
-	observeWhen(t, w, []string{"w-0"}, answered)
 }
 
 func TestAnnotateLooksUpEveryOwnerCandidate(t *testing.T) {

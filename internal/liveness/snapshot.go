@@ -132,6 +132,10 @@ type Snapshot struct {
 	Lag             int64
 	LagEstimated    bool
 	LastDeliveredID string
+	// PodsErr says why the kubernetes source could not answer for this
+	// read (its cache not current, RBAC refusing); empty when it answered
+	// or is not configured.
+	PodsErr string
 }
 
 // Build judges every consumer of an observation. It is pure.
@@ -151,6 +155,9 @@ func Build(t Target, obs Observation, now time.Time) *Snapshot {
 	}
 	if !obs.LagValid {
 		s.Lag, s.LagEstimated = obs.LagEstimate, true
+	}
+	if t.Spec.Kubernetes && obs.Pods != nil {
+		s.PodsErr = obs.Pods.Err
 	}
 
 	listed := make(map[string]ConsumerObs, len(obs.Consumers))

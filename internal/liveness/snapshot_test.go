@@ -133,3 +133,39 @@ func TestBuildJudgesConsumersByTheLongestPodNameAndDatesTheirGoing(t *testing.T)
 	require.Equal(t, int64(0), s.GhostPending, "an unsynced informer makes every idle consumer Unknown, never Ghost")
 	require.Equal(t, int64(8), s.UnknownPending)
 }
+
+// TestBuildMakesEveryIdleConsumerUnknownWhileThePodSourceCannotAnswer: a
+// pod pelwarden cannot see because its cache is stale is not an absent
+// pod, so no consumer falls back to its idle time.
+func TestBuildMakesEveryIdleConsumerUnknownWhileThePodSourceCannotAnswer(t *testing.T) {
+	t.Parallel()
+	spec := idleSpec()
+	spec.Idle, spec.Kubernetes, spec.PodNamespace, spec.PodSelector = false, true, "jobs", "app=worker"
+	obs := Observation{
+		ServerTime: serverNow,
+		Consumers: []ConsumerObs{
+			{Name: "w-new", Idle: 10 * time.Minute, Inactive: -1},
+			{Name: "w-reading", Idle: time.Second, Inactive: -1},
+		},
+		PendingByConsumer: map[string]int64{"w-new": 10, "w-reading": 1},
+	}
+	for name, tc := range map[string]struct {
+		pods    *PodsObs
+		want    Verdict
+		podsErr string
+	}{
+		"the cache is current and has no such pod": {pods: &PodsObs{ByName: map[string]PodObs{}}, want: Ghost},
+		"the cache may be stale":                   {pods: &PodsObs{Err: "the pod watch for jobs/app=worker is listing pods again"}, want: Unknown, podsErr: "the pod watch for jobs/app=worker is listing pods again"},
+		"the source was not read":                  {pods: nil, want: Unknown},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			o := obs
+			o.Pods = tc.pods
+			s := Build(Target{Conn: "default", Stream: "s", Group: "g", Spec: spec}, o, time.Now())
+			require.Equal(t, tc.want, s.Consumers[0].Verdict, "w-new, idle past ghostIdle: %s", ReasonsString(s.Consumers[0].Reasons))
+			require.Equal(t, Alive, s.Consumers[1].Verdict, "a consumer read a moment ago is Alive whatever the pods say")
+			require.Equal(t, tc.podsErr, s.PodsErr)
+		})
+	}
+}
