@@ -39,6 +39,9 @@ const (
 	Tombstone Kind = 5
 	// NullLag is a group whose lag Redis reports as NULL.
 	NullLag Kind = 6
+	// PodsUnobserved is a target whose kubernetes source cannot answer:
+	// RBAC refuses it, or its pod cache is not current.
+	PodsUnobserved Kind = 7
 )
 
 func (k Kind) String() string {
@@ -55,6 +58,8 @@ func (k Kind) String() string {
 		return "tombstone"
 	case NullLag:
 		return "null-lag"
+	case PodsUnobserved:
+		return "pods-unobserved"
 	default:
 		return fmt.Sprintf("kind(%d)", int(k))
 	}

@@ -93,6 +93,14 @@ func TestDetectFindsWhatLooksWrongAndChangesNothing(t *testing.T) {
 				readAs(t, rdb, "w-1", 1) // another process under the gone pod's name
 				return w.Annotate, []brief{{SharedName, "w-1", nil}}
 			}},
+		"a namespace RBAC refuses is named, and its consumers are not said to have no pod": {target: podTarget,
+			detail: "forbidden: the ServiceAccount may not list pods in jobs (check rbac.namespaces)",
+			setup: func(t *testing.T, rdb *redis.Client) (annotator, []brief) {
+				w := forbiddenPodWatcher(t)
+				addEntries(t, rdb, 1)
+				readAs(t, rdb, "w-0", 1)
+				return w.Annotate, []brief{{PodsUnobserved, "", nil}}
+			}},
 		"a group read and acknowledged by live workers has no findings": {target: idleTarget,
 			setup: func(t *testing.T, rdb *redis.Client) (annotator, []brief) {
 				addEntries(t, rdb, 4)
@@ -222,7 +230,7 @@ func TestAMissingGroupHasNothingToReport(t *testing.T) {
 
 func TestKindsKeepTheProtoNumbers(t *testing.T) {
 	t.Parallel()
-	for _, k := range []Kind{SharedName, NoPod, Bouncing, NoOwner, Tombstone, NullLag} {
+	for _, k := range []Kind{SharedName, NoPod, Bouncing, NoOwner, Tombstone, NullLag, PodsUnobserved} {
 		require.Equal(t, int32(k), int32(k.Proto()), "kind %s", k)
 		require.NotContains(t, k.String(), "kind(")
 	}

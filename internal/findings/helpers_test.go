@@ -5,14 +5,19 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/pelwarden/pelwarden/internal/config"
 	"github.com/pelwarden/pelwarden/internal/kube"
@@ -117,12 +122,31 @@ func runningPod(name string) *corev1.Pod {
 // and waits until it has synced.
 func podWatcher(t *testing.T, client *fake.Clientset) *kube.Watcher {
 	t.Helper()
+	w := runPodWatcher(t, client)
+	require.Eventually(t, func() bool { return w.Observe(workers, nil).Err == "" }, 15*time.Second, 5*time.Millisecond)
+	return w
+}
+
+// forbiddenPodWatcher watches pods through a clientset whose every list
+// RBAC refuses.
+func forbiddenPodWatcher(t *testing.T) *kube.Watcher {
+	t.Helper()
+	client := fake.NewClientset(runningPod("w-0"))
+	client.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", errors.New("RBAC: access denied"))
+	})
+	w := runPodWatcher(t, client)
+	require.Eventually(t, func() bool { return strings.HasPrefix(w.Observe(workers, nil).Err, "forbidden") }, 15*time.Second, 5*time.Millisecond)
+	return w
+}
+
+func runPodWatcher(t *testing.T, client *fake.Clientset) *kube.Watcher {
+	t.Helper()
 	w := kube.New(client, kube.Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { w.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
-	require.Eventually(t, func() bool { return w.Observe(workers, nil).Err == "" }, 15*time.Second, 5*time.Millisecond)
 	return w
 }
 

@@ -20,6 +20,8 @@ func (k Kind) Proto() pelwardenv1.FindingKind {
 		return pelwardenv1.FindingKind_FINDING_KIND_TOMBSTONE
 	case NullLag:
 		return pelwardenv1.FindingKind_FINDING_KIND_NULL_LAG
+	case PodsUnobserved:
+		return pelwardenv1.FindingKind_FINDING_KIND_PODS_UNOBSERVED
 	default:
 		return pelwardenv1.FindingKind_FINDING_KIND_UNSPECIFIED
 	}

@@ -8,11 +8,15 @@ import (
 )
 
 // fromSnapshot gives the findings the liveness view already knows: names
-// read after their pod went, consumers with no pod or no owner, and a NULL
-// lag.
+// read after their pod went, consumers with no pod or no owner, a NULL
+// lag, and a kubernetes source that cannot answer.
 func fromSnapshot(s *liveness.Snapshot) []Finding {
 	var out []Finding
 	spec := s.Target.Spec
+	if s.PodsErr != "" {
+		out = append(out, Finding{Kind: PodsUnobserved, Detail: s.PodsErr + "; until the kubernetes source answers, " +
+			"consumers not read from within the read grace are Unknown: counted as live, and nothing of theirs is reclaimed"})
+	}
 	for _, c := range s.Consumers {
 		if c.SharedName {
 			out = append(out, Finding{Kind: SharedName, Consumer: c.Name, Detail: "the kubernetes source saw the name read after its pod went, " +

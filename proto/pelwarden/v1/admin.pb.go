@@ -92,6 +92,9 @@ const (
 	FindingKind_FINDING_KIND_TOMBSTONE FindingKind = 5
 	// A group whose lag Redis reports as NULL.
 	FindingKind_FINDING_KIND_NULL_LAG FindingKind = 6
+	// A target whose kubernetes source cannot answer: RBAC refuses it, or
+	// its pod cache is not current. Its consumers are Unknown meanwhile.
+	FindingKind_FINDING_KIND_PODS_UNOBSERVED FindingKind = 7
 )
 
 // Enum value maps for FindingKind.
@@ -104,15 +107,17 @@ var (
 		4: "FINDING_KIND_NO_OWNER",
 		5: "FINDING_KIND_TOMBSTONE",
 		6: "FINDING_KIND_NULL_LAG",
+		7: "FINDING_KIND_PODS_UNOBSERVED",
 	}
 	FindingKind_value = map[string]int32{
-		"FINDING_KIND_UNSPECIFIED": 0,
-		"FINDING_KIND_SHARED_NAME": 1,
-		"FINDING_KIND_NO_POD":      2,
-		"FINDING_KIND_BOUNCING":    3,
-		"FINDING_KIND_NO_OWNER":    4,
-		"FINDING_KIND_TOMBSTONE":   5,
-		"FINDING_KIND_NULL_LAG":    6,
+		"FINDING_KIND_UNSPECIFIED":     0,
+		"FINDING_KIND_SHARED_NAME":     1,
+		"FINDING_KIND_NO_POD":          2,
+		"FINDING_KIND_BOUNCING":        3,
+		"FINDING_KIND_NO_OWNER":        4,
+		"FINDING_KIND_TOMBSTONE":       5,
+		"FINDING_KIND_NULL_LAG":        6,
+		"FINDING_KIND_PODS_UNOBSERVED": 7,
 	}
 )
 
@@ -2245,7 +2250,7 @@ const file_pelwarden_v1_admin_proto_rawDesc = "" +
 	"\x13VERDICT_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fVERDICT_UNKNOWN\x10\x01\x12\x11\n" +
 	"\rVERDICT_ALIVE\x10\x02\x12\x11\n" +
-	"\rVERDICT_GHOST\x10\x03*\xcf\x01\n" +
+	"\rVERDICT_GHOST\x10\x03*\xf1\x01\n" +
 	"\vFindingKind\x12\x1c\n" +
 	"\x18FINDING_KIND_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18FINDING_KIND_SHARED_NAME\x10\x01\x12\x17\n" +
@@ -2253,7 +2258,8 @@ const file_pelwarden_v1_admin_proto_rawDesc = "" +
 	"\x15FINDING_KIND_BOUNCING\x10\x03\x12\x19\n" +
 	"\x15FINDING_KIND_NO_OWNER\x10\x04\x12\x1a\n" +
 	"\x16FINDING_KIND_TOMBSTONE\x10\x05\x12\x19\n" +
-	"\x15FINDING_KIND_NULL_LAG\x10\x062\xe2\x05\n" +
+	"\x15FINDING_KIND_NULL_LAG\x10\x06\x12 \n" +
+	"\x1cFINDING_KIND_PODS_UNOBSERVED\x10\a2\xe2\x05\n" +
 	"\x05Admin\x12R\n" +
 	"\vListTargets\x12 .pelwarden.v1.ListTargetsRequest\x1a!.pelwarden.v1.ListTargetsResponse\x12[\n" +
 	"\x0eDescribeTarget\x12#.pelwarden.v1.DescribeTargetRequest\x1a$.pelwarden.v1.DescribeTargetResponse\x12R\n" +
