@@ -11,9 +11,33 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/pelwarden/pelwarden/internal/metadata"
 	"github.com/pelwarden/pelwarden/internal/redistest"
 	pelwardenv1 "github.com/pelwarden/pelwarden/proto/pelwarden/v1"
 )
+
+// series returns the samples of one metric in a scrape, by their label set
+// as the exposition writes it ({group="g",...}).
+func series(body, name string) map[string]string {
+	out := map[string]string{}
+	for _, line := range strings.Split(body, "\n") {
+		rest, ok := strings.CutPrefix(line, name+"{")
+		if !ok {
+			continue
+		}
+		cut := strings.LastIndex(rest, " ")
+		out["{"+rest[:cut]] = rest[cut+1:]
+	}
+	return out
+}
+
+// livenessLabel is the liveness label of the target md asks for.
+func livenessLabel(t *testing.T, md map[string]string) string {
+	t.Helper()
+	r, err := metadata.Parse(md, metadata.Env{Conns: []string{"default"}, Kubernetes: md["podSelector"] != ""})
+	require.NoError(t, err)
+	return r.Target.Spec.String()
+}
 
 func scrape(t *testing.T, addr string) string {
 	t.Helper()
@@ -64,14 +88,55 @@ func TestUnreadableHeartbeatIsUnknownAndCountedAsLive(t *testing.T) {
 	require.Equal(t, map[string]pelwardenv1.Verdict{"broken": pelwardenv1.Verdict_VERDICT_UNKNOWN, "dead": pelwardenv1.Verdict_VERDICT_GHOST}, verdicts)
 
 	metrics := scrape(t, p.app.HTTPAddr())
+	lv := fmt.Sprintf(`{group="workers",liveness=%q,redis="default",stream="jobs"}`, livenessLabel(t, md))
 	for _, line := range []string{
-		`pelwarden_ghost_pending_entries{group="workers",redis="default",stream="jobs"} 4`,
-		`pelwarden_unknown_pending_entries{group="workers",redis="default",stream="jobs"} 3`,
-		`pelwarden_live_pending_entries{group="workers",redis="default",stream="jobs"} 3`,
-		`pelwarden_ghost_consumers{group="workers",redis="default",stream="jobs"} 1`,
+		`pelwarden_ghost_pending_entries` + lv + ` 4`,
+		`pelwarden_unknown_pending_entries` + lv + ` 3`,
+		`pelwarden_live_pending_entries` + lv + ` 3`,
+		`pelwarden_ghost_consumers` + lv + ` 1`,
 		`pelwarden_scaler_reported_value{group="workers",metric="pendingEntriesCount",redis="default",stream="jobs"} 3`,
 	} {
 		require.Contains(t, metrics, line)
+	}
+}
+
+// TestTwoTargetsOnOneGroupKeepTheirOwnSeries: two ScaledObjects judge one
+// group by other liveness settings. Each target has its own series of
+// judged counts, the same on every scrape; the group's lag is one series.
+func TestTwoTargetsOnOneGroupKeepTheirOwnSeries(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	newGroup(t, rdb, "jobs", "workers")
+	addEntries(t, rdb, "jobs", 45)
+	readAs(t, rdb, "jobs", "workers", "w-0", 40)
+	readAs(t, rdb, "jobs", "workers", "w-1", 2)
+	require.NoError(t, rdb.HSet(ctx, "hb:w-0", "at", "now").Err()) // unreadable: Unknown by heartbeat
+	time.Sleep(1100 * time.Millisecond)
+	heartbeat(t, rdb, "hb:w-1", time.Now().Add(time.Hour))
+
+	p := startPelwarden(t, srv.Addr(), nil)
+	byIdle := map[string]string{"stream": "jobs", "consumerGroup": "workers", "liveness": "idle", "ghostIdleSeconds": "3600"}
+	byHeartbeat := map[string]string{"stream": "jobs", "consumerGroup": "workers", "liveness": "heartbeat", "heartbeatKey": "hb:{consumer}",
+		"heartbeatMaxAgeSeconds": "1"}
+	for _, md := range []map[string]string{byIdle, byHeartbeat} {
+		_, err := metric(ctx, t, p.client, md)
+		require.NoError(t, err)
+	}
+	label := func(md map[string]string) string {
+		return fmt.Sprintf(`{group="workers",liveness=%q,redis="default",stream="jobs"}`, livenessLabel(t, md))
+	}
+	wantUnknown := map[string]string{label(byIdle): "0", label(byHeartbeat): "40"}
+	wantLive := map[string]string{label(byIdle): "42", label(byHeartbeat): "42"}
+	for range 6 {
+		body := scrape(t, p.app.HTTPAddr())
+		require.Equal(t, wantUnknown, series(body, "pelwarden_unknown_pending_entries"),
+			"one series per target, every scrape: w-0's heartbeat is unreadable, which only the heartbeat target reads")
+		require.Equal(t, wantLive, series(body, "pelwarden_live_pending_entries"))
+		require.Equal(t, map[string]string{`{group="workers",redis="default",stream="jobs"}`: "3"}, series(body, "pelwarden_lag_entries"),
+			"the lag is the group's, one series")
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 

@@ -114,7 +114,7 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (*App, error) {
 	fetch := reader.Fetch
 	if o.kube != nil {
 		klog.SetSlogLogger(log) // client-go logs through klog; keep one log format
-		a.pods = kube.New(o.kube, kube.Options{IdleExpiry: cfg.Scaler.TargetIdleExpiry, OnGone: a.podGone, Log: log})
+		a.pods = kube.New(o.kube, kube.Options{IdleExpiry: cfg.Scaler.TargetIdleExpiry, OnGone: a.podGone, OnCurrent: a.podsCurrent, Log: log})
 		fetch = func(ctx context.Context, t liveness.Target, known []string) (liveness.Observation, error) {
 			obs, err := reader.Fetch(ctx, t, known)
 			if err == nil {
@@ -144,7 +144,11 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (*App, error) {
 		},
 	})
 	reports := admin.NewReports(cfg.Scaler.MaxTargets)
-	m = newMetrics(reg, a.view, reports, time.Now)
+	var podSets func() []kube.SetState
+	if a.pods != nil {
+		podSets = a.pods.States
+	}
+	m = newMetrics(reg, a.view, reports, podSets, time.Now)
 	bus := events.NewBus(events.Options{}, reg)
 
 	a.hygiene = hygiene.New(a.view, conns, hygiene.Options{
@@ -294,13 +298,28 @@ func (a *App) shutdown(ctx context.Context) {
 // the hygiene loop, which scans on a new ghost, need not wait for its
 // next scan.
 func (a *App) podGone(ctx context.Context, set liveness.PodSet, pod string) {
+	a.refreshPodSet(ctx, set, func(t liveness.Target) time.Duration {
+		a.log.Info("pod went; refreshing its target after the grace", "target", t.String(), "pod", pod, "grace", t.Spec.PodGrace)
+		return t.Spec.PodGrace
+	})
+}
+
+// podsCurrent refreshes every target of a pod set whose cache is current
+// again, so its consumers leave Unknown without waiting for the next
+// refresh.
+func (a *App) podsCurrent(ctx context.Context, set liveness.PodSet) {
+	a.refreshPodSet(ctx, set, func(liveness.Target) time.Duration { return 0 })
+}
+
+// refreshPodSet refreshes, each after its delay and never in the caller's
+// goroutine (the pod watch's), every target that watches set.
+func (a *App) refreshPodSet(ctx context.Context, set liveness.PodSet, delay func(liveness.Target) time.Duration) {
 	for _, l := range a.view.Latest() {
 		t := l.Target
 		if !t.Spec.Kubernetes || t.Spec.PodSet() != set {
 			continue
 		}
-		a.log.Info("pod went; refreshing its target after the grace", "target", t.String(), "pod", pod, "grace", t.Spec.PodGrace)
-		time.AfterFunc(t.Spec.PodGrace, func() {
+		time.AfterFunc(delay(t), func() {
 			if ctx.Err() == nil {
 				_, _ = a.view.Refresh(ctx, t)
 			}

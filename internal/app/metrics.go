@@ -1,6 +1,7 @@
 package app
 
 import (
+	"slices"
 	"sync"
 	"time"
 
@@ -8,11 +9,20 @@ import (
 
 	"github.com/pelwarden/pelwarden/internal/admin"
 	"github.com/pelwarden/pelwarden/internal/events"
+	"github.com/pelwarden/pelwarden/internal/kube"
 	"github.com/pelwarden/pelwarden/internal/liveness"
 	"github.com/pelwarden/pelwarden/internal/metadata"
 )
 
+// targetLabels name a group; the gauges of judged counts add
+// livenessLabel, since two targets on one group (ScaledObjects with other
+// liveness settings) judge its consumers apart.
 var targetLabels = []string{"redis", "stream", "group"}
+
+// livenessLabel holds a target's liveness settings in their stable text
+// form (liveness.Spec.String). Its values are bounded by the targets
+// registered (scaler.maxTargets), and go when a target expires.
+const livenessLabel = "liveness"
 
 // metrics are pelwarden's own Prometheus metrics. The per-target gauges are
 // read from the view at scrape time, so an expired target's series go with it.
@@ -21,12 +31,15 @@ type metrics struct {
 	now  func() time.Time
 	// reports keeps the values behind the reported gauge for DescribeTarget.
 	reports *admin.Reports
+	// podSets reports the kubernetes source's pod sets; nil without it.
+	podSets func() []kube.SetState
 
 	reported      *prometheus.GaugeVec
 	redisErrors   *prometheus.CounterVec
 	groupMissing  *prometheus.CounterVec
 	refreshTime   prometheus.Histogram
 	targetsActive *prometheus.Desc
+	podWatchState *prometheus.Desc
 
 	livePending, ghostPending, unknownPending *prometheus.Desc
 	ghostConsumers, lag, lagEstimated, age    *prometheus.Desc
@@ -35,14 +48,18 @@ type metrics struct {
 	lastMissing map[string]bool
 }
 
-func newMetrics(reg prometheus.Registerer, view *liveness.View, reports *admin.Reports, now func() time.Time) *metrics {
+func newMetrics(reg prometheus.Registerer, view *liveness.View, reports *admin.Reports, podSets func() []kube.SetState, now func() time.Time) *metrics {
 	desc := func(name, help string) *prometheus.Desc {
 		return prometheus.NewDesc("pelwarden_"+name, help, targetLabels, nil)
+	}
+	judged := func(name, help string) *prometheus.Desc {
+		return prometheus.NewDesc("pelwarden_"+name, help, append(slices.Clone(targetLabels), livenessLabel), nil)
 	}
 	m := &metrics{
 		view:    view,
 		now:     now,
 		reports: reports,
+		podSets: podSets,
 		reported: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "pelwarden_scaler_reported_value",
 			Help: "The value GetMetrics last reported to KEDA, by target and metric.",
@@ -60,14 +77,17 @@ func newMetrics(reg prometheus.Registerer, view *liveness.View, reports *admin.R
 			Help:    "Time to read and judge one target.",
 			Buckets: prometheus.ExponentialBuckets(0.0002, 2, 14),
 		}),
-		targetsActive:  prometheus.NewDesc("pelwarden_targets", "Registered targets.", nil, nil),
-		livePending:    desc("live_pending_entries", "Pending entries held by consumers judged Alive or Unknown (what the scaler counts)."),
-		ghostPending:   desc("ghost_pending_entries", "Pending entries held by consumers judged Ghost (left out of the scaler's count)."),
-		unknownPending: desc("unknown_pending_entries", "Pending entries held by consumers whose liveness is Unknown (counted as live)."),
-		ghostConsumers: desc("ghost_consumers", "Consumers judged Ghost."),
-		lag:            desc("lag_entries", "Entries not yet delivered to the group (XINFO GROUPS lag, or the estimate)."),
-		lagEstimated:   desc("lag_estimated", "1 when Redis answered a NULL lag and the lag is pelwarden's estimate."),
-		age:            desc("snapshot_age_seconds", "Age of the target's latest good snapshot."),
+		targetsActive: prometheus.NewDesc("pelwarden_targets", "Registered targets.", nil, nil),
+		podWatchState: prometheus.NewDesc("pelwarden_pod_watch_state",
+			"1 for the state the pod cache of a namespace and selector is in, 0 for the others; only current answers.",
+			[]string{"namespace", "selector", "state"}, nil),
+		livePending:    judged("live_pending_entries", "Pending entries held by consumers judged Alive or Unknown (what the scaler counts), by target."),
+		ghostPending:   judged("ghost_pending_entries", "Pending entries held by consumers judged Ghost (left out of the scaler's count), by target."),
+		unknownPending: judged("unknown_pending_entries", "Pending entries held by consumers whose liveness is Unknown (counted as live), by target."),
+		ghostConsumers: judged("ghost_consumers", "Consumers judged Ghost, by target."),
+		lag:            desc("lag_entries", "Entries not yet delivered to the group (XINFO GROUPS lag, or the estimate), from its newest read."),
+		lagEstimated:   desc("lag_estimated", "1 when Redis answered a NULL lag and the lag is pelwarden's estimate, from the group's newest read."),
+		age:            judged("snapshot_age_seconds", "Age of the target's latest good snapshot."),
 		lastMissing:    make(map[string]bool),
 	}
 	reg.MustRegister(m.reported, m.redisErrors, m.groupMissing, m.refreshTime, m)
@@ -76,27 +96,26 @@ func newMetrics(reg prometheus.Registerer, view *liveness.View, reports *admin.R
 
 // Describe implements prometheus.Collector.
 func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.targetsActive, m.livePending, m.ghostPending, m.unknownPending, m.ghostConsumers, m.lag, m.lagEstimated, m.age} {
+	for _, d := range []*prometheus.Desc{m.targetsActive, m.podWatchState, m.livePending, m.ghostPending, m.unknownPending,
+		m.ghostConsumers, m.lag, m.lagEstimated, m.age} {
 		ch <- d
 	}
 }
 
-// Collect implements prometheus.Collector.
+// Collect implements prometheus.Collector. Each target speaks for its own
+// series of judged counts; a group's lag, the same for every target on
+// it, comes from the group's newest read.
 func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	latest := m.view.Latest()
 	ch <- prometheus.MustNewConstMetric(m.targetsActive, prometheus.GaugeValue, float64(len(latest)))
 	now := m.now()
-	seen := make(map[string]bool, len(latest))
+	newest := make(map[string]*liveness.Snapshot, len(latest))
 	for _, l := range latest {
 		s := l.Snapshot
-		lv := []string{l.Target.Conn, l.Target.Stream, l.Target.Group}
-		key := l.Target.String()
-		if s == nil || seen[key] {
-			// Targets that differ only in liveness settings share labels;
-			// the first one speaks for the series.
+		if s == nil {
 			continue
 		}
-		seen[key] = true
+		lv := []string{l.Target.Conn, l.Target.Stream, l.Target.Group, l.Target.Spec.String()}
 		gauge := func(d *prometheus.Desc, v float64) {
 			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, lv...)
 		}
@@ -104,9 +123,38 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		gauge(m.ghostPending, float64(s.GhostPending))
 		gauge(m.unknownPending, float64(s.UnknownPending))
 		gauge(m.ghostConsumers, float64(s.GhostConsumers))
-		gauge(m.lag, float64(s.Lag))
-		gauge(m.lagEstimated, boolFloat(s.LagEstimated))
 		gauge(m.age, now.Sub(s.At).Seconds())
+		if n, ok := newest[l.Target.String()]; !ok || newer(s, n) {
+			newest[l.Target.String()] = s
+		}
+	}
+	for _, s := range newest {
+		lv := []string{s.Target.Conn, s.Target.Stream, s.Target.Group}
+		ch <- prometheus.MustNewConstMetric(m.lag, prometheus.GaugeValue, float64(s.Lag), lv...)
+		ch <- prometheus.MustNewConstMetric(m.lagEstimated, prometheus.GaugeValue, boolFloat(s.LagEstimated), lv...)
+	}
+	m.collectPodSets(ch)
+}
+
+// newer orders two reads of one group: the later one, and of two at the
+// same moment the target with the smaller key, so the choice never
+// depends on map order.
+func newer(a, b *liveness.Snapshot) bool {
+	if !a.At.Equal(b.At) {
+		return a.At.After(b.At)
+	}
+	return a.Target.Key() < b.Target.Key()
+}
+
+func (m *metrics) collectPodSets(ch chan<- prometheus.Metric) {
+	if m.podSets == nil {
+		return
+	}
+	for _, ps := range m.podSets() {
+		for _, st := range kube.States {
+			v := boolFloat(ps.State == st)
+			ch <- prometheus.MustNewConstMetric(m.podWatchState, prometheus.GaugeValue, v, ps.Set.Namespace, ps.Set.Selector, st.String())
+		}
 	}
 }
 
