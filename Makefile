@@ -7,8 +7,11 @@ LINT      := $(GO) tool -modfile=tools/golangci-lint/go.mod golangci-lint
 BUF       := $(GO) tool buf
 BENCHTIME ?= 2s
 BENCH_PEL ?= 200000,1000000
+# KUBE_BIN is a directory with etcd and kube-apiserver binaries (as
+# setup-envtest provides them); test-kube needs it, bench uses it if set.
+KUBE_BIN  ?=
 
-.PHONY: all build test lint generate bench demo fuzz chaos image clean
+.PHONY: all build test test-kube lint generate bench demo fuzz chaos image clean
 
 all: build
 
@@ -19,6 +22,19 @@ build:
 ## test: unit, end-to-end and fuzz-seed tests against real redis-server processes
 test:
 	$(GO) test -race -count=1 -timeout 15m ./...
+
+## test-kube: the real-API suite, built with the kube tag: etcd and
+## kube-apiserver from KUBE_BIN (make test-kube KUBE_BIN=../shared/kube/bin)
+## serve pelwarden's pod watch through API server restarts and a failover,
+## the chart's RBAC and a server-side dry run of every chart render, then
+## the API server restart benchmark runs once. Fails, never skips, without
+## the binaries. About 3 minutes on 2 cores.
+test-kube:
+	@test -n "$(KUBE_BIN)" || { echo "make test-kube needs KUBE_BIN=<directory with etcd and kube-apiserver>" >&2; exit 1; }
+	PELWARDEN_KUBE_BIN=$(abspath $(KUBE_BIN)) $(GO) test -tags kube -race -count=1 -p 1 -timeout 15m -run '^TestRealAPI' \
+		./internal/kubetest/ ./test/ ./test/chart/
+	PELWARDEN_KUBE_BIN=$(abspath $(KUBE_BIN)) $(GO) test -tags kube -count=1 -timeout 15m -run '^$$' \
+		-bench '^BenchmarkAPIRestartToCurrentVerdicts$$' -benchtime 1x ./bench/
 
 ## lint: golangci-lint (pinned in tools/golangci-lint), buf lint, and buf
 ## breaking against main (changes to pelwarden.v1 must stay wire-compatible)
@@ -36,9 +52,11 @@ generate:
 ## markdown table on stdout (progress on stderr) and bench/results.json;
 ## fails if any benchmark fails its own result check. About 10 minutes on
 ## 2 cores. BENCHTIME sizes the poll and refresh runs, BENCH_PEL the ghost
-## PELs of the reclaim comparison.
+## PELs of the reclaim comparison. With KUBE_BIN set, the table also has the
+## API server restart row (2 more minutes); without, the row is left out.
 bench:
-	$(GO) run ./bench/report -o bench/results.json -benchtime $(BENCHTIME) -pel $(BENCH_PEL)
+	$(GO) run ./bench/report -o bench/results.json -benchtime $(BENCHTIME) -pel $(BENCH_PEL) \
+		$(if $(KUBE_BIN),-kube-bin $(abspath $(KUBE_BIN)))
 
 ## demo: a throwaway redis-server and pelwarden with live and ghost workers
 demo:

@@ -31,6 +31,9 @@ type options struct {
 	benchtime string
 	// pel is PELWARDEN_BENCH_PEL for the reclaim comparison.
 	pel string
+	// kubeBin is the directory with etcd and kube-apiserver; empty leaves
+	// out the benchmarks that need a real API server.
+	kubeBin string
 }
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -43,6 +46,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.out, "o", "bench/results.json", "JSON results file (empty: none)")
 	fs.StringVar(&o.benchtime, "benchtime", "2s", "-benchtime of the poll and refresh benchmarks")
 	fs.StringVar(&o.pel, "pel", "200000,1000000", "ghost PEL sizes of the reclaim comparison, comma-separated")
+	fs.StringVar(&o.kubeBin, "kube-bin", "", "directory with etcd and kube-apiserver for the API server restart row (empty: the row is left out)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -56,6 +60,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	_, _ = fmt.Fprint(stdout, markdown(rows))
 	_, _ = fmt.Fprintf(stdout, "\n%s, %s/%s, %d CPUs, Redis %s, %s; the suite took %s.\n",
 		doc.Machine.Date, doc.Machine.GOOS, doc.Machine.GOARCH, doc.Machine.CPUs, doc.Machine.RedisVersion, doc.Machine.GoVersion, time.Since(started).Round(time.Second))
+	if o.kubeBin == "" {
+		_, _ = fmt.Fprintln(stdout, "The API server restart row needs etcd and kube-apiserver: make bench KUBE_BIN=<directory with both>.")
+	}
 	if err = errors.Join(err, rowErr); err != nil {
 		_, _ = fmt.Fprintf(stderr, "report: %v\n", err)
 		return 1

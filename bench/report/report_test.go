@@ -108,3 +108,42 @@ func TestFormatting(t *testing.T) {
 		require.Equal(t, c.want, c.got, name)
 	}
 }
+
+func TestBuildRowsAddsTheAPIRestartRowOnlyWhenItRan(t *testing.T) {
+	t.Parallel()
+	what := func(rows []Row) []string {
+		var out []string
+		for _, r := range rows {
+			out = append(out, r.What)
+		}
+		return out
+	}
+	rows, err := buildRows(suite(t))
+	require.NoError(t, err, "without -kube-bin the row is left out, not missing")
+	require.NotContains(t, strings.Join(what(rows), "\n"), "API server restart")
+
+	res := suite(t)
+	line := "BenchmarkAPIRestartToCurrentVerdicts-2 \t 1 \t 120000000000 ns/op \t 1.1 p50-s \t 2.9 p99-s \t 3.0 max-s \t 0.1 p99-from-readyz-s \t 20 restarts\n"
+	require.NoError(t, parse(strings.NewReader(line), "go test -tags kube ./bench/", res))
+	rows, err = buildRows(res)
+	require.NoError(t, err)
+	i := slices.IndexFunc(rows, func(r Row) bool { return strings.HasPrefix(r.What, "API server restart") })
+	require.GreaterOrEqual(t, i, 0, "rows: %v", what(rows))
+	require.Equal(t, "1.1 s / 2.9 s", rows[i].Pelwarden.Text)
+	require.Equal(t, "20 restarts, one pod set, defaults (refresh 2 s)", rows[i].Workload)
+	require.Equal(t, []string{"go test -tags kube ./bench/"}, rows[i].Commands)
+}
+
+func TestPlanRunsTheAPIRestartBenchmarkOnlyWithItsBinaries(t *testing.T) {
+	t.Parallel()
+	has := func(o options) bool {
+		return slices.ContainsFunc(plan(o), func(s step) bool { return strings.Contains(s.pattern, "APIRestart") })
+	}
+	require.False(t, has(options{}))
+	require.True(t, has(options{kubeBin: "/opt/kube/bin"}))
+	for _, s := range plan(options{kubeBin: "/opt/kube/bin"}) {
+		if s.kube {
+			require.Equal(t, "PELWARDEN_KUBE_BIN=/opt/kube/bin go test -tags kube -run '^$' -bench '^BenchmarkAPIRestartToCurrentVerdicts$' -benchtime 1x -benchmem ./bench/", s.command())
+		}
+	}
+}

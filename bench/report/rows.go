@@ -83,6 +83,9 @@ func buildRows(res results) ([]Row, error) {
 		rows = append(rows, reclaimRows(l, n)...)
 	}
 	rows = append(rows, recoveryRows(l)...)
+	if _, ok := res[apiRestart]; ok { // run only with etcd and kube-apiserver (-kube-bin)
+		rows = append(rows, apiRestartRow(l))
+	}
 	rows = append(rows, inflationRows(l)...)
 	rows = append(rows, scaleRows(l)...)
 	if len(l.missing) > 0 {

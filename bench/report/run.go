@@ -21,10 +21,13 @@ type step struct {
 	pattern   string // -bench
 	benchtime string
 	env       []string
+	// kube: the benchmark is built with the kube tag and runs a real API
+	// server from the binaries PELWARDEN_KUBE_BIN names.
+	kube bool
 }
 
 func plan(o options) []step {
-	return []step{
+	steps := []step{
 		{pattern: `^Benchmark(Poll|PollParallel|Refresh)$`, benchtime: o.benchtime},
 		{pattern: `^BenchmarkPushActivation$`, benchtime: "200x"},
 		{pattern: `^BenchmarkReclaim$`, benchtime: "1x", env: []string{"PELWARDEN_BENCH_PEL=" + o.pel}},
@@ -35,11 +38,20 @@ func plan(o options) []step {
 		{pattern: `^BenchmarkScale$/^consumers=`, benchtime: "20x"},
 		{pattern: `^BenchmarkMemoryVsPEL$`, benchtime: "1x"},
 	}
+	if o.kubeBin != "" {
+		steps = append(steps, step{pattern: `^BenchmarkAPIRestartToCurrentVerdicts$`, benchtime: "1x",
+			env: []string{"PELWARDEN_KUBE_BIN=" + o.kubeBin}, kube: true})
+	}
+	return steps
 }
 
 // command is the go test command line that reproduces s.
 func (s step) command() string {
-	cmd := fmt.Sprintf("go test -run '^$' -bench '%s' -benchtime %s -benchmem ./bench/", s.pattern, s.benchtime)
+	tags := ""
+	if s.kube {
+		tags = "-tags kube "
+	}
+	cmd := fmt.Sprintf("go test %s-run '^$' -bench '%s' -benchtime %s -benchmem ./bench/", tags, s.pattern, s.benchtime)
 	if len(s.env) > 0 {
 		cmd = strings.Join(s.env, " ") + " " + cmd
 	}
@@ -78,7 +90,15 @@ func runSuite(ctx context.Context, o options, progress io.Writer) (results, erro
 	}
 	defer func() { _ = os.RemoveAll(tmp) }()
 	bin := filepath.Join(tmp, "bench.test")
-	build := exec.CommandContext(ctx, "go", "test", "-c", "-o", bin, ".") //nolint:gosec // G204: bin is a path in our own temporary directory
+	args := []string{"test", "-c", "-o", bin}
+	if o.kubeBin != "" {
+		// The tag adds the benchmarks that need a real API server.
+		args = append(args, "-tags", "kube")
+		if o.kubeBin, err = filepath.Abs(o.kubeBin); err != nil {
+			return nil, err
+		}
+	}
+	build := exec.CommandContext(ctx, "go", append(args, ".")...) //nolint:gosec // G204: bin is a path in our own temporary directory
 	build.Dir, build.Stdout, build.Stderr = pkg, progress, progress
 	if err := build.Run(); err != nil {
 		return nil, fmt.Errorf("building the benchmarks: %w", err)

@@ -29,6 +29,17 @@ func recoveryRows(l *lookup) []Row {
 	return rows
 }
 
+// apiRestart is the benchmark that needs a real API server.
+const apiRestart = "APIRestartToCurrentVerdicts"
+
+func apiRestartRow(l *lookup) Row {
+	return l.row(Row{
+		What:      "API server restart (SIGKILL, real kube-apiserver) to verdicts judged by pods again, from the server's first answer, p50 / p99",
+		Workload:  fmt.Sprintf("%.0f restarts, one pod set, defaults (refresh 2 s)", l.get(apiRestart, "restarts")),
+		Pelwarden: seconds(l.get(apiRestart, "p50-s"), l.get(apiRestart, "p99-s")),
+	})
+}
+
 func inflationRows(l *lookup) []Row {
 	n := "ScalingInflation"
 	load := fmt.Sprintf("%.0f s scripted, %.0f workers die, ghosts end holding %.0f entries; target %.0f/replica; the live work needs %.0f replica-s",

@@ -6,14 +6,13 @@
 package chart
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
+
+	"github.com/pelwarden/pelwarden/internal/helmtest"
 )
 
 const (
@@ -22,10 +21,10 @@ const (
 )
 
 var (
+	// helm is the pinned helm, built once by `go tool`.
+	helm helmtest.Helm
 	// repoRoot is the repository root, where go.mod and charts/ live.
 	repoRoot string
-	// helmBin is the pinned helm, built once by `go tool`.
-	helmBin string
 	// chartDir is charts/pelwarden.
 	chartDir string
 )
@@ -33,54 +32,20 @@ var (
 // TestMain builds helm before any test runs. A missing toolchain or module
 // proxy fails the package: skipping would let a broken chart through CI.
 func TestMain(m *testing.M) {
-	if err := setup(); err != nil {
+	var err error
+	if helm, err = helmtest.Build(); err != nil {
 		fmt.Fprintln(os.Stderr, "chart tests:", err)
 		os.Exit(1)
 	}
+	repoRoot, chartDir = helm.Root, helm.Chart()
 	os.Exit(m.Run())
-}
-
-func setup() error {
-	wd, err := os.Getwd()
-	if err != nil {
-		return err
-	}
-	repoRoot = filepath.Clean(filepath.Join(wd, "..", ".."))
-	chartDir = filepath.Join(repoRoot, "charts", "pelwarden")
-	// `go tool -n` builds the tool into the build cache when needed and prints
-	// its path, so each helm call below costs no go-command start-up.
-	cmd := exec.Command("go", "tool", "-modfile=tools/helm/go.mod", "-n", "helm")
-	cmd.Dir = repoRoot
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return fmt.Errorf("building helm with go tool -modfile=tools/helm/go.mod: %w\n%s", err, stderr.String())
-	}
-	helmBin = strings.TrimSpace(string(out))
-	if _, err := os.Stat(helmBin); err != nil {
-		return fmt.Errorf("go tool -n printed %q, which does not exist: %w", helmBin, err)
-	}
-	return nil
 }
 
 // helmRun runs helm with its state directories in a temporary directory and
 // no kubeconfig, so no test reads the developer's Helm or cluster settings.
 func helmRun(t *testing.T, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
-	home := t.TempDir()
-	cmd := exec.Command(helmBin, args...)
-	cmd.Dir = repoRoot
-	cmd.Env = append(os.Environ(),
-		"HELM_CACHE_HOME="+filepath.Join(home, "cache"),
-		"HELM_CONFIG_HOME="+filepath.Join(home, "config"),
-		"HELM_DATA_HOME="+filepath.Join(home, "data"),
-		"KUBECONFIG="+filepath.Join(home, "no-kubeconfig"),
-	)
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	err = cmd.Run()
-	return out.String(), errOut.String(), err
+	return helm.Run(t, args...)
 }
 
 // valueArgs turns values files and --set pairs into helm flags.

@@ -1,0 +1,97 @@
+//go:build kube
+
+package chart
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/pelwarden/pelwarden/internal/kubetest"
+)
+
+// crdGroups are the API groups of the custom resources the chart may
+// render. A kind of these groups is left out when its CRD is not
+// installed; any other unserved kind fails.
+var crdGroups = []string{"monitoring.coreos.com"}
+
+// warnings collects the Warning headers the API server sends, such as a
+// PodSecurity violation of a Deployment's pod template.
+type warnings struct {
+	mu   sync.Mutex
+	text []string
+}
+
+func (w *warnings) HandleWarningHeader(_ int, _ string, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.text = append(w.text, text)
+}
+
+func (w *warnings) take() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := w.text
+	w.text = nil
+	return out
+}
+
+// TestRealAPIAcceptsEveryValuesRender is `helm template ... | kubectl apply
+// --server-side --dry-run=server` for every render case and every ci/
+// values file: a real API server defaults, validates and admits each
+// object (RBAC escalation checks, PodSecurity restricted as a warning on
+// the Deployment) and stores nothing. The one kind left out, with no
+// Prometheus Operator installed, is the all-on values' ServiceMonitor: it
+// is reported, not dropped.
+func TestRealAPIAcceptsEveryValuesRender(t *testing.T) {
+	c := kubetest.Start(t)
+	admin := c.API.Client(t)
+	restricted := map[string]string{
+		"pod-security.kubernetes.io/enforce": "restricted",
+		"pod-security.kubernetes.io/warn":    "restricted",
+	}
+	for _, ns := range []string{namespace, "workers"} {
+		kubetest.CreateNamespace(t, admin, ns, restricted)
+	}
+	cfg := c.API.Config()
+	warned := &warnings{}
+	cfg.WarningHandler = warned
+	applier, err := kubetest.NewApplier(cfg)
+	require.NoError(t, err)
+	applier.DryRun, applier.Namespace = true, namespace
+
+	cases := map[string][]string{}
+	for name, rc := range renderCases() {
+		cases[name] = valueArgs(rc.files, rc.sets)
+	}
+	ciFiles, err := filepath.Glob(filepath.Join(chartDir, "ci", "*.yaml"))
+	require.NoError(t, err)
+	require.NotEmpty(t, ciFiles)
+	for _, f := range ciFiles {
+		cases["ci/"+filepath.Base(f)] = valueArgs([]string{f}, nil)
+	}
+	notServedAll := map[schema.GroupVersionKind]bool{}
+	for name, args := range cases {
+		t.Run(name, func(t *testing.T) {
+			stream, err := helm.Template(t, releaseName, namespace, args...)
+			require.NoError(t, err)
+			objs, err := kubetest.Decode(stream)
+			require.NoError(t, err)
+			require.NotEmpty(t, objs)
+			notServed, err := applier.ApplyAll(context.Background(), objs)
+			require.NoError(t, err, "the API server refuses a rendered object")
+			for _, gvk := range notServed {
+				require.True(t, slices.Contains(crdGroups, gvk.Group), "%s is not a CRD kind, yet the server does not serve it", gvk)
+				notServedAll[gvk] = true
+			}
+			require.Empty(t, warned.take(), "the API server warns about the render")
+		})
+	}
+	require.Equal(t, map[schema.GroupVersionKind]bool{{Group: "monitoring.coreos.com", Version: "v1", Kind: "ServiceMonitor"}: true}, notServedAll,
+		"only the ServiceMonitor is left out")
+}
