@@ -118,7 +118,7 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (*App, error) {
 		fetch = func(ctx context.Context, t liveness.Target, known []string) (liveness.Observation, error) {
 			obs, err := reader.Fetch(ctx, t, known)
 			if err == nil {
-				a.pods.Annotate(t, &obs) //nolint:contextcheck // an informer outlives the refresh that starts it; it ends with the watcher
+				a.pods.Annotate(t, &obs) //nolint:contextcheck // a pod watch outlives the refresh that starts it; it ends with the watcher
 			}
 			return obs, err
 		}

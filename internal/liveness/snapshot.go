@@ -72,8 +72,8 @@ type Observation struct {
 
 // PodsObs is the kubernetes source's view of a target's owner candidates.
 type PodsObs struct {
-	// Err says why the source cannot answer (informer not synced, watch
-	// failing); empty when it can.
+	// Err says why the source cannot answer (its cache not current, RBAC
+	// refusing); empty when it can.
 	Err string
 	// ByName holds the known pods among the owner candidates: those that
 	// exist and those seen to go. A candidate not listed has no pod.

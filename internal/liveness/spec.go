@@ -42,7 +42,7 @@ func (s Spec) PodSet() PodSet {
 	return PodSet{Namespace: s.PodNamespace, Selector: s.PodSelector}
 }
 
-// PodSet is one namespace and label selector: one informer serves every
+// PodSet is one namespace and label selector: one pod watch serves every
 // target that names the same set.
 type PodSet struct {
 	Namespace string

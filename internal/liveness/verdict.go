@@ -109,8 +109,8 @@ type PodState int
 
 // Pod states.
 const (
-	// PodUnobserved means the source could not answer (informer not synced,
-	// watch failing); it counts as Unknown.
+	// PodUnobserved means the source could not answer (its pod cache not
+	// current, RBAC refusing); it counts as Unknown.
 	PodUnobserved PodState = iota
 	// PodNone means no pod of the selector has the owner's name and none
 	// was seen to go: no evidence either way.
