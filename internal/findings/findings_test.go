@@ -226,7 +226,7 @@ func TestKindsKeepTheProtoNumbers(t *testing.T) {
 		require.Equal(t, int32(k), int32(k.Proto()), "kind %s", k)
 		require.NotContains(t, k.String(), "kind(")
 	}
-	tg := liveness.Target{Conn: "default", Stream: stream, Group: group}
+	tg := liveness.Target{GroupRef: liveness.GroupRef{Conn: "default", Stream: stream, Group: group}}
 	msgs := ToProto(tg, []Finding{{Kind: Tombstone, Consumer: "a", IDs: []string{"1-0"}, Detail: "d"}})
 	require.Len(t, msgs, 1)
 	require.Equal(t, "default", msgs[0].GetTarget().GetRedis())

@@ -103,27 +103,6 @@ func TestTombstonesArePagedPastTheFirstPage(t *testing.T) {
 	require.Equal(t, before, stateOf(t, rdb), "Detect acknowledged nothing")
 }
 
-// A worker that acknowledges and then deletes its entries must not look
-// like a tombstone when the deletion lands between the XPENDING page and
-// the existence check.
-func TestAnEntryAckedBeforeItsDeletionIsNoTombstone(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Start(t)
-	rdb := srv.Client(t)
-	ids := addEntries(t, rdb, 3)
-	readAs(t, rdb, "a", 3)
-	ctx := context.Background()
-	page, err := rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: stream, Group: group, Start: "-", End: "+", Count: 10}).Result()
-	require.NoError(t, err)
-	require.Len(t, page, 3)
-
-	require.NoError(t, rdb.XAck(ctx, stream, group, ids[0]).Err())
-	require.NoError(t, rdb.XDel(ctx, stream, ids[0], ids[1]).Err())
-	gone, err := tombstones(ctx, rdb, stream, group, page)
-	require.NoError(t, err)
-	require.Equal(t, map[string]entry{ids[1]: {ID: ids[1], Consumer: "a", Deliveries: 1, Gone: true}}, gone)
-}
-
 func TestAGroupWithoutBouncingOrTombstonesHasNoPELFindings(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)

@@ -17,7 +17,7 @@ func beat(age time.Duration) HeartbeatObs {
 
 func TestBuildLeavesGhostHeldEntriesOutOfLivePending(t *testing.T) {
 	t.Parallel()
-	target := Target{Conn: "default", Stream: "s", Group: "g", Spec: heartbeatSpec()}
+	target := Target{GroupRef: GroupRef{Conn: "default", Stream: "s", Group: "g"}, Spec: heartbeatSpec()}
 	obs := Observation{
 		ServerTime: serverNow,
 		Lag:        7, LagValid: true,
