@@ -43,7 +43,7 @@ func serveAdmin(t *testing.T, cfg config.Admin, creds credentials.TransportCrede
 	t.Helper()
 	rdb := redistest.Start(t)
 	c := rdb.Client(t)
-	require.NoError(t, c.XGroupCreateMkStream(context.Background(), "jobs", "workers", "$").Err())
+	redistest.CreateGroup(t, c, "jobs", "workers")
 	conns, err := redisx.Open([]config.Redis{config.DefaultRedis("default", rdb.Addr())})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = conns.Close() })

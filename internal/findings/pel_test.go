@@ -25,7 +25,7 @@ func redeliver(t *testing.T, rdb *redis.Client, consumer string) {
 func addMany(t *testing.T, rdb *redis.Client, n int) {
 	t.Helper()
 	ctx := context.Background()
-	require.NoError(t, rdb.XGroupCreateMkStream(ctx, stream, group, "$").Err())
+	redistest.CreateGroup(t, rdb, stream, group)
 	pipe := rdb.Pipeline()
 	for i := range n {
 		pipe.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: []any{"job", strconv.Itoa(i)}})
@@ -39,7 +39,7 @@ func TestBouncingListsAtMostMaxIDsAndCountsThemAll(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	addMany(t, rdb, 150)
-	ids := readAs(t, rdb, "a", 150)
+	ids := redistest.Read(t, rdb, stream, group, "a", 150)
 	redeliver(t, rdb, "a")
 
 	got, err := Detect(context.Background(), Input{Snapshot: snapshot(t, srv.Addr(), target(t), nil), Client: rdb, MinDeliveries: 2, MaxScan: DefaultMaxScan})
@@ -69,7 +69,7 @@ func TestScanStopsAtMaxScanAndSaysSo(t *testing.T) {
 			srv := redistest.Start(t)
 			rdb := srv.Client(t)
 			addMany(t, rdb, 30)
-			ids := readAs(t, rdb, "a", 30)
+			ids := redistest.Read(t, rdb, stream, group, "a", 30)
 			redeliver(t, rdb, "a")
 
 			got, err := Detect(context.Background(), Input{Snapshot: snapshot(t, srv.Addr(), target(t), nil), Client: rdb, MinDeliveries: 2, MaxScan: tc.maxScan})
@@ -90,7 +90,7 @@ func TestTombstonesArePagedPastTheFirstPage(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	addMany(t, rdb, pageSize+200)
-	ids := readAs(t, rdb, "a", pageSize+200)
+	ids := redistest.Read(t, rdb, stream, group, "a", pageSize+200)
 	ctx := context.Background()
 	deleted := []string{ids[0], ids[pageSize-1], ids[pageSize], ids[pageSize+199]}
 	require.NoError(t, rdb.XDel(ctx, stream, deleted...).Err())
@@ -108,8 +108,8 @@ func TestAGroupWithoutBouncingOrTombstonesHasNoPELFindings(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	addMany(t, rdb, 50)
-	readAs(t, rdb, "a", 25)
-	readAs(t, rdb, "b", 25)
+	redistest.Read(t, rdb, stream, group, "a", 25)
+	redistest.Read(t, rdb, stream, group, "b", 25)
 	got, err := Detect(context.Background(), Input{Snapshot: snapshot(t, srv.Addr(), target(t), nil), Client: rdb, MinDeliveries: 2, MaxScan: 20})
 	require.NoError(t, err)
 	require.Empty(t, got, "every entry was delivered once and still exists")

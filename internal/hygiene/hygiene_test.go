@@ -245,7 +245,7 @@ func TestANewGhostIsReclaimedWithoutWaitingForTheScan(t *testing.T) {
 	rdb := srv.Client(t)
 	l := newLoopRefreshing(t, srv.Addr(), 50*time.Millisecond, nil)
 	l.opts.ScanInterval = time.Hour
-	require.NoError(t, rdb.XGroupCreateMkStream(context.Background(), "jobs", "workers", "$").Err())
+	redistest.CreateGroup(t, rdb, "jobs", "workers")
 	l.Add(target(t, "ghostIdleSeconds", "0.3"), true)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

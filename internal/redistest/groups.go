@@ -14,18 +14,45 @@ import (
 // returns the ids consumer read, in order.
 func Hold(tb testing.TB, rdb redis.Cmdable, stream, group, consumer, prefix string, n int) []string {
 	tb.Helper()
-	ctx := context.Background()
-	if err := rdb.XGroupCreateMkStream(ctx, stream, group, "$").Err(); err != nil && !redis.HasErrorPrefix(err, "BUSYGROUP") {
+	CreateGroup(tb, rdb, stream, group)
+	AddJobs(tb, rdb, stream, prefix, n)
+	return Read(tb, rdb, stream, group, consumer, n)
+}
+
+// CreateGroup creates group on stream at "$", with the stream, unless the
+// group exists.
+func CreateGroup(tb testing.TB, rdb redis.Cmdable, stream, group string) {
+	tb.Helper()
+	if err := rdb.XGroupCreateMkStream(context.Background(), stream, group, "$").Err(); err != nil && !redis.HasErrorPrefix(err, "BUSYGROUP") {
 		tb.Fatalf("create group %s on %s: %v", group, stream, err)
 	}
+}
+
+// AddJobs adds n entries whose field job is prefix0 … prefix<n-1>, in one
+// round trip, and returns their ids.
+func AddJobs(tb testing.TB, rdb redis.Cmdable, stream, prefix string, n int) []string {
+	tb.Helper()
+	ctx := context.Background()
 	pipe := rdb.Pipeline()
+	cmds := make([]*redis.StringCmd, n)
 	for i := range n {
-		pipe.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: []any{"job", prefix + strconv.Itoa(i)}})
+		cmds[i] = pipe.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: []any{"job", prefix + strconv.Itoa(i)}})
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		tb.Fatalf("add %d entries to %s: %v", n, stream, err)
 	}
-	res, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: group, Consumer: consumer, Streams: []string{stream, ">"}, Count: int64(n), Block: -1}).Result()
+	ids := make([]string, n)
+	for i, c := range cmds {
+		ids[i] = c.Val()
+	}
+	return ids
+}
+
+// Read has consumer read n new entries of stream in group, leaving them
+// pending, and fails unless it got exactly n. It returns their ids.
+func Read(tb testing.TB, rdb redis.Cmdable, stream, group, consumer string, n int) []string {
+	tb.Helper()
+	res, err := rdb.XReadGroup(context.Background(), &redis.XReadGroupArgs{Group: group, Consumer: consumer, Streams: []string{stream, ">"}, Count: int64(n), Block: -1}).Result()
 	if err != nil {
 		tb.Fatalf("%s reads %d entries of %s: %v", consumer, n, stream, err)
 	}

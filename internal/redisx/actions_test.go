@@ -153,7 +153,7 @@ func TestDryRunPredictsTombstonesAndCarriedCountsAndWritesNothing(t *testing.T) 
 	t.Parallel()
 	rdb := redistest.Start(t).Client(t)
 	ctx := context.Background()
-	require.NoError(t, rdb.XGroupCreateMkStream(ctx, "jobs", "workers", "$").Err())
+	redistest.CreateGroup(t, rdb, "jobs", "workers")
 	var ids []string
 	for _, values := range [][]any{{"job", "carried", "pelwarden-deliveries", "2"}, {"job", "a"}, {"job", "b"}, {"job", "c"}} {
 		id, err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: "jobs", Values: values}).Result()
@@ -382,7 +382,7 @@ func TestAFailedWriteLeavesNoCopyBehindAnUnackedOriginal(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Start(t).Client(t)
 	ctx := context.Background()
-	require.NoError(t, rdb.XGroupCreateMkStream(ctx, "jobs", "workers", "$").Err())
+	redistest.CreateGroup(t, rdb, "jobs", "workers")
 	wide := make([]any, 0, 10000)
 	for i := range 5000 {
 		wide = append(wide, "f"+strconv.Itoa(i), "v")

@@ -78,7 +78,7 @@ func TestAMissingGroupIsToldApartFromOtherErrors(t *testing.T) {
 	ctx := context.Background()
 	_, err := PendingPage(ctx, rdb, "nostream", "workers", "", 0, "", 10)
 	require.True(t, IsGroupMissing(err), "a missing stream: %v", err)
-	require.NoError(t, rdb.XGroupCreateMkStream(ctx, "jobs", "workers", "$").Err())
+	redistest.CreateGroup(t, rdb, "jobs", "workers")
 	_, err = DeleteConsumer(ctx, rdb, "jobs", "nogroup", "c", 0, false)
 	require.True(t, IsGroupMissing(err), "a missing group, from a script: %v", err)
 	_, err = PendingEntries(ctx, rdb, "jobs", "nogroup", []string{"1-1"})
