@@ -189,7 +189,7 @@ func newLoop(b *testing.B, view *liveness.View, conns *redisx.Conns, scan time.D
 		b.Fatal(err)
 	}
 	return hygiene.New(view, conns, hygiene.Options{
-		ScanInterval: scan, LeaseTTL: 2 * scan, BatchSize: 1000, Identity: "bench", Expiry: time.Hour, Log: log, Engine: engine,
+		ScanInterval: scan, LeaseTTL: 2 * scan, Identity: "bench", Expiry: time.Hour, Log: log, Engine: engine,
 	}, reg)
 }
 

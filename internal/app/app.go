@@ -156,7 +156,6 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (*App, error) {
 	a.hygiene = hygiene.New(a.view, conns, hygiene.Options{
 		ScanInterval: cfg.Hygiene.ScanInterval,
 		LeaseTTL:     cfg.Hygiene.LeaseTTL,
-		BatchSize:    int64(cfg.Hygiene.BatchSize),
 		Identity:     identity(cfg.Hygiene.Identity),
 		Expiry:       cfg.Scaler.TargetIdleExpiry,
 		Log:          log,

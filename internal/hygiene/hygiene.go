@@ -35,8 +35,6 @@ type Options struct {
 	ScanInterval time.Duration
 	// LeaseTTL is how long a scanner's lease lasts without renewal.
 	LeaseTTL time.Duration
-	// BatchSize is the entries per XPENDING page and per script call.
-	BatchSize int64
 	// Identity names this replica in the lease.
 	Identity string
 	// Expiry drops a target registered from ScaledObject metadata that no

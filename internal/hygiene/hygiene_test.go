@@ -43,7 +43,7 @@ func newLoopRefreshing(t *testing.T, addr string, refresh time.Duration, bus *ev
 	engine, err := reclaim.New(reclaim.Options{View: view, Events: bus, BatchSize: 100, Log: log}, reg)
 	require.NoError(t, err)
 	return New(view, conns, Options{
-		ScanInterval: 50 * time.Millisecond, LeaseTTL: time.Second, BatchSize: 100, Identity: t.Name(),
+		ScanInterval: 50 * time.Millisecond, LeaseTTL: time.Second, Identity: t.Name(),
 		Expiry: time.Hour, Log: log, Engine: engine,
 	}, reg)
 }
