@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"io/fs"
+	"strings"
 	"testing"
 	"time"
 
@@ -249,4 +250,43 @@ func TestEnvUsageListsEveryVariable(t *testing.T) {
 	} {
 		require.Contains(t, usage, name+" ")
 	}
+}
+
+func TestFlagsAndVariablesAreNamedAfterTheirConfigPaths(t *testing.T) {
+	t.Parallel()
+	// Every flag, with the variable its help names.
+	want := map[string]string{
+		"grpc-addr":                       "PELWARDEN_GRPC_ADDR",
+		"shutdown-timeout":                "PELWARDEN_GRPC_SHUTDOWN_TIMEOUT",
+		"grpc-tls-cert":                   "PELWARDEN_GRPC_TLS_CERT_FILE",
+		"grpc-tls-key":                    "PELWARDEN_GRPC_TLS_KEY_FILE",
+		"grpc-tls-client-ca":              "PELWARDEN_GRPC_TLS_CLIENT_CA_FILE",
+		"http-addr":                       "PELWARDEN_HTTP_ADDR",
+		"log-level":                       "PELWARDEN_LOG_LEVEL",
+		"log-format":                      "PELWARDEN_LOG_FORMAT",
+		"refresh-interval":                "PELWARDEN_SCALER_REFRESH_INTERVAL",
+		"request-timeout":                 "PELWARDEN_SCALER_REQUEST_TIMEOUT",
+		"target-idle-expiry":              "PELWARDEN_SCALER_TARGET_IDLE_EXPIRY",
+		"kubernetes":                      "PELWARDEN_KUBERNETES_ENABLED",
+		"kubeconfig":                      "PELWARDEN_KUBERNETES_KUBECONFIG",
+		"admin-token-file":                "PELWARDEN_ADMIN_TOKEN_FILE",
+		"admin-allowed-client-identities": "PELWARDEN_ADMIN_ALLOWED_CLIENT_IDENTITIES",
+		"redis-addr":                      "PELWARDEN_REDIS_ADDR",
+		"redis-username":                  "PELWARDEN_REDIS_USERNAME",
+		"redis-password-file":             "PELWARDEN_REDIS_PASSWORD_FILE",
+		"redis-db":                        "PELWARDEN_REDIS_DB",
+		"redis-tls":                       "PELWARDEN_REDIS_TLS",
+		"redis-tls-ca":                    "PELWARDEN_REDIS_TLS_CA",
+		"redis-tls-cert":                  "PELWARDEN_REDIS_TLS_CERT",
+		"redis-tls-key":                   "PELWARDEN_REDIS_TLS_KEY",
+		"config":                          "PELWARDEN_CONFIG",
+	}
+	set := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	config.NewFlags(set)
+	got := map[string]string{}
+	set.VisitAll(func(f *pflag.Flag) {
+		env := f.Usage[strings.LastIndex(f.Usage, "(env ")+len("(env "):]
+		got[f.Name] = strings.TrimSuffix(env, ")")
+	})
+	require.Equal(t, want, got)
 }
