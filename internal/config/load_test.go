@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"io/fs"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -27,6 +28,15 @@ func sources(env, files map[string]string) config.Sources {
 			return []byte(content), nil
 		},
 	}
+}
+
+// connection returns the Redis connection named name, failing the test
+// when there is none.
+func connection(t *testing.T, cfg config.Config, name string) config.Redis {
+	t.Helper()
+	i := slices.IndexFunc(cfg.Redis, func(r config.Redis) bool { return r.Name == name })
+	require.NotEqual(t, -1, i, "connection %s should be configured", name)
+	return cfg.Redis[i]
 }
 
 // parseFlags registers pelwarden's flags and parses args.
@@ -141,9 +151,9 @@ redis:
 	cfg, err := config.Load(sources(env, map[string]string{"/c.yaml": file}), parseFlags(t, "--config=/c.yaml", "--redis-db=4"))
 	require.NoError(t, err)
 
-	orders, _ := cfg.Connection("orders")
+	orders := connection(t, cfg, "orders")
 	require.Equal(t, config.DefaultRedis("orders", "orders:6379"), orders, "orders should be untouched")
-	def, _ := cfg.Connection("default")
+	def := connection(t, cfg, "default")
 	require.Equal(t, "env:6379", def.Addr)
 	require.Equal(t, "scaler", def.Username)
 	require.Equal(t, 4, def.DB, "--redis-db should win over PELWARDEN_REDIS_DB")

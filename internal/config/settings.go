@@ -7,6 +7,8 @@ import (
 	"text/tabwriter"
 	"time"
 	"unicode"
+
+	"github.com/pelwarden/pelwarden/internal/metadata"
 )
 
 // EnvConfig names the environment variable that holds the config file path,
@@ -161,15 +163,15 @@ var settings = []setting{
 		withFlagNamed("redis-tls-key", "client key (PEM) for the default Redis connection"),
 }
 
-// defaultRedis returns the connection named DefaultConnection, appending one
+// defaultRedis returns the connection named metadata.DefaultConnection, appending one
 // with defaults when there is none.
 func defaultRedis(c *Config) *Redis {
 	for i := range c.Redis {
-		if c.Redis[i].Name == DefaultConnection {
+		if c.Redis[i].Name == metadata.DefaultConnection {
 			return &c.Redis[i]
 		}
 	}
-	c.Redis = append(c.Redis, DefaultRedis(DefaultConnection, ""))
+	c.Redis = append(c.Redis, DefaultRedis(metadata.DefaultConnection, ""))
 	return &c.Redis[len(c.Redis)-1]
 }
 
