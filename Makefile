@@ -7,6 +7,9 @@ LINT      := $(GO) tool -modfile=tools/golangci-lint/go.mod golangci-lint
 BUF       := $(GO) tool buf
 BENCHTIME ?= 2s
 BENCH_PEL ?= 200000,1000000
+# The release `pelwarden version` reports in the image, and the image's name.
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+IMAGE     ?= pelwarden:dev
 
 .PHONY: all build test lint generate bench demo fuzz chaos image clean
 
@@ -55,7 +58,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzLoadEnv -fuzztime 60s ./internal/config/
 	$(GO) test -run '^$$' -fuzz FuzzRequestValidation -fuzztime 60s ./internal/admin/
 
-## image: the container image (Dockerfile: static binary on distroless, nonroot)
+## image: the container image $(IMAGE) (Dockerfile: static binary on
+## distroless, nonroot), its binary reporting $(VERSION)
 image:
 	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
 
