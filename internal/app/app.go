@@ -158,7 +158,6 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 	bus := events.NewBus(events.Options{}, reg)
 	engine, err := reclaim.New(reclaim.Options{View: a.view, Events: bus, BatchSize: int64(cfg.Hygiene.BatchSize), Log: log}, reg)
 	if err != nil {
-		_ = conns.Close()
 		return nil, err
 	}
 
@@ -216,7 +215,6 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 		RequestTimeout: cfg.Scaler.RequestTimeout, Log: log,
 	})
 	if err != nil {
-		_ = conns.Close()
 		return nil, err
 	}
 	pelwardenv1.RegisterAdminServer(a.grpc, adminServer)
