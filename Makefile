@@ -3,13 +3,24 @@
 
 GO        ?= go
 BIN       := bin/pelwarden
-LINT      := $(GO) tool -modfile=tools/golangci-lint/go.mod golangci-lint
-BUF       := $(GO) tool buf
+# Tools are pinned in modules of their own under tools/, so their
+# dependencies stay out of go.mod. LINT's path is absolute: it also runs
+# inside the nested modules.
+LINT      := $(GO) tool -modfile=$(CURDIR)/tools/golangci-lint/go.mod golangci-lint
+BUF       := $(GO) tool -modfile=tools/buf/go.mod buf
+# Nested modules, each with its own go.mod, for what only the demo
+# (plotting), the benchmark report (benchstat's parser) and the chart tests
+# (prometheus-operator's types) need. test and lint cover them after the
+# main module.
+MODULES   := cmd/pelwarden-demo bench/report test/chart
 BENCHTIME ?= 2s
 BENCH_PEL ?= 200000,1000000
 # KUBE_BIN is a directory with etcd and kube-apiserver binaries (as
 # setup-envtest provides them); test-kube needs it, bench uses it if set.
 KUBE_BIN  ?=
+# The release `pelwarden version` reports in the image, and the image's name.
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+IMAGE     ?= pelwarden:dev
 
 .PHONY: all build test test-kube lint generate bench demo fuzz chaos image clean
 
@@ -19,32 +30,37 @@ all: build
 build:
 	$(GO) build -trimpath -o $(BIN) ./cmd/pelwarden
 
-## test: unit, end-to-end and fuzz-seed tests against real redis-server processes
+## test: unit, end-to-end and fuzz-seed tests against real redis-server
+## processes, then the nested modules' tests (the chart checks among them)
 test:
 	$(GO) test -race -count=1 -timeout 15m ./...
+	set -e; for m in $(MODULES); do $(GO) -C $$m test -race -count=1 -timeout 15m ./...; done
 
 ## test-kube: the real-API suite, built with the kube tag: etcd and
 ## kube-apiserver from KUBE_BIN (make test-kube KUBE_BIN=../shared/kube/bin)
 ## serve pelwarden's pod watch through API server restarts and a failover,
 ## the chart's RBAC and a server-side dry run of every chart render, then
 ## the API server restart benchmark runs once. Fails, never skips, without
-## the binaries. About 3 minutes on 2 cores.
+## the binaries. About 5 minutes on 2 cores.
 test-kube:
 	@test -n "$(KUBE_BIN)" || { echo "make test-kube needs KUBE_BIN=<directory with etcd and kube-apiserver>" >&2; exit 1; }
 	PELWARDEN_KUBE_BIN=$(abspath $(KUBE_BIN)) $(GO) test -tags kube -race -count=1 -p 1 -timeout 15m -run '^TestRealAPI' \
-		./internal/kubetest/ ./test/ ./test/chart/
+		./internal/kubetest/ ./test/
+	PELWARDEN_KUBE_BIN=$(abspath $(KUBE_BIN)) $(GO) -C test/chart test -tags kube -race -count=1 -timeout 15m -run '^TestRealAPI' ./...
 	PELWARDEN_KUBE_BIN=$(abspath $(KUBE_BIN)) $(GO) test -tags kube -count=1 -timeout 15m -run '^$$' \
 		-bench '^BenchmarkAPIRestartToCurrentVerdicts$$' -benchtime 1x ./bench/
 
-## lint: golangci-lint (pinned in tools/golangci-lint), buf lint, and buf
-## breaking against main (changes to pelwarden.v1 must stay wire-compatible)
+## lint: golangci-lint (pinned in tools/golangci-lint) on every module, buf
+## lint, and buf breaking against main (changes to pelwarden.v1 must stay
+## wire-compatible)
 lint:
 	$(LINT) run ./...
+	set -e; for m in $(MODULES); do (cd $$m && $(LINT) run ./...); done
 	$(BUF) lint
 	$(BUF) breaking --against '.git#branch=main'
 
 
-## generate: Go code from proto/ (plugins pinned in go.mod's tool block)
+## generate: Go code from proto/ (buf and the plugins pinned in tools/buf)
 generate:
 	$(BUF) generate
 
@@ -55,12 +71,14 @@ generate:
 ## PELs of the reclaim comparison. With KUBE_BIN set, the table also has the
 ## API server restart row (2 more minutes); without, the row is left out.
 bench:
-	$(GO) run ./bench/report -o bench/results.json -benchtime $(BENCHTIME) -pel $(BENCH_PEL) \
+	$(GO) -C bench/report build -o $(CURDIR)/bin/bench-report .
+	bin/bench-report -o bench/results.json -benchtime $(BENCHTIME) -pel $(BENCH_PEL) \
 		$(if $(KUBE_BIN),-kube-bin $(abspath $(KUBE_BIN)))
 
 ## demo: a throwaway redis-server and pelwarden with live and ghost workers
 demo:
-	$(GO) run ./cmd/pelwarden-demo
+	$(GO) -C cmd/pelwarden-demo build -o $(CURDIR)/bin/pelwarden-demo .
+	bin/pelwarden-demo
 
 ## chaos: the chaos suite at full size (make test runs it at a bounded size)
 chaos:
@@ -73,7 +91,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzLoadEnv -fuzztime 60s ./internal/config/
 	$(GO) test -run '^$$' -fuzz FuzzRequestValidation -fuzztime 60s ./internal/admin/
 
-## image: the container image (Dockerfile: static binary on distroless, nonroot)
+## image: the container image $(IMAGE) (Dockerfile: static binary on
+## distroless, nonroot), its binary reporting $(VERSION)
 image:
 	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
 

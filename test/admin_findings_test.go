@@ -23,10 +23,10 @@ func TestFindingsThroughTheAdminAPI(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := context.Background()
-	newGroup(t, rdb, "jobs", "workers")
-	addEntries(t, rdb, "jobs", 10)
-	readAs(t, rdb, "jobs", "workers", "alpha", 3)
-	readAs(t, rdb, "jobs", "workers", "beta", 3)
+	redistest.CreateGroup(t, rdb, "jobs", "workers")
+	redistest.AddJobs(t, rdb, "jobs", "", 10)
+	redistest.Read(t, rdb, "jobs", "workers", "alpha", 3)
+	redistest.Read(t, rdb, "jobs", "workers", "beta", 3)
 	alpha, beta := pendingIDs(t, rdb, "alpha"), pendingIDs(t, rdb, "beta")
 	require.NoError(t, rdb.XDel(ctx, "jobs", alpha[0]).Err(), "a pending entry deleted from the stream is a tombstone")
 	for range 3 { // each XCLAIM counts a delivery
@@ -46,14 +46,12 @@ func TestFindingsThroughTheAdminAPI(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 2 {
 		c := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: 1})
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			defer c.Close()
 			for readCtx.Err() == nil {
 				_ = c.XReadGroup(readCtx, &redis.XReadGroupArgs{Group: "workers", Consumer: "shared", Streams: []string{"jobs", ">"}, Count: 1, Block: 20 * time.Millisecond}).Err()
 			}
-		}()
+		})
 	}
 	_, err = admin.Findings(ctx, &pelwardenv1.FindingsRequest{Target: jobsRef, SampleMs: 100})
 	require.Equal(t, codes.Unauthenticated, status.Code(err), "a MONITOR sample needs credentials: %v", err)

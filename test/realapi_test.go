@@ -84,12 +84,12 @@ func runOutage(t *testing.T, api *realAPI, o outage) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := context.Background()
-	newGroup(t, rdb, "jobs", "workers")
-	addEntries(t, rdb, "jobs", 30)
+	redistest.CreateGroup(t, rdb, "jobs", "workers")
+	redistest.AddJobs(t, rdb, "jobs", "", 30)
 	runningPod(t, api.admin, "jobs", "w-0")
 	runningPod(t, api.admin, "jobs", "w-gone")
-	readAs(t, rdb, "jobs", "workers", "w-0", 5)
-	readAs(t, rdb, "jobs", "workers", "w-gone", 6)
+	redistest.Read(t, rdb, "jobs", "workers", "w-0", 5)
+	redistest.Read(t, rdb, "jobs", "workers", "w-gone", 6)
 
 	target := map[string]string{"stream": "jobs", "consumerGroup": "workers", "liveness": "kubernetes",
 		"podSelector": "app=worker", "podNamespace": "jobs", "ghostIdleSeconds": "2", "podDeletionGraceSeconds": "1",
@@ -121,7 +121,7 @@ func runOutage(t *testing.T, api *realAPI, o outage) {
 	writer := o.down(t)
 	require.NoError(t, writer.CoreV1().Pods("jobs").Delete(ctx, "w-gone", metav1.DeleteOptions{}))
 	runningPod(t, writer, "jobs", "w-new")
-	readAs(t, rdb, "jobs", "workers", "w-new", 10)
+	redistest.Read(t, rdb, "jobs", "workers", "w-new", 10)
 	idleFrom := time.Now()
 	time.Sleep(6 * time.Second) // past ghostIdle 2 s and entryStale 1 s, a dozen scans; client-go's backoff grows
 	require.Equal(t, map[string]int64{"w-0": 5, "w-gone": 6, "w-new": 10}, pendingOf(t, rdb, "jobs", "workers"),
@@ -188,10 +188,10 @@ func TestRealAPIRefusedNamespaceIsNamedInReasonMetricAndFindings(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := context.Background()
-	newGroup(t, rdb, "jobs", "workers")
-	addEntries(t, rdb, "jobs", 5)
-	readAs(t, rdb, "jobs", "workers", "w-0", 3)
-	readAs(t, rdb, "jobs", "workers", "w-1", 2)
+	redistest.CreateGroup(t, rdb, "jobs", "workers")
+	redistest.AddJobs(t, rdb, "jobs", "", 5)
+	redistest.Read(t, rdb, "jobs", "workers", "w-0", 3)
+	redistest.Read(t, rdb, "jobs", "workers", "w-1", 2)
 	time.Sleep(1100 * time.Millisecond) // past ghostIdle: only the pods decide
 
 	p := startPelwarden(t, srv.Addr(), api.via(t, api.cluster.API.URL()))
@@ -247,10 +247,10 @@ func TestRealAPITwoTargetsOnOneGroupKeepTheirOwnSeries(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := context.Background()
-	newGroup(t, rdb, "jobs", "workers")
-	addEntries(t, rdb, "jobs", 9)
-	readAs(t, rdb, "jobs", "workers", "w-0", 3)
-	readAs(t, rdb, "jobs", "workers", "w-1", 4)
+	redistest.CreateGroup(t, rdb, "jobs", "workers")
+	redistest.AddJobs(t, rdb, "jobs", "", 9)
+	redistest.Read(t, rdb, "jobs", "workers", "w-0", 3)
+	redistest.Read(t, rdb, "jobs", "workers", "w-1", 4)
 	time.Sleep(1100 * time.Millisecond)
 
 	p := startPelwarden(t, srv.Addr(), api.via(t, api.cluster.API.URL()))

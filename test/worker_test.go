@@ -26,9 +26,9 @@ func TestExampleWorkerFinishesItsOwnPELAndDeregistersOnSIGTERM(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := context.Background()
-	newGroup(t, rdb, "jobs", "workers")
-	addEntries(t, rdb, "jobs", 4)
-	readAs(t, rdb, "jobs", "workers", "worker-x", 4) // held before a restart
+	redistest.CreateGroup(t, rdb, "jobs", "workers")
+	redistest.AddJobs(t, rdb, "jobs", "", 4)
+	redistest.Read(t, rdb, "jobs", "workers", "worker-x", 4) // held before a restart
 	held, err := rdb.XRange(ctx, "jobs", "-", "+").Result()
 	require.NoError(t, err)
 	for i := range 26 { // job names apart from the first four's

@@ -10,15 +10,18 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/pelwarden/pelwarden/internal/events"
+	"github.com/pelwarden/pelwarden/internal/clip"
+	"github.com/pelwarden/pelwarden/internal/liveness"
 	"github.com/pelwarden/pelwarden/internal/metadata"
+	"github.com/pelwarden/pelwarden/internal/policy"
 	"github.com/pelwarden/pelwarden/internal/redisx"
 	pelwardenv1 "github.com/pelwarden/pelwarden/proto/pelwarden/v1"
 )
 
 // Bounds of request fields.
 const (
-	maxNameLen      = 1024
+	// maxEcho bounds a bad value quoted back in an error.
+	maxEcho         = 80
 	defaultPageSize = 100
 	maxPageSize     = 10000
 	maxIDs          = 10000
@@ -34,16 +37,16 @@ func invalid(field, format string, args ...any) error {
 }
 
 // checkTarget reads a TargetRef; an empty redis is the default connection.
-func checkTarget(ref *pelwardenv1.TargetRef, conns []string) (events.Group, error) {
+func checkTarget(ref *pelwardenv1.TargetRef, conns []string) (liveness.GroupRef, error) {
 	if ref == nil {
-		return events.Group{}, invalid("target", `is required, such as {"stream": "jobs", "group": "workers"}`)
+		return liveness.GroupRef{}, invalid("target", `is required, such as {"stream": "jobs", "group": "workers"}`)
 	}
-	g := events.Group{Conn: ref.GetRedis(), Stream: ref.GetStream(), Group: ref.GetGroup()}
+	g := liveness.GroupRef{Conn: ref.GetRedis(), Stream: ref.GetStream(), Group: ref.GetGroup()}
 	if g.Conn == "" {
-		g.Conn = metadata.DefaultConn
+		g.Conn = metadata.DefaultConnection
 	}
 	if !slices.Contains(conns, g.Conn) {
-		return g, invalid("target.redis", "must name a configured Redis connection (%s), got %q", strings.Join(conns, ", "), clip(g.Conn))
+		return g, invalid("target.redis", "must name a configured Redis connection (%s), got %q", strings.Join(conns, ", "), clip.String(g.Conn, maxEcho))
 	}
 	if err := checkName("target.stream", g.Stream); err != nil {
 		return g, err
@@ -55,8 +58,8 @@ func checkName(field, v string) error {
 	switch {
 	case v == "":
 		return invalid(field, "is required")
-	case len(v) > maxNameLen:
-		return invalid(field, "must be at most %d bytes, got %d", maxNameLen, len(v))
+	case len(v) > metadata.MaxNameLen:
+		return invalid(field, "must be at most %d bytes, got %d", metadata.MaxNameLen, len(v))
 	}
 	return nil
 }
@@ -95,14 +98,14 @@ func checkPageToken(tok string) (string, error) {
 	return string(raw), nil
 }
 
-func checkMode(mode string) (redisx.Mode, error) {
+func checkMode(mode string) (policy.ReclaimMode, error) {
 	switch mode {
-	case "", string(redisx.ModeRequeue):
-		return redisx.ModeRequeue, nil
-	case string(redisx.ModeClaim):
-		return redisx.ModeClaim, nil
+	case "", string(policy.ReclaimRequeue):
+		return policy.ReclaimRequeue, nil
+	case string(policy.ReclaimClaim):
+		return policy.ReclaimClaim, nil
 	}
-	return "", invalid("mode", "must be requeue (the default) or claim, got %q", clip(mode))
+	return "", invalid("mode", "must be requeue (the default) or claim, got %q", clip.String(mode, maxEcho))
 }
 
 func checkIDs(ids []string) error {
@@ -111,7 +114,7 @@ func checkIDs(ids []string) error {
 	}
 	for i, id := range ids {
 		if !redisx.ValidID(id) {
-			return invalid(fmt.Sprintf("ids.ids[%d]", i), "must be a complete stream entry id <milliseconds>-<sequence> such as 1700000000000-0, got %q", clip(id))
+			return invalid(fmt.Sprintf("ids.ids[%d]", i), "must be a complete stream entry id <milliseconds>-<sequence> such as 1700000000000-0, got %q", clip.String(id, maxEcho))
 		}
 	}
 	return nil
@@ -119,7 +122,7 @@ func checkIDs(ids []string) error {
 
 // listPending is a checked ListPendingRequest.
 type listPending struct {
-	group    events.Group
+	group    liveness.GroupRef
 	consumer string
 	minIdle  time.Duration
 	size     int64
@@ -132,8 +135,8 @@ func checkListPending(req *pelwardenv1.ListPendingRequest, conns []string) (list
 	if q.group, err = checkTarget(req.GetTarget(), conns); err != nil {
 		return q, err
 	}
-	if q.consumer = req.GetConsumer(); len(q.consumer) > maxNameLen {
-		return q, invalid("consumer", "must be at most %d bytes, got %d", maxNameLen, len(q.consumer))
+	if q.consumer = req.GetConsumer(); len(q.consumer) > metadata.MaxNameLen {
+		return q, invalid("consumer", "must be at most %d bytes, got %d", metadata.MaxNameLen, len(q.consumer))
 	}
 	if q.minIdle, err = checkMinIdle(req.GetMinIdleMs()); err != nil {
 		return q, err
@@ -145,19 +148,19 @@ func checkListPending(req *pelwardenv1.ListPendingRequest, conns []string) (list
 	return q, err
 }
 
-// reclaim is a checked ReclaimRequest: either consumer or ids is set.
-type reclaim struct {
-	group    events.Group
+// reclaimRequest is a checked ReclaimRequest: either consumer or ids is set.
+type reclaimRequest struct {
+	group    liveness.GroupRef
 	consumer string
 	ids      []string
 	// idsOwner is the owner the ids must still have; empty for each
 	// entry's current owner.
 	idsOwner string
-	mode     redisx.Mode
+	mode     policy.ReclaimMode
 }
 
-func checkReclaim(req *pelwardenv1.ReclaimRequest, conns []string) (reclaim, error) {
-	var q reclaim
+func checkReclaim(req *pelwardenv1.ReclaimRequest, conns []string) (reclaimRequest, error) {
+	var q reclaimRequest
 	var err error
 	if q.group, err = checkTarget(req.GetTarget(), conns); err != nil {
 		return q, err
@@ -171,8 +174,8 @@ func checkReclaim(req *pelwardenv1.ReclaimRequest, conns []string) (reclaim, err
 		return q, checkName("consumer", q.consumer)
 	case *pelwardenv1.ReclaimRequest_Ids:
 		q.ids, q.idsOwner = sel.Ids.GetIds(), sel.Ids.GetConsumer()
-		if len(q.idsOwner) > maxNameLen {
-			return q, invalid("ids.consumer", "must be at most %d bytes, got %d", maxNameLen, len(q.idsOwner))
+		if len(q.idsOwner) > metadata.MaxNameLen {
+			return q, invalid("ids.consumer", "must be at most %d bytes, got %d", metadata.MaxNameLen, len(q.idsOwner))
 		}
 		return q, checkIDs(q.ids)
 	default:
@@ -180,18 +183,10 @@ func checkReclaim(req *pelwardenv1.ReclaimRequest, conns []string) (reclaim, err
 	}
 }
 
-func checkConsumerRequest(ref *pelwardenv1.TargetRef, consumer string, conns []string) (events.Group, error) {
+func checkConsumerRequest(ref *pelwardenv1.TargetRef, consumer string, conns []string) (liveness.GroupRef, error) {
 	g, err := checkTarget(ref, conns)
 	if err != nil {
 		return g, err
 	}
 	return g, checkName("consumer", consumer)
-}
-
-// clip keeps an echoed value short.
-func clip(s string) string {
-	if len(s) > 80 {
-		return s[:80] + "..."
-	}
-	return s
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -22,6 +23,7 @@ import (
 	"github.com/pelwarden/pelwarden/internal/admin"
 	"github.com/pelwarden/pelwarden/internal/config"
 	"github.com/pelwarden/pelwarden/internal/liveness"
+	"github.com/pelwarden/pelwarden/internal/reclaim"
 	"github.com/pelwarden/pelwarden/internal/redistest"
 	"github.com/pelwarden/pelwarden/internal/redisx"
 	"github.com/pelwarden/pelwarden/internal/tlstest"
@@ -41,7 +43,7 @@ func serveAdmin(t *testing.T, cfg config.Admin, creds credentials.TransportCrede
 	t.Helper()
 	rdb := redistest.Start(t)
 	c := rdb.Client(t)
-	require.NoError(t, c.XGroupCreateMkStream(context.Background(), "jobs", "workers", "$").Err())
+	redistest.CreateGroup(t, c, "jobs", "workers")
 	conns, err := redisx.Open([]config.Redis{config.DefaultRedis("default", rdb.Addr())})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = conns.Close() })
@@ -53,7 +55,11 @@ func serveAdmin(t *testing.T, cfg config.Admin, creds credentials.TransportCrede
 		opts = append(opts, grpc.Creds(creds))
 	}
 	srv := grpc.NewServer(opts...)
-	pelwardenv1.RegisterAdminServer(srv, admin.New(admin.Options{View: view, Conns: conns, RequestTimeout: time.Second}))
+	engine, err := reclaim.New(reclaim.Options{View: view, BatchSize: 100}, prometheus.NewRegistry())
+	require.NoError(t, err)
+	adminServer, err := admin.New(admin.Options{View: view, Conns: conns, Engine: engine, RequestTimeout: time.Second})
+	require.NoError(t, err)
+	pelwardenv1.RegisterAdminServer(srv, adminServer)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	go func() { _ = srv.Serve(lis) }()
@@ -170,8 +176,8 @@ func TestMutatingAdminCallsAcceptAnAllowedClientCertificate(t *testing.T) {
 		TokenFile:               tokenFile(t, token),
 		AllowedClientIdentities: []string{"ops", "deployer.jobs.svc", "spiffe://cluster.local/ns/jobs/sa/worker"},
 	}, serverCreds)
-	clientWith := func(certs ...tls.Certificate) pelwardenv1.AdminClient {
-		return dial(t, addr, credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS12, RootCAs: ca.Pool(), Certificates: certs}))
+	clientWith := func(pairs ...tlstest.Pair) pelwardenv1.AdminClient {
+		return dial(t, addr, credentials.NewTLS(ca.ClientConfig(t, pairs...)))
 	}
 	tests := map[string]struct {
 		client        pelwardenv1.AdminClient
@@ -179,11 +185,11 @@ func TestMutatingAdminCallsAcceptAnAllowedClientCertificate(t *testing.T) {
 		want          codes.Code
 		message       string
 	}{
-		"allowed by common name":          {clientWith(ca.ClientWithSANs(t, "ops", nil).TLS(t)), "", codes.OK, ""},
-		"allowed by DNS SAN":              {clientWith(ca.ClientWithSANs(t, "someone", []string{"deployer.jobs.svc"}).TLS(t)), "", codes.OK, ""},
-		"allowed by URI SAN":              {clientWith(ca.ClientWithSANs(t, "", nil, "spiffe://cluster.local/ns/jobs/sa/worker").TLS(t)), "", codes.OK, ""},
-		"an unlisted identity":            {clientWith(ca.ClientWithSANs(t, "intruder", []string{"evil.example"}).TLS(t)), "", codes.PermissionDenied, "intruder, evil.example are not in admin.allowedClientIdentities"},
-		"an unlisted identity with token": {clientWith(ca.ClientWithSANs(t, "intruder", nil).TLS(t)), "Bearer " + token, codes.OK, ""},
+		"allowed by common name":          {clientWith(ca.ClientWithSANs(t, "ops", nil)), "", codes.OK, ""},
+		"allowed by DNS SAN":              {clientWith(ca.ClientWithSANs(t, "someone", []string{"deployer.jobs.svc"})), "", codes.OK, ""},
+		"allowed by URI SAN":              {clientWith(ca.ClientWithSANs(t, "", nil, "spiffe://cluster.local/ns/jobs/sa/worker")), "", codes.OK, ""},
+		"an unlisted identity":            {clientWith(ca.ClientWithSANs(t, "intruder", []string{"evil.example"})), "", codes.PermissionDenied, "intruder, evil.example are not in admin.allowedClientIdentities"},
+		"an unlisted identity with token": {clientWith(ca.ClientWithSANs(t, "intruder", nil)), "Bearer " + token, codes.OK, ""},
 		"TLS without a certificate":       {clientWith(), "", codes.Unauthenticated, "needs credentials"},
 		"TLS with the token":              {clientWith(), "Bearer " + token, codes.OK, ""},
 	}
@@ -197,7 +203,7 @@ func TestMutatingAdminCallsAcceptAnAllowedClientCertificate(t *testing.T) {
 	}
 	// A certificate from another CA never reaches the interceptor: the
 	// handshake refuses it, so an allowed name on it proves nothing.
-	err := deleteConsumer(clientWith(stranger.ClientWithSANs(t, "ops", nil).TLS(t)), "")
+	err := deleteConsumer(clientWith(stranger.ClientWithSANs(t, "ops", nil)), "")
 	require.Error(t, err)
 	require.Equal(t, codes.Unavailable, status.Code(err), "%v", err)
 }

@@ -8,7 +8,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pelwarden/pelwarden/internal/admin"
-	"github.com/pelwarden/pelwarden/internal/events"
 	"github.com/pelwarden/pelwarden/internal/kube"
 	"github.com/pelwarden/pelwarden/internal/liveness"
 	"github.com/pelwarden/pelwarden/internal/metadata"
@@ -182,7 +181,7 @@ func (m *metrics) expired(t liveness.Target) {
 	m.reported.DeletePartialMatch(lv)
 	m.redisErrors.Delete(lv)
 	m.groupMissing.Delete(lv)
-	m.reports.Forget(events.Group{Conn: t.Conn, Stream: t.Stream, Group: t.Group})
+	m.reports.Forget(t.GroupRef)
 	m.mu.Lock()
 	delete(m.lastMissing, t.Key())
 	m.mu.Unlock()

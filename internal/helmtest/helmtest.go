@@ -6,6 +6,7 @@ package helmtest
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -38,20 +39,15 @@ func Build() (Helm, error) {
 }
 
 func build() (Helm, error) {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
+	root, err := repoRoot()
 	if err != nil {
-		return Helm{}, fmt.Errorf("go env GOMOD: %w", err)
+		return Helm{}, err
 	}
-	gomod := strings.TrimSpace(string(out))
-	if gomod == "" || gomod == os.DevNull {
-		return Helm{}, fmt.Errorf("go env GOMOD: not inside the pelwarden module")
-	}
-	root := filepath.Dir(gomod)
 	cmd := exec.Command("go", "tool", "-modfile=tools/helm/go.mod", "-n", "helm")
 	cmd.Dir = root
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	out, err = cmd.Output()
+	out, err := cmd.Output()
 	if err != nil {
 		return Helm{}, fmt.Errorf("building helm with go tool -modfile=tools/helm/go.mod: %w\n%s", err, stderr.String())
 	}
@@ -60,6 +56,28 @@ func build() (Helm, error) {
 		return Helm{}, fmt.Errorf("go tool -n printed %q, which does not exist: %w", bin, err)
 	}
 	return Helm{Bin: bin, Root: root}, nil
+}
+
+// repoRoot walks up from the current module's go.mod (the main module, or
+// a nested one such as test/chart) to the directory holding
+// tools/helm/go.mod.
+func repoRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	gomod := strings.TrimSpace(string(out))
+	if gomod == "" || gomod == os.DevNull {
+		return "", errors.New("go env GOMOD: not inside a module of the pelwarden repository")
+	}
+	for dir := filepath.Dir(gomod); ; dir = filepath.Dir(dir) {
+		if _, err := os.Stat(filepath.Join(dir, "tools", "helm", "go.mod")); err == nil {
+			return dir, nil
+		}
+		if dir == filepath.Dir(dir) {
+			return "", fmt.Errorf("no tools/helm/go.mod above %s", gomod)
+		}
+	}
 }
 
 // Chart is the path of charts/pelwarden.

@@ -17,7 +17,7 @@ func beat(age time.Duration) HeartbeatObs {
 
 func TestBuildLeavesGhostHeldEntriesOutOfLivePending(t *testing.T) {
 	t.Parallel()
-	target := Target{Conn: "default", Stream: "s", Group: "g", Spec: heartbeatSpec()}
+	target := Target{GroupRef: GroupRef{Conn: "default", Stream: "s", Group: "g"}, Spec: heartbeatSpec()}
 	obs := Observation{
 		ServerTime: serverNow,
 		Lag:        7, LagValid: true,
@@ -162,7 +162,7 @@ func TestBuildMakesEveryIdleConsumerUnknownWhileThePodSourceCannotAnswer(t *test
 			t.Parallel()
 			o := obs
 			o.Pods = tc.pods
-			s := Build(Target{Conn: "default", Stream: "s", Group: "g", Spec: spec}, o, time.Now())
+			s := Build(Target{GroupRef: GroupRef{Conn: "default", Stream: "s", Group: "g"}, Spec: spec}, o, time.Now())
 			require.Equal(t, tc.want, s.Consumers[0].Verdict, "w-new, idle past ghostIdle: %s", ReasonsString(s.Consumers[0].Reasons))
 			require.Equal(t, Alive, s.Consumers[1].Verdict, "a consumer read a moment ago is Alive whatever the pods say")
 			require.Equal(t, tc.podsErr, s.PodsErr)

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/pelwarden/pelwarden/internal/clip"
 )
 
 // Spec is how one target judges its consumers. It is a plain value so that
@@ -185,21 +187,14 @@ func (s Spec) HeartbeatKeys(consumer string) []string {
 func ParseHeartbeat(v string) (time.Time, error) {
 	f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
 	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || f <= 0 {
-		return time.Time{}, fmt.Errorf("heartbeat value %q is not a positive Unix time in seconds or milliseconds", truncate(v, 64))
+		return time.Time{}, fmt.Errorf("heartbeat value %q is not a positive Unix time in seconds or milliseconds", clip.String(v, 64))
 	}
 	if f < 1e11 {
 		sec, frac := math.Modf(f)
 		return time.Unix(int64(sec), int64(frac*1e9)), nil
 	}
 	if f > 1e15 {
-		return time.Time{}, fmt.Errorf("heartbeat value %q is past any Unix time in milliseconds", truncate(v, 64))
+		return time.Time{}, fmt.Errorf("heartbeat value %q is past any Unix time in milliseconds", clip.String(v, 64))
 	}
 	return time.UnixMilli(int64(f)), nil
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
 }
