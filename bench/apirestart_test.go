@@ -5,20 +5,15 @@ package bench
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/kedacore/keda/v2/pkg/scalers/externalscaler"
 	"github.com/redis/go-redis/v9"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/pelwarden/pelwarden/internal/app"
 	"github.com/pelwarden/pelwarden/internal/config"
 	"github.com/pelwarden/pelwarden/internal/kubetest"
 	"github.com/pelwarden/pelwarden/internal/redistest"
@@ -95,7 +90,8 @@ func (r *apiRig) start(b *testing.B) {
 		b.Fatal(err)
 	}
 
-	conn := startKubeApp(b, srv.Addr(), kubetest.WriteKubeconfig(b, r.c.API.Config()))
+	kubeconfig := kubetest.WriteKubeconfig(b, r.c.API.Config())
+	conn := startAppConn(b, srv.Addr(), func(c *config.Config) { c.Kubernetes.Enabled, c.Kubernetes.Kubeconfig = true, kubeconfig })
 	r.admin = pelwardenv1.NewAdminClient(conn)
 	md := map[string]string{"stream": "jobs", "consumerGroup": "workers", "liveness": "kubernetes",
 		"podSelector": "app=worker", "podNamespace": "jobs", "ghostIdleSeconds": "1"}
@@ -154,25 +150,4 @@ func (r *apiRig) waitUnknown(b *testing.B, want int64, within time.Duration) tim
 	}
 	b.Fatalf("unknown pending not %d within %s: %s", want, within, last)
 	return time.Time{}
-}
-
-func startKubeApp(b *testing.B, redisAddr, kubeconfig string) *grpc.ClientConn {
-	b.Helper()
-	cfg := config.Default()
-	cfg.GRPC.Addr, cfg.HTTP.Addr = "127.0.0.1:0", "127.0.0.1:0"
-	cfg.Redis = []config.Redis{config.DefaultRedis("default", redisAddr)}
-	cfg.Kubernetes.Enabled, cfg.Kubernetes.Kubeconfig = true, kubeconfig
-	a, err := app.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = a.Run(ctx); close(done) }()
-	conn, err := grpc.NewClient(a.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = conn.Close(); cancel(); <-done })
-	return conn
 }

@@ -50,6 +50,13 @@ func group(b *testing.B, rdb *redis.Client, consumers int) {
 
 func startApp(b *testing.B, addr string, tune ...func(*config.Config)) externalscaler.ExternalScalerClient {
 	b.Helper()
+	return externalscaler.NewExternalScalerClient(startAppConn(b, addr, tune...))
+}
+
+// startAppConn runs pelwarden on its defaults with tune applied and returns
+// a client connection to its gRPC port, for the scaler and the Admin API.
+func startAppConn(b *testing.B, addr string, tune ...func(*config.Config)) *grpc.ClientConn {
+	b.Helper()
 	cfg := config.Default()
 	cfg.GRPC.Addr, cfg.HTTP.Addr = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.Redis = []config.Redis{config.DefaultRedis("default", addr)}
@@ -68,7 +75,7 @@ func startApp(b *testing.B, addr string, tune ...func(*config.Config)) externals
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = conn.Close(); cancel(); <-done })
-	return externalscaler.NewExternalScalerClient(conn)
+	return conn
 }
 
 var md = map[string]string{"stream": "jobs", "consumerGroup": "workers", "pendingEntriesCount": "5"}
