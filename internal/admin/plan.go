@@ -67,6 +67,7 @@ func (s *Server) Plan(ctx context.Context, req *pelwardenv1.PlanRequest) (*pelwa
 		return out, nil
 	}
 	now := s.opts.Now()
+	claims := policy.ClaimTally{}
 	for _, cv := range snap.Consumers {
 		var stale policy.Stale
 		if threshold, ok := policy.ReclaimThreshold(cv, h, now); ok && cv.Pending > 0 {
@@ -74,7 +75,7 @@ func (s *Server) Plan(ctx context.Context, req *pelwardenv1.PlanRequest) (*pelwa
 				return nil, redisStatus(err, g)
 			}
 		}
-		step := policy.PlanStep(cv, snap.Consumers, h, now, stale)
+		step := policy.PlanStep(cv, snap.Consumers, h, now, stale, claims)
 		out.Steps = append(out.Steps, &pelwardenv1.PlanStep{
 			Consumer: cv.Name, Verdict: verdict(cv.Verdict), Action: step.Action, Entries: step.Entries,
 			DeadLetterEntries: step.DeadLetter, ClaimTo: step.ClaimTo, Reason: step.Reason,

@@ -89,7 +89,7 @@ func (s *Server) batchFor(call reclaimCall, owner string) (batch, error) {
 	}
 	b := batch{owner: owner, minIdle: threshold}
 	if call.mode == redisx.ModeClaim {
-		to, ok := policy.PickReclaimTarget(consumers, owner)
+		to, ok := policy.PickReclaimTarget(consumers, owner, nil)
 		if !ok {
 			return batch{}, status.Errorf(codes.FailedPrecondition, "mode claim: no consumer of the group other than %q is Alive to take the entries; use mode requeue", owner)
 		}

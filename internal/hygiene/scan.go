@@ -20,6 +20,8 @@ type Report struct {
 	Counts map[string]int64
 	// DryRun says the counts are what the scan would have done.
 	DryRun bool
+	// claims spreads the scan's claims over the live consumers.
+	claims policy.ClaimTally
 }
 
 func (r *Report) add(outcome string, n int64) {
@@ -34,7 +36,7 @@ func (r *Report) add(outcome string, n int64) {
 // ghost consumers with an empty PEL are deleted. Correctness does not depend
 // on the lease or on the view being current: each step is guarded in Redis.
 func (l *Loop) Scan(ctx context.Context, t Target) (Report, error) {
-	rep := Report{DryRun: t.Hygiene.DryRun}
+	rep := Report{DryRun: t.Hygiene.DryRun, claims: policy.ClaimTally{}}
 	start := time.Now()
 	defer func() { l.metrics.scanTime.WithLabelValues(labels(t)...).Observe(time.Since(start).Seconds()) }()
 	c, ok := l.conns.Get(t.Target.Conn)
@@ -79,7 +81,7 @@ func (l *Loop) reclaimConsumer(ctx context.Context, c *redis.Client, t Target, s
 	log := l.opts.Log.With("target", t.Target.String(), "consumer", cv.Name, "verdict", cv.Verdict.String())
 	mode, to := redisx.ModeRequeue, ""
 	if h.Mode == policy.ReclaimClaim {
-		if name, ok := policy.PickReclaimTarget(snap.Consumers, cv.Name); ok {
+		if name, ok := rep.claims.Pick(snap.Consumers, cv.Name); ok {
 			mode, to = redisx.ModeClaim, name
 		} else if h.ClaimFallback == policy.FallbackSkip {
 			rep.add("skipped:no-live-consumer", cv.Pending)

@@ -43,8 +43,9 @@ type Step struct {
 // PlanStep decides what a scan would do with owner, given what paging its
 // PEL at ReclaimThreshold found (zero when there was nothing to page). It
 // follows the loop: reclaim an owner's entries past its threshold, then
-// delete a ghost whose PEL is empty.
-func PlanStep(owner liveness.ConsumerView, consumers []liveness.ConsumerView, h Hygiene, now time.Time, stale Stale) Step {
+// delete a ghost whose PEL is empty. claims is the plan's running tally,
+// as the scan keeps one, so that claims spread as the scan spreads them.
+func PlanStep(owner liveness.ConsumerView, consumers []liveness.ConsumerView, h Hygiene, now time.Time, stale Stale, claims ClaimTally) Step {
 	threshold, reclaimable := ReclaimThreshold(owner, h, now)
 	none := func(format string, args ...any) Step {
 		return Step{Action: ActionNone, Reason: fmt.Sprintf(format, args...)}
@@ -64,7 +65,7 @@ func PlanStep(owner liveness.ConsumerView, consumers []liveness.ConsumerView, h 
 	step := Step{Action: ActionRequeue, Entries: stale.Entries, DeadLetter: stale.AtMaxDeliveries}
 	var notes []string
 	if h.Mode == ReclaimClaim {
-		if to, ok := PickReclaimTarget(consumers, owner.Name); ok {
+		if to, ok := claims.Pick(consumers, owner.Name); ok {
 			step.Action, step.ClaimTo = ActionClaim, to
 		} else if h.ClaimFallback == FallbackSkip {
 			return none("%s, but no consumer is Alive to claim its %d entries and claimFallback is skip", why(owner, h, threshold), stale.Entries)
@@ -118,6 +119,8 @@ func why(owner liveness.ConsumerView, h Hygiene, threshold time.Duration) string
 		return fmt.Sprintf("ghost: its pod went %s ago, so entries idle since then are taken", threshold.Round(time.Millisecond))
 	case owner.Verdict == liveness.Ghost:
 		return fmt.Sprintf("ghost (%s)", reasons(owner))
+	case owner.Verdict == liveness.Degraded:
+		return fmt.Sprintf("degraded (%s): its stale entries are given back", reasons(owner))
 	default:
 		return fmt.Sprintf("alive (%s), but entries idle past hardTimeoutSeconds are taken", reasons(owner))
 	}

@@ -23,6 +23,12 @@ func TestPlanStep(t *testing.T) {
 	podGone := ghost
 	podGone.GoneAt = now.Add(-3 * time.Second)
 	group := []liveness.ConsumerView{alive, ghost, unknown}
+	degraded := liveness.ConsumerView{Name: "deg", Verdict: liveness.Degraded, Pending: 5, Idle: time.Second, HeartbeatAge: 0,
+		Reasons: []liveness.Reason{{Source: liveness.SourceHeartbeat, Detail: "fresh heartbeat at hb:deg says degraded (quota)", Age: -1}}}
+	otherDegraded := degraded
+	otherDegraded.Name, otherDegraded.HeartbeatAge = "another-deg", -1
+	emptyDegraded := degraded
+	emptyDegraded.Pending, emptyDegraded.Idle = 0, time.Hour
 
 	claim := requeueStale
 	claim.Mode, claim.ClaimFallback = ReclaimClaim, FallbackRequeue
@@ -80,6 +86,18 @@ func TestPlanStep(t *testing.T) {
 			owner: podGone, h: requeueStale, stale: Stale{Entries: 10},
 			want: Step{Action: ActionRequeue, Entries: 10}, reason: []string{"its pod went 3s ago"},
 		},
+		"a degraded owner's stale entries are requeued": {
+			owner: degraded, h: requeueStale, stale: Stale{Entries: 2},
+			want: Step{Action: ActionRequeue, Entries: 2}, reason: []string{"degraded (heartbeat: fresh heartbeat at hb:deg says degraded (quota))", "2 of its 5 entries"},
+		},
+		"a degraded owner's entries are never claimed to another degraded one": {
+			owner: degraded, consumers: []liveness.ConsumerView{degraded, otherDegraded, alive}, h: claim, stale: Stale{Entries: 5},
+			want: Step{Action: ActionClaim, Entries: 5, ClaimTo: "live"},
+		},
+		"an empty degraded consumer is not deleted": {
+			owner: emptyDegraded, h: requeueStale,
+			want: Step{Action: ActionNone, Reason: "holds no entries"},
+		},
 		"an alive owner keeps its entries": {
 			owner: alive, h: requeueStale,
 			want: Step{Action: ActionNone}, reason: []string{"alive", "hardTimeoutSeconds is off"},
@@ -120,7 +138,7 @@ func TestPlanStep(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			got := PlanStep(tc.owner, tc.consumers, tc.h, now, tc.stale)
+			got := PlanStep(tc.owner, tc.consumers, tc.h, now, tc.stale, nil)
 			require.NotEmpty(t, got.Reason, "every step says why")
 			for _, part := range tc.reason {
 				require.Contains(t, got.Reason, part)
@@ -184,4 +202,30 @@ func TestDescribeNamesTheMetadataKeys(t *testing.T) {
 		DeleteGhostConsumers: true, ClaimFallback: FallbackSkip}
 	require.Equal(t, "reclaim=claim entryStaleSeconds=1.5 hardTimeoutSeconds=0 maxDeliveries=5 deadLetterStream=jobs:dead "+
 		"deliveryCountField=off deleteGhostConsumers=true deleteOriginal=false claimFallback=skip dryRun=false", h.Describe())
+}
+
+// TestPlanSpreadsClaimsAsTheScanDoes: one plan over three owners with one
+// tally names three different live consumers, the freshest first.
+func TestPlanSpreadsClaimsAsTheScanDoes(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1_800_000_000, 0)
+	claim := requeueStale
+	claim.Mode, claim.ClaimFallback = ReclaimClaim, FallbackRequeue
+	live := func(name string, hb time.Duration) liveness.ConsumerView {
+		return liveness.ConsumerView{Name: name, Verdict: liveness.Alive, HeartbeatAge: hb}
+	}
+	owner := func(name string, v liveness.Verdict) liveness.ConsumerView {
+		return liveness.ConsumerView{Name: name, Verdict: v, Pending: 4, HeartbeatAge: -1}
+	}
+	group := []liveness.ConsumerView{owner("deg", liveness.Degraded), live("live-a", 0), live("live-b", time.Second), live("live-c", 2*time.Second),
+		owner("stale-1", liveness.Ghost), owner("stale-2", liveness.Ghost)}
+	claims := ClaimTally{}
+	var got []string
+	for _, o := range []liveness.ConsumerView{group[0], group[4], group[5]} {
+		step := PlanStep(o, group, claim, now, Stale{Entries: 4}, claims)
+		require.Equal(t, ActionClaim, step.Action, step.Reason)
+		got = append(got, step.ClaimTo)
+	}
+	require.Equal(t, []string{"live-a", "live-b", "live-c"}, got)
+	require.Equal(t, ClaimTally{"live-a": 4, "live-b": 4, "live-c": 4}, claims)
 }
