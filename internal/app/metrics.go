@@ -30,6 +30,8 @@ type metrics struct {
 
 	livePending, ghostPending, unknownPending *prometheus.Desc
 	ghostConsumers, lag, lagEstimated, age    *prometheus.Desc
+	degradedPending, degradedConsumers        *prometheus.Desc
+	noHeartbeatRecords, futureHeartbeats      *prometheus.Desc
 
 	mu          sync.Mutex
 	lastMissing map[string]bool
@@ -60,15 +62,20 @@ func newMetrics(reg prometheus.Registerer, view *liveness.View, reports *admin.R
 			Help:    "Time to read and judge one target.",
 			Buckets: prometheus.ExponentialBuckets(0.0002, 2, 14),
 		}),
-		targetsActive:  prometheus.NewDesc("pelwarden_targets", "Registered targets.", nil, nil),
-		livePending:    desc("live_pending_entries", "Pending entries held by consumers judged Alive or Unknown (what the scaler counts)."),
-		ghostPending:   desc("ghost_pending_entries", "Pending entries held by consumers judged Ghost (left out of the scaler's count)."),
-		unknownPending: desc("unknown_pending_entries", "Pending entries held by consumers whose liveness is Unknown (counted as live)."),
-		ghostConsumers: desc("ghost_consumers", "Consumers judged Ghost."),
-		lag:            desc("lag_entries", "Entries not yet delivered to the group (XINFO GROUPS lag, or the estimate)."),
-		lagEstimated:   desc("lag_estimated", "1 when Redis answered a NULL lag and the lag is pelwarden's estimate."),
-		age:            desc("snapshot_age_seconds", "Age of the target's latest good snapshot."),
-		lastMissing:    make(map[string]bool),
+		targetsActive:     prometheus.NewDesc("pelwarden_targets", "Registered targets.", nil, nil),
+		livePending:       desc("live_pending_entries", "Pending entries held by consumers judged Alive or Unknown (what the scaler counts)."),
+		ghostPending:      desc("ghost_pending_entries", "Pending entries held by consumers judged Ghost (left out of the scaler's count)."),
+		unknownPending:    desc("unknown_pending_entries", "Pending entries held by consumers whose liveness is Unknown (counted as live)."),
+		ghostConsumers:    desc("ghost_consumers", "Consumers judged Ghost."),
+		degradedPending:   desc("degraded_pending_entries", "Pending entries held by consumers judged Degraded (left out of the scaler's count, given back once stale)."),
+		degradedConsumers: desc("degraded_consumers", "Consumers judged Degraded: alive, but their heartbeat says they cannot do the work."),
+		noHeartbeatRecords: desc("heartbeat_records_missing", "1 while heartbeats are configured but no consumer of the group has a heartbeat record "+
+			"(heartbeatKey is probably wrong): every consumer is judged Unknown and hygiene takes nothing."),
+		futureHeartbeats: desc("heartbeats_in_future", "Consumers whose heartbeat is dated in the future beyond the tolerance (judged Unknown)."),
+		lag:              desc("lag_entries", "Entries not yet delivered to the group (XINFO GROUPS lag, or the estimate)."),
+		lagEstimated:     desc("lag_estimated", "1 when Redis answered a NULL lag and the lag is pelwarden's estimate."),
+		age:              desc("snapshot_age_seconds", "Age of the target's latest good snapshot."),
+		lastMissing:      make(map[string]bool),
 	}
 	reg.MustRegister(m.reported, m.redisErrors, m.groupMissing, m.refreshTime, m)
 	return m
@@ -76,7 +83,8 @@ func newMetrics(reg prometheus.Registerer, view *liveness.View, reports *admin.R
 
 // Describe implements prometheus.Collector.
 func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{m.targetsActive, m.livePending, m.ghostPending, m.unknownPending, m.ghostConsumers, m.lag, m.lagEstimated, m.age} {
+	for _, d := range []*prometheus.Desc{m.targetsActive, m.livePending, m.ghostPending, m.unknownPending, m.ghostConsumers, m.lag, m.lagEstimated, m.age,
+		m.degradedPending, m.degradedConsumers, m.noHeartbeatRecords, m.futureHeartbeats} {
 		ch <- d
 	}
 }
@@ -104,6 +112,10 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		gauge(m.ghostPending, float64(s.GhostPending))
 		gauge(m.unknownPending, float64(s.UnknownPending))
 		gauge(m.ghostConsumers, float64(s.GhostConsumers))
+		gauge(m.degradedPending, float64(s.DegradedPending))
+		gauge(m.degradedConsumers, float64(s.DegradedConsumers))
+		gauge(m.noHeartbeatRecords, boolFloat(s.NoHeartbeatRecords))
+		gauge(m.futureHeartbeats, float64(s.FutureHeartbeats))
 		gauge(m.lag, float64(s.Lag))
 		gauge(m.lagEstimated, boolFloat(s.LagEstimated))
 		gauge(m.age, now.Sub(s.At).Seconds())

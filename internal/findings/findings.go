@@ -1,6 +1,7 @@
 // Package findings reports what looks wrong with a consumer group: shared
 // consumer names, consumers with no pod or no owner, entries bouncing
-// between deliveries, tombstones and a NULL lag. It is the detector behind
+// between deliveries, tombstones, a NULL lag, a group without any heartbeat
+// record and heartbeats dated in the future. It is the detector behind
 // pelwarden.v1.Admin/Findings.
 //
 // It reads and never writes: no finding is acted on here, and Detect sends
@@ -39,6 +40,12 @@ const (
 	Tombstone Kind = 5
 	// NullLag is a group whose lag Redis reports as NULL.
 	NullLag Kind = 6
+	// NoHeartbeatRecords is a group with heartbeats configured in which no
+	// consumer has a heartbeat record: heartbeatKey is probably wrong.
+	NoHeartbeatRecords Kind = 7
+	// HeartbeatInFuture is a consumer whose heartbeat is dated in the
+	// future beyond liveness.FutureTolerance: a broken clock or writer.
+	HeartbeatInFuture Kind = 8
 )
 
 func (k Kind) String() string {
@@ -55,6 +62,10 @@ func (k Kind) String() string {
 		return "tombstone"
 	case NullLag:
 		return "null-lag"
+	case NoHeartbeatRecords:
+		return "no-heartbeat-records"
+	case HeartbeatInFuture:
+		return "heartbeat-in-future"
 	default:
 		return fmt.Sprintf("kind(%d)", int(k))
 	}

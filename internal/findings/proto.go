@@ -20,6 +20,10 @@ func (k Kind) Proto() pelwardenv1.FindingKind {
 		return pelwardenv1.FindingKind_FINDING_KIND_TOMBSTONE
 	case NullLag:
 		return pelwardenv1.FindingKind_FINDING_KIND_NULL_LAG
+	case NoHeartbeatRecords:
+		return pelwardenv1.FindingKind_FINDING_KIND_NO_HEARTBEAT_RECORDS
+	case HeartbeatInFuture:
+		return pelwardenv1.FindingKind_FINDING_KIND_HEARTBEAT_IN_FUTURE
 	default:
 		return pelwardenv1.FindingKind_FINDING_KIND_UNSPECIFIED
 	}
