@@ -113,7 +113,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	w := &worker{rdb: rdb, cfg: cfg, log: log, health: newHealth()}
 	hbCtx, stopHeartbeat := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopHeartbeat()
-	go w.health.follow(hbCtx, log)
+	go w.health.follow(hbCtx)
 	go heartbeat(hbCtx, rdb, cfg, w.health, log)
 
 	w.loop(ctx)
@@ -156,14 +156,19 @@ func heartbeat(ctx context.Context, rdb *redis.Client, cfg config, h *health, lo
 }
 
 // health is whether the worker can do the work; SIGUSR1 toggles it, as a
-// provider quota running out and coming back would.
+// provider quota running out and coming back would. A change is only
+// reported between jobs (settle): pelwarden takes a degraded worker's stale
+// entries as soon as its heartbeat says so, the job in hand included, so
+// the worker says it only once it holds no job in hand.
 type health struct {
+	want    atomic.Bool // asked to be degraded
 	reason  atomic.Pointer[string]
 	changed chan struct{}
 }
 
 func newHealth() *health { return &health{changed: make(chan struct{}, 1)} }
 
+// degraded is what the heartbeat reports.
 func (h *health) degraded() (string, bool) {
 	if r := h.reason.Load(); r != nil {
 		return *r, true
@@ -171,7 +176,31 @@ func (h *health) degraded() (string, bool) {
 	return "", false
 }
 
-func (h *health) follow(ctx context.Context, log *slog.Logger) {
+// settle makes the reported health the one asked for and says whether the
+// worker is degraded; the loop calls it between jobs.
+func (h *health) settle(log *slog.Logger) bool {
+	_, was := h.degraded()
+	want := h.want.Load()
+	switch {
+	case want && !was:
+		reason := "provider_quota_exhausted_until_" + time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+		h.reason.Store(&reason)
+		log.Info("degraded: no more jobs until it passes", "reason", reason)
+	case !want && was:
+		h.reason.Store(nil)
+		log.Info("healthy again: taking jobs")
+	default:
+		return was
+	}
+	select {
+	case h.changed <- struct{}{}:
+	default:
+	}
+	return want
+}
+
+// follow toggles the health asked for on each SIGUSR1.
+func (h *health) follow(ctx context.Context) {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGUSR1)
 	defer signal.Stop(sig)
@@ -180,18 +209,7 @@ func (h *health) follow(ctx context.Context, log *slog.Logger) {
 		case <-ctx.Done():
 			return
 		case <-sig:
-		}
-		if _, degraded := h.degraded(); degraded {
-			h.reason.Store(nil)
-			log.Info("healthy again: taking jobs")
-		} else {
-			reason := "provider_quota_exhausted_until_" + time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
-			h.reason.Store(&reason)
-			log.Info("degraded: no more jobs until it passes", "reason", reason)
-		}
-		select {
-		case h.changed <- struct{}{}:
-		default:
+			h.want.Store(!h.want.Load())
 		}
 	}
 }
@@ -209,7 +227,7 @@ type worker struct {
 func (w *worker) loop(ctx context.Context) {
 	own, from := true, "0"
 	for ctx.Err() == nil {
-		if _, degraded := w.health.degraded(); degraded {
+		if w.health.settle(w.log) {
 			// A degraded worker takes no jobs; what it holds is given
 			// back by pelwarden once stale.
 			select {
@@ -243,7 +261,7 @@ func (w *worker) loop(ctx context.Context) {
 			if ctx.Err() != nil {
 				return // read but not started: Deregister requeues it
 			}
-			if _, degraded := w.health.degraded(); degraded {
+			if w.health.settle(w.log) {
 				break // held until pelwarden gives it back
 			}
 			if err := w.process(ctx, m); err != nil {
