@@ -67,7 +67,7 @@ func startSilentReader(t *testing.T, addr, consumer string) *silentReader {
 		for ctx.Err() == nil {
 			// Not under ctx: a read cut short by the stop could deliver an
 			// entry the count never sees.
-			res, err := c.XReadGroup(context.Background(), &redis.XReadGroupArgs{Group: "workers", Consumer: consumer, Streams: []string{"jobs", ">"}, Count: 1, Block: -1}).Result()
+			res, err := c.XReadGroup(context.WithoutCancel(ctx), &redis.XReadGroupArgs{Group: "workers", Consumer: consumer, Streams: []string{"jobs", ">"}, Count: 1, Block: -1}).Result()
 			if err == nil {
 				r.mu.Lock()
 				for _, m := range res[0].Messages {

@@ -163,7 +163,7 @@ func (v *view) chart(path string) error {
 		}
 		line.Color, line.Dashes = plotColor(3), []vg.Length{vg.Points(1), vg.Points(3)}
 		p.Add(line)
-		// Neighbouring labels alternate in height so they never overlap.
+		// Neighboring labels alternate in height so they never overlap.
 		at.XYs = append(at.XYs, plotter.XY{X: m.at.Seconds(), Y: maxReplicas + 1 - 0.6*float64(i%2)})
 		at.Labels = append(at.Labels, " "+m.label)
 	}
