@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -16,35 +15,6 @@ import (
 	"github.com/pelwarden/pelwarden/internal/redistest"
 	pelwardenv1 "github.com/pelwarden/pelwarden/proto/pelwarden/v1"
 )
-
-// beatEvery writes each key's value every 100 ms until the test ends, as
-// workers that heartbeat do; value is called at each write.
-func beatEvery(t *testing.T, rdb *redis.Client, values map[string]func() string) {
-	t.Helper()
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ctx.Err() == nil {
-			for k, v := range values {
-				_ = rdb.Set(ctx, k, v(), 0).Err()
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
-	}()
-	t.Cleanup(func() { stop(); <-done })
-	for k := range values {
-		eventually(t, time.Second, func() error { return rdb.Get(context.Background(), k).Err() })
-	}
-}
-
-// msAgo is a heartbeat value written ago.
-func msAgo(ago time.Duration) func() string {
-	return func() string { return strconv.FormatInt(time.Now().Add(-ago).UnixMilli(), 10) }
-}
 
 // silentReader is a process alive enough to XREADGROUP one entry every
 // 300 ms that never acknowledges any: seed 000's stuck worker.

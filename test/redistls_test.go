@@ -98,24 +98,11 @@ redis:
 // beat keeps the heartbeat keys of live consumers fresh until the test ends.
 func beat(t *testing.T, rdb *redis.Client, consumers ...string) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ctx.Err() == nil {
-			for _, c := range consumers {
-				_ = rdb.Set(ctx, "hb:"+c, time.Now().UnixMilli(), 0).Err()
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(100 * time.Millisecond):
-			}
-		}
-	}()
-	t.Cleanup(func() { cancel(); <-done })
+	values := make(map[string]func() string, len(consumers))
 	for _, c := range consumers {
-		eventually(t, time.Second, func() error { return rdb.Get(context.Background(), "hb:"+c).Err() })
+		values["hb:"+c] = msAgo(0)
 	}
+	beatEvery(t, rdb, values)
 }
 
 // TestPelwardenWorksAgainstTLSRedisAsALeastPrivilegeUser runs every Redis
