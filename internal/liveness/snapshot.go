@@ -177,7 +177,11 @@ func Build(t Target, obs Observation, prev *Snapshot, now time.Time) *Snapshot {
 	if !obs.LagValid {
 		s.Lag, s.LagEstimated = obs.LagEstimate, true
 	}
-	all := gather(t.Spec, obs, firstSeen(prev), now)
+	var before []ConsumerView
+	if prev != nil {
+		before = prev.Consumers
+	}
+	all := gather(t.Spec, obs, before, now)
 	s.NoHeartbeatRecords = noHeartbeatRecords(t.Spec, all)
 	s.Consumers = make([]ConsumerView, 0, len(all))
 	for _, g := range all {
@@ -216,8 +220,9 @@ func (s *Snapshot) add(cv ConsumerView) {
 
 // gather collects the evidence of every consumer of the observation, in
 // name order: those XINFO CONSUMERS lists and those only in the pending
-// summary.
-func gather(spec Spec, obs Observation, seenAt map[string]time.Time, now time.Time) []gathered {
+// summary. before is the previous snapshot's consumers, also in name
+// order, from which each keeps when it was first seen.
+func gather(spec Spec, obs Observation, before []ConsumerView, now time.Time) []gathered {
 	listed := make(map[string]ConsumerObs, len(obs.Consumers))
 	names := make([]string, 0, len(obs.Consumers)+len(obs.PendingByConsumer))
 	for _, c := range obs.Consumers {
@@ -231,14 +236,18 @@ func gather(spec Spec, obs Observation, seenAt map[string]time.Time, now time.Ti
 	}
 	slices.Sort(names)
 	out := make([]gathered, 0, len(names))
+	b := 0
 	for _, name := range names {
 		c, ok := listed[name]
 		cv := ConsumerView{Name: name, Pending: obs.PendingByConsumer[name], Idle: c.Idle, Inactive: c.Inactive, HeartbeatAge: -1, FirstSeen: now}
 		if !ok {
 			cv.Inactive = -1
 		}
-		if at, ok := seenAt[name]; ok {
-			cv.FirstSeen = at
+		for b < len(before) && before[b].Name < name {
+			b++
+		}
+		if b < len(before) && before[b].Name == name {
+			cv.FirstSeen = before[b].FirstSeen
 		}
 		hb, owner := heartbeatFor(spec, name, obs)
 		pod := podFor(spec, name, obs, now)
@@ -251,18 +260,6 @@ func gather(spec Spec, obs Observation, seenAt map[string]time.Time, now time.Ti
 		}
 		ev := Evidence{Seen: c.Idle, Inactive: cv.Inactive, Listed: ok, Heartbeat: hb, Pod: pod, Known: max(now.Sub(cv.FirstSeen), 0)}
 		out = append(out, gathered{view: cv, ev: ev})
-	}
-	return out
-}
-
-// firstSeen is when each consumer of a snapshot was first seen.
-func firstSeen(prev *Snapshot) map[string]time.Time {
-	if prev == nil {
-		return nil
-	}
-	out := make(map[string]time.Time, len(prev.Consumers))
-	for _, c := range prev.Consumers {
-		out[c.Name] = c.FirstSeen
 	}
 	return out
 }
