@@ -12,7 +12,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/pelwarden/pelwarden/internal/config"
-	"github.com/pelwarden/pelwarden/internal/policy"
 	"github.com/pelwarden/pelwarden/internal/redistest"
 )
 
@@ -32,7 +31,7 @@ const (
 )
 
 // inflationHPA is the HPA both metrics feed: target 5, 1..50 replicas.
-var inflationHPA = policy.HPA{Target: inflationTarget, Min: 1, Max: 50, Tolerance: policy.DefaultHPATolerance}
+var inflationHPA = HPA{Target: inflationTarget, Min: 1, Max: 50, Tolerance: DefaultHPATolerance}
 
 // liveWork is the script: the entries live workers hold at tick t.
 func liveWork(t int) int {

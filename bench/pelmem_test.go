@@ -3,15 +3,12 @@ package bench
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"math"
 	"runtime"
 	"strconv"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/pelwarden/pelwarden/internal/config"
@@ -91,10 +88,7 @@ func measurePELMem(b *testing.B, size int) pelMem {
 	defer func() { _ = conns.Close() }()
 	reader := &redisx.Reader{Conns: conns, LagEstimateCap: 10000}
 	view := liveness.NewView(reader.Fetch, liveness.ViewOptions{RefreshInterval: time.Hour, MaxAge: time.Hour, FetchTimeout: time.Minute, Expiry: time.Hour, MaxTargets: 1})
-	loop := hygiene.New(view, conns, hygiene.Options{
-		ScanInterval: time.Hour, LeaseTTL: 2 * time.Hour, BatchSize: 1000, Identity: "bench", Expiry: time.Hour,
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	}, prometheus.NewRegistry())
+	loop := newLoop(b, view, conns, time.Hour)
 	r, err := metadata.Parse(map[string]string{"stream": "jobs", "consumerGroup": "workers", "reclaim": "requeue", "dryRun": "true",
 		"ghostIdleSeconds": "0.3", "entryStaleSeconds": "0.01", "deleteGhostConsumers": "false"}, metadata.Env{Conns: []string{"default"}})
 	if err != nil {
@@ -111,8 +105,8 @@ func measurePELMem(b *testing.B, size int) pelMem {
 	t0 = time.Now()
 	rep, err := loop.Scan(ctx, hygiene.Target{Target: r.Target, Hygiene: r.Hygiene})
 	m.scan = time.Since(t0)
-	if err != nil || rep.Counts[redisx.Requeued] != int64(size) {
-		b.Fatalf("dry-run scan: %v, %v; want all %d entries found requeueable", rep.Counts, err, size)
+	if err != nil || rep.Counts()[redisx.Requeued] != int64(size) {
+		b.Fatalf("dry-run scan: %v, %v; want all %d entries found requeueable", rep.Counts(), err, size)
 	}
 	after := sampleMem(b)
 	m.heapMB = float64(int64(after.heap)-int64(base.heap)) / (1 << 20)

@@ -18,6 +18,7 @@ import (
 	"github.com/pelwarden/pelwarden/internal/hygiene"
 	"github.com/pelwarden/pelwarden/internal/liveness"
 	"github.com/pelwarden/pelwarden/internal/metadata"
+	"github.com/pelwarden/pelwarden/internal/reclaim"
 	"github.com/pelwarden/pelwarden/internal/redistest"
 	"github.com/pelwarden/pelwarden/internal/redisx"
 )
@@ -103,8 +104,8 @@ func reclaimLoops(b *testing.B, n int) {
 				if mode == "claim" {
 					want = redisx.Claimed
 				}
-				if rep.Counts[want] != int64(n) {
-					b.Fatalf("scan %s %d entries, want %d: %v", want, rep.Counts[want], n, rep.Counts)
+				if rep.Counts()[want] != int64(n) {
+					b.Fatalf("scan %s %d entries, want %d: %v", want, rep.Counts()[want], n, rep.Counts())
 				}
 			}
 			rate(b, n)
@@ -177,6 +178,21 @@ func naiveLoop(b *testing.B) {
 	verifyOwner(b, rdb, "live", naiveSize)
 }
 
+// newLoop is a hygiene loop over view, scanning every scan, with its
+// engine paging 1000 entries per script call.
+func newLoop(b *testing.B, view *liveness.View, conns *redisx.Conns, scan time.Duration) *hygiene.Loop {
+	b.Helper()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	reg := prometheus.NewRegistry()
+	engine, err := reclaim.New(reclaim.Options{View: view, BatchSize: 1000, Log: log}, reg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return hygiene.New(view, conns, hygiene.Options{
+		ScanInterval: scan, LeaseTTL: 2 * scan, Identity: "bench", Expiry: time.Hour, Log: log, Engine: engine,
+	}, reg)
+}
+
 func benchLoop(b *testing.B, addr, mode string) (*hygiene.Loop, hygiene.Target) {
 	b.Helper()
 	conns, err := redisx.Open([]config.Redis{config.DefaultRedis("default", addr)})
@@ -186,10 +202,7 @@ func benchLoop(b *testing.B, addr, mode string) (*hygiene.Loop, hygiene.Target) 
 	b.Cleanup(func() { _ = conns.Close() })
 	reader := &redisx.Reader{Conns: conns, LagEstimateCap: 1000}
 	view := liveness.NewView(reader.Fetch, liveness.ViewOptions{RefreshInterval: time.Second, MaxAge: time.Second, FetchTimeout: 10 * time.Second, Expiry: time.Hour, MaxTargets: 10})
-	loop := hygiene.New(view, conns, hygiene.Options{
-		ScanInterval: time.Second, LeaseTTL: 2 * time.Second, BatchSize: 1000, Identity: "bench", Expiry: time.Hour,
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	}, prometheus.NewRegistry())
+	loop := newLoop(b, view, conns, time.Second)
 	// The ghost is judged by the idle source: it has not read for over
 	// 300 ms; "live" reads just before the scan, so claims can go to it.
 	r, err := metadata.Parse(map[string]string{"stream": "jobs", "consumerGroup": "workers", "reclaim": mode,

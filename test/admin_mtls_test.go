@@ -26,9 +26,9 @@ func TestMutatingCallsOverMutualTLSNeedAnAllowedIdentity(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
-	newGroup(t, rdb, "jobs", "workers")
-	addEntries(t, rdb, "jobs", 2)
-	readAs(t, rdb, "jobs", "workers", "leaving", 2)
+	redistest.CreateGroup(t, rdb, "jobs", "workers")
+	redistest.AddJobs(t, rdb, "jobs", "", 2)
+	redistest.Read(t, rdb, "jobs", "workers", "leaving", 2)
 
 	ca := tlstest.NewCA(t, "pelwarden-ca")
 	keda, ops := ca.Client(t, "keda-operator"), ca.Client(t, "ops-admin")

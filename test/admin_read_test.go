@@ -18,10 +18,10 @@ func TestListPendingPagesCoverEveryEntryExactlyOnce(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
-	newGroup(t, rdb, "jobs", "workers")
-	addEntries(t, rdb, "jobs", 137)
-	readAs(t, rdb, "jobs", "workers", "a", 60)
-	readAs(t, rdb, "jobs", "workers", "b", 77)
+	redistest.CreateGroup(t, rdb, "jobs", "workers")
+	redistest.AddJobs(t, rdb, "jobs", "", 137)
+	redistest.Read(t, rdb, "jobs", "workers", "a", 60)
+	redistest.Read(t, rdb, "jobs", "workers", "b", 77)
 	_, admin := startAdmin(t, srv.Addr())
 
 	all := func(req *pelwardenv1.ListPendingRequest) (map[string]int, int) {
@@ -71,9 +71,9 @@ func TestPlanSaysWhatHygieneWouldDoAndChangesNothing(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := context.Background()
-	newGroup(t, rdb, "jobs", "workers")
-	addEntries(t, rdb, "jobs", 5)
-	readAs(t, rdb, "jobs", "workers", "ghost", 5)
+	redistest.CreateGroup(t, rdb, "jobs", "workers")
+	redistest.AddJobs(t, rdb, "jobs", "", 5)
+	redistest.Read(t, rdb, "jobs", "workers", "ghost", 5)
 	ids := pendingIDs(t, rdb, "ghost")
 	for range 2 {
 		require.NoError(t, rdb.XClaim(ctx, &redis.XClaimArgs{Stream: "jobs", Group: "workers", Consumer: "ghost", Messages: ids[:2]}).Err())
@@ -81,8 +81,8 @@ func TestPlanSaysWhatHygieneWouldDoAndChangesNothing(t *testing.T) {
 	require.NoError(t, rdb.XGroupCreateConsumer(ctx, "jobs", "workers", "empty").Err())
 	p, admin := startAdmin(t, srv.Addr(), hygieneTarget("dryRun", "true", "maxDeliveries", "3"))
 	time.Sleep(700 * time.Millisecond)
-	addEntries(t, rdb, "jobs", 1)
-	readAs(t, rdb, "jobs", "workers", "live", 1)
+	redistest.AddJobs(t, rdb, "jobs", "", 1)
+	redistest.Read(t, rdb, "jobs", "workers", "live", 1)
 
 	res, err := admin.Plan(ctx, &pelwardenv1.PlanRequest{Target: jobsRef})
 	require.NoError(t, err)
@@ -104,9 +104,9 @@ func TestPlanSaysWhatHygieneWouldDoAndChangesNothing(t *testing.T) {
 
 	// A group only a ScaledObject names is planned with the defaults,
 	// and says so: its 30 s entryStaleSeconds has not passed.
-	newGroup(t, rdb, "mail", "senders")
-	addEntries(t, rdb, "mail", 2)
-	readAs(t, rdb, "mail", "senders", "s1", 2)
+	redistest.CreateGroup(t, rdb, "mail", "senders")
+	redistest.AddJobs(t, rdb, "mail", "", 2)
+	redistest.Read(t, rdb, "mail", "senders", "s1", 2)
 	_, err = metric(ctx, t, p.client, map[string]string{"stream": "mail", "consumerGroup": "senders", "ghostIdleSeconds": "0.1"})
 	require.NoError(t, err)
 	time.Sleep(200 * time.Millisecond)
@@ -127,10 +127,10 @@ func TestDescribeTargetShowsVerdictsTheReportedMetricAndSettings(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := context.Background()
-	newGroup(t, rdb, "jobs", "workers")
-	addEntries(t, rdb, "jobs", 6)
-	readAs(t, rdb, "jobs", "workers", "dead", 4)
-	readAs(t, rdb, "jobs", "workers", "alive", 2)
+	redistest.CreateGroup(t, rdb, "jobs", "workers")
+	redistest.AddJobs(t, rdb, "jobs", "", 6)
+	redistest.Read(t, rdb, "jobs", "workers", "dead", 4)
+	redistest.Read(t, rdb, "jobs", "workers", "alive", 2)
 	heartbeat(t, rdb, "hb:dead", time.Now().Add(-time.Hour))
 	p, admin := startAdmin(t, srv.Addr())
 	time.Sleep(1200 * time.Millisecond) // both reads are older than the heartbeat max age
@@ -180,7 +180,7 @@ func TestWatchEventsReceivesTheLoopsEvents(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
-	newGroup(t, rdb, "jobs", "workers")
+	redistest.CreateGroup(t, rdb, "jobs", "workers")
 	_, admin := startAdmin(t, srv.Addr(), hygieneTarget())
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -196,8 +196,8 @@ func TestWatchEventsReceivesTheLoopsEvents(t *testing.T) {
 	}()
 	time.Sleep(100 * time.Millisecond) // the watchers are subscribed
 
-	addEntries(t, rdb, "jobs", 30)
-	readAs(t, rdb, "jobs", "workers", "ghost", 30)
+	redistest.AddJobs(t, rdb, "jobs", "", 30)
+	redistest.Read(t, rdb, "jobs", "workers", "ghost", 30)
 	var requeued int64
 	for deleted := false; !deleted; {
 		res, err := watch.Recv()

@@ -77,7 +77,7 @@ func jobCopies(t *testing.T, rdb *redis.Client, stream string) map[string]int {
 func TestMutatingCallsThroughPelwardenNeedTheToken(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
-	newGroup(t, srv.Client(t), "jobs", "workers")
+	redistest.CreateGroup(t, srv.Client(t), "jobs", "workers")
 	_, admin := startAdmin(t, srv.Addr())
 	req := &pelwardenv1.DeregisterRequest{Target: jobsRef, Consumer: "w1"}
 	_, err := admin.Deregister(context.Background(), req)
@@ -97,9 +97,9 @@ func TestDeregisterRequeuesEveryEntryOnceAndDeletesTheConsumer(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := context.Background()
-	newGroup(t, rdb, "jobs", "workers")
-	addEntries(t, rdb, "jobs", 25)
-	readAs(t, rdb, "jobs", "workers", "w1", 25)
+	redistest.CreateGroup(t, rdb, "jobs", "workers")
+	redistest.AddJobs(t, rdb, "jobs", "", 25)
+	redistest.Read(t, rdb, "jobs", "workers", "w1", 25)
 	require.NoError(t, rdb.XClaim(ctx, &redis.XClaimArgs{Stream: "jobs", Group: "workers", Consumer: "w1", Messages: pendingIDs(t, rdb, "w1")[:3]}).Err())
 	_, admin := startAdmin(t, srv.Addr(), hygieneTarget("maxDeliveries", "2"))
 
@@ -134,9 +134,9 @@ func TestDeregisterRequeuesEveryEntryOnceAndDeletesTheConsumer(t *testing.T) {
 	require.Equal(t, length, rdb.XLen(ctx, "jobs").Val(), "a second call writes nothing")
 
 	// A group nothing registered: Deregister needs no target in the view.
-	newGroup(t, rdb, "mail", "senders")
-	addEntries(t, rdb, "mail", 2)
-	readAs(t, rdb, "mail", "senders", "s1", 2)
+	redistest.CreateGroup(t, rdb, "mail", "senders")
+	redistest.AddJobs(t, rdb, "mail", "", 2)
+	redistest.Read(t, rdb, "mail", "senders", "s1", 2)
 	res, err = admin.Deregister(authed(), &pelwardenv1.DeregisterRequest{Target: &pelwardenv1.TargetRef{Stream: "mail", Group: "senders"}, Consumer: "s1"})
 	require.NoError(t, err)
 	require.Equal(t, int64(2), res.GetRequeued())
@@ -153,9 +153,9 @@ func TestReclaimByIDsReportsEachEntrysOutcome(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := context.Background()
-	newGroup(t, rdb, "jobs", "workers")
-	addEntries(t, rdb, "jobs", 4)
-	readAs(t, rdb, "jobs", "workers", "ghost", 4)
+	redistest.CreateGroup(t, rdb, "jobs", "workers")
+	redistest.AddJobs(t, rdb, "jobs", "", 4)
+	redistest.Read(t, rdb, "jobs", "workers", "ghost", 4)
 	ids := pendingIDs(t, rdb, "ghost")
 	// dryRun keeps the loop from taking the entries first; it lends the
 	// group its thresholds.
@@ -215,9 +215,9 @@ func TestDeleteConsumerIsRefusedWhileItHoldsEntries(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := context.Background()
-	newGroup(t, rdb, "jobs", "workers")
-	addEntries(t, rdb, "jobs", 3)
-	readAs(t, rdb, "jobs", "workers", "holder", 3)
+	redistest.CreateGroup(t, rdb, "jobs", "workers")
+	redistest.AddJobs(t, rdb, "jobs", "", 3)
+	redistest.Read(t, rdb, "jobs", "workers", "holder", 3)
 	require.NoError(t, rdb.XGroupCreateConsumer(ctx, "jobs", "workers", "empty").Err())
 	_, admin := startAdmin(t, srv.Addr())
 	del := func(name string) (*pelwardenv1.DeleteConsumerResponse, error) {

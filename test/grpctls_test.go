@@ -84,9 +84,9 @@ func startMutualTLS(t *testing.T) *mtls {
 	t.Helper()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
-	newGroup(t, rdb, "jobs", "workers")
-	addEntries(t, rdb, "jobs", 6)
-	readAs(t, rdb, "jobs", "workers", "w-0", 4)
+	redistest.CreateGroup(t, rdb, "jobs", "workers")
+	redistest.AddJobs(t, rdb, "jobs", "", 6)
+	redistest.Read(t, rdb, "jobs", "workers", "w-0", 4)
 
 	m := &mtls{ca: tlstest.NewCA(t, "pelwarden-ca"), md: map[string]string{"stream": "jobs", "consumerGroup": "workers"}}
 	m.server = m.ca.Server(t)

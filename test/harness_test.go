@@ -91,34 +91,6 @@ func ref(md map[string]string) *externalscaler.ScaledObjectRef {
 	return &externalscaler.ScaledObjectRef{Name: "workers", Namespace: "default", ScalerMetadata: md}
 }
 
-// group creates a stream and consumer group with n entries added before the
-// group exists (already delivered) plus lag entries after.
-func newGroup(t *testing.T, rdb *redis.Client, stream, group string) {
-	t.Helper()
-	require.NoError(t, rdb.XGroupCreateMkStream(context.Background(), stream, group, "$").Err())
-}
-
-func addEntries(t *testing.T, rdb *redis.Client, stream string, n int) {
-	t.Helper()
-	pipe := rdb.Pipeline()
-	for i := range n {
-		pipe.XAdd(context.Background(), &redis.XAddArgs{Stream: stream, Values: []any{"job", strconv.Itoa(i)}})
-	}
-	_, err := pipe.Exec(context.Background())
-	require.NoError(t, err)
-}
-
-// readAs makes consumer read n entries, leaving them pending.
-func readAs(t *testing.T, rdb *redis.Client, stream, group, consumer string, n int) {
-	t.Helper()
-	res, err := rdb.XReadGroup(context.Background(), &redis.XReadGroupArgs{
-		Group: group, Consumer: consumer, Streams: []string{stream, ">"}, Count: int64(n), Block: -1,
-	}).Result()
-	require.NoError(t, err)
-	require.Len(t, res, 1)
-	require.Len(t, res[0].Messages, n, "consumer %s read %d entries", consumer, n)
-}
-
 func heartbeat(t *testing.T, rdb *redis.Client, key string, at time.Time) {
 	t.Helper()
 	require.NoError(t, rdb.Set(context.Background(), key, strconv.FormatInt(at.UnixMilli(), 10), 0).Err())

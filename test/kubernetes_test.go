@@ -34,10 +34,10 @@ func TestPodDeletionRequeuesItsEntriesWithoutWaitingForAScan(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := context.Background()
-	newGroup(t, rdb, "jobs", "workers")
-	addEntries(t, rdb, "jobs", 12)
-	readAs(t, rdb, "jobs", "workers", "w-0", 5)
-	readAs(t, rdb, "jobs", "workers", "w-1", 7)
+	redistest.CreateGroup(t, rdb, "jobs", "workers")
+	redistest.AddJobs(t, rdb, "jobs", "", 12)
+	redistest.Read(t, rdb, "jobs", "workers", "w-0", 5)
+	redistest.Read(t, rdb, "jobs", "workers", "w-1", 7)
 
 	pods := fake.NewClientset(workerPod("w-0"), workerPod("w-1"))
 	md := map[string]string{"stream": "jobs", "consumerGroup": "workers", "liveness": "kubernetes",

@@ -101,9 +101,9 @@ func TestAReadingConsumerWhoseOwnerWentSilentGivesBackItsStaleEntriesOnce(t *tes
 			srv := redistest.Start(t)
 			rdb := srv.Client(t)
 			ctx := context.Background()
-			newGroup(t, rdb, "jobs", "workers")
-			addEntries(t, rdb, "jobs", 40)
-			readAs(t, rdb, "jobs", "workers", live, 5) // a long job: held, never acknowledged
+			redistest.CreateGroup(t, rdb, "jobs", "workers")
+			redistest.AddJobs(t, rdb, "jobs", "", 40)
+			redistest.Read(t, rdb, "jobs", "workers", live, 5) // a long job: held, never acknowledged
 			liveIDs := pendingIDs(t, rdb, live)
 			beatEvery(t, rdb, map[string]func() string{"hb:agent-b": msAgo(0)})
 			tc.silence(t, rdb)
@@ -202,11 +202,11 @@ func TestAMisconfiguredHeartbeatKeyChangesNothingInRedis(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := context.Background()
-	newGroup(t, rdb, "jobs", "workers")
-	addEntries(t, rdb, "jobs", 12)
+	redistest.CreateGroup(t, rdb, "jobs", "workers")
+	redistest.AddJobs(t, rdb, "jobs", "", 12)
 	beats := map[string]func() string{}
 	for _, w := range []string{"w-0", "w-1", "w-2", "w-busy"} {
-		readAs(t, rdb, "jobs", "workers", w, 3)
+		redistest.Read(t, rdb, "jobs", "workers", w, 3)
 		beats["hb:"+w] = msAgo(0)
 	}
 	beatEvery(t, rdb, beats)
@@ -262,12 +262,12 @@ func TestClaimModeSpreadsOverLiveConsumersFreshestFirst(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := context.Background()
-	newGroup(t, rdb, "jobs", "workers")
-	addEntries(t, rdb, "jobs", 12)
+	redistest.CreateGroup(t, rdb, "jobs", "workers")
+	redistest.AddJobs(t, rdb, "jobs", "", 12)
 	owners := []string{"deg", "stale-1", "stale-2"} // the scan's order: by name
 	held := map[string][]string{}
 	for _, o := range owners {
-		readAs(t, rdb, "jobs", "workers", o, 4)
+		redistest.Read(t, rdb, "jobs", "workers", o, 4)
 		held[o] = pendingIDs(t, rdb, o)
 	}
 	for _, c := range []string{"live-a", "live-b", "live-c"} {

@@ -116,17 +116,17 @@ func TestPelwardenWorksAgainstTLSRedisAsALeastPrivilegeUser(t *testing.T) {
 	r := startSecureRedis(t)
 	rdb, ctx := r.rdb, context.Background()
 	for _, stream := range []string{"jobs", "orders"} {
-		newGroup(t, rdb, stream, "workers")
+		redistest.CreateGroup(t, rdb, stream, "workers")
 	}
-	addEntries(t, rdb, "jobs", 6)
-	readAs(t, rdb, "jobs", "workers", "ghost", 6)
+	redistest.AddJobs(t, rdb, "jobs", "", 6)
+	redistest.Read(t, rdb, "jobs", "workers", "ghost", 6)
 	ghostHeld, err := rdb.XRange(ctx, "jobs", "-", "+").Result()
 	require.NoError(t, err)
 	require.NoError(t, rdb.XDel(ctx, "jobs", ghostHeld[0].ID).Err(), "one tombstone in the ghost's PEL")
-	addEntries(t, rdb, "orders", 5)
-	readAs(t, rdb, "orders", "workers", "ghost", 4)
-	readAs(t, rdb, "orders", "workers", "live-0", 1)
-	addEntries(t, rdb, "sparse", 6)
+	redistest.AddJobs(t, rdb, "orders", "", 5)
+	redistest.Read(t, rdb, "orders", "workers", "ghost", 4)
+	redistest.Read(t, rdb, "orders", "workers", "live-0", 1)
+	redistest.AddJobs(t, rdb, "sparse", "", 6)
 	require.NoError(t, rdb.XGroupCreate(ctx, "sparse", "workers", "0").Err())
 	sparse, err := rdb.XRange(ctx, "sparse", "-", "+").Result()
 	require.NoError(t, err)
@@ -183,14 +183,14 @@ func requireWakerPushes(t *testing.T, p *pelwarden, rdb *redis.Client) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, name := range []string{"idle", "idle-too"} {
-		newGroup(t, rdb, name, "workers")
+		redistest.CreateGroup(t, rdb, name, "workers")
 		stream, err := p.client.StreamIsActive(ctx, ref(map[string]string{"stream": name, "consumerGroup": "workers", "lagCount": "1"}))
 		require.NoError(t, err)
 		first, err := stream.Recv()
 		require.NoError(t, err)
 		require.False(t, first.GetResult())
 		time.Sleep(50 * time.Millisecond) // let the waker block on what is armed so far
-		defer func() { addEntries(t, rdb, name, 1); requireTrue(t, stream) }()
+		defer func() { redistest.AddJobs(t, rdb, name, "", 1); requireTrue(t, stream) }()
 	}
 }
 
@@ -228,9 +228,9 @@ func ghostsGone(ctx context.Context, rdb *redis.Client) error {
 func TestRedisCredentialProblemsAreUnavailableNotZero(t *testing.T) {
 	t.Parallel()
 	r := startSecureRedis(t)
-	newGroup(t, r.rdb, "jobs", "workers")
-	addEntries(t, r.rdb, "jobs", 3)
-	readAs(t, r.rdb, "jobs", "workers", "w-0", 3)
+	redistest.CreateGroup(t, r.rdb, "jobs", "workers")
+	redistest.AddJobs(t, r.rdb, "jobs", "", 3)
+	redistest.Read(t, r.rdb, "jobs", "workers", "w-0", 3)
 	tests := map[string]struct {
 		tune func(c *config.Config)
 		want string // a regexp: what the error says

@@ -23,14 +23,14 @@ func TestGetMetricsLeavesOutGhostHeldEntries(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := context.Background()
-	newGroup(t, rdb, "jobs", "workers")
-	addEntries(t, rdb, "jobs", 49)
-	readAs(t, rdb, "jobs", "workers", "ghost-a", 25)
-	readAs(t, rdb, "jobs", "workers", "ghost-b", 15)
+	redistest.CreateGroup(t, rdb, "jobs", "workers")
+	redistest.AddJobs(t, rdb, "jobs", "", 49)
+	redistest.Read(t, rdb, "jobs", "workers", "ghost-a", 25)
+	redistest.Read(t, rdb, "jobs", "workers", "ghost-b", 15)
 	for _, c := range []string{"live-0", "live-1", "live-2"} {
-		readAs(t, rdb, "jobs", "workers", c, 3)
+		redistest.Read(t, rdb, "jobs", "workers", c, 3)
 	}
-	addEntries(t, rdb, "jobs", 5) // lag: added, not yet delivered
+	redistest.AddJobs(t, rdb, "jobs", "", 5) // lag: added, not yet delivered
 	heartbeat(t, rdb, "hb:ghost-a", time.Now().Add(-time.Hour))
 	// ghost-b never heartbeated: a missing key is no heartbeat.
 	time.Sleep(1100 * time.Millisecond) // the ghosts' idle passes the 1 s read grace
@@ -93,7 +93,7 @@ func TestGetMetricsOfMissingStreamOrGroupIsZero(t *testing.T) {
 		"missing group":  {"stream": "jobs", "consumerGroup": "nobody"},
 	} {
 		if name == "missing group" {
-			addEntries(t, rdb, "jobs", 3)
+			redistest.AddJobs(t, rdb, "jobs", "", 3)
 		}
 		v, err := metric(ctx, t, p.client, md)
 		require.NoError(t, err, name)
@@ -127,9 +127,9 @@ func TestRedisDownIsUnavailableThenRecovers(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t, redistest.Options{AOF: true})
 	rdb := srv.Client(t)
-	newGroup(t, rdb, "jobs", "workers")
-	addEntries(t, rdb, "jobs", 6)
-	readAs(t, rdb, "jobs", "workers", "w-0", 4)
+	redistest.CreateGroup(t, rdb, "jobs", "workers")
+	redistest.AddJobs(t, rdb, "jobs", "", 6)
+	redistest.Read(t, rdb, "jobs", "workers", "w-0", 4)
 	require.NoError(t, rdb.Do(context.Background(), "BGREWRITEAOF").Err())
 	time.Sleep(200 * time.Millisecond)
 
@@ -170,7 +170,7 @@ func TestRedisDownIsUnavailableThenRecovers(t *testing.T) {
 func TestStreamIsActivePushesOnXAddAndEndsOnCancel(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
-	newGroup(t, rdb, "jobs", "workers")
+	redistest.CreateGroup(t, rdb, "jobs", "workers")
 	before := goleak.IgnoreCurrent()
 	p := startPelwarden(t, srv.Addr(), nil)
 	md := map[string]string{"stream": "jobs", "consumerGroup": "workers", "lagCount": "1"}
@@ -186,7 +186,7 @@ func TestStreamIsActivePushesOnXAddAndEndsOnCancel(t *testing.T) {
 	require.False(t, first.GetResult(), "an empty group is not active")
 
 	added := time.Now()
-	addEntries(t, rdb, "jobs", 1)
+	redistest.AddJobs(t, rdb, "jobs", "", 1)
 	got := make(chan bool, 1)
 	go func() {
 		for {
@@ -239,9 +239,9 @@ func TestScaledObjectAskingForReclaimGetsItsGhostsRequeued(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := context.Background()
-	newGroup(t, rdb, "jobs", "workers")
-	addEntries(t, rdb, "jobs", 8)
-	readAs(t, rdb, "jobs", "workers", "ghost", 8)
+	redistest.CreateGroup(t, rdb, "jobs", "workers")
+	redistest.AddJobs(t, rdb, "jobs", "", 8)
+	redistest.Read(t, rdb, "jobs", "workers", "ghost", 8)
 	time.Sleep(400 * time.Millisecond)
 	p := startPelwarden(t, srv.Addr(), nil)
 	md := map[string]string{"stream": "jobs", "consumerGroup": "workers", "backlogCount": "4",

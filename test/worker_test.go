@@ -29,9 +29,9 @@ func TestExampleWorkerFinishesItsOwnPELAndDeregistersOnSIGTERM(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := context.Background()
-	newGroup(t, rdb, "jobs", "workers")
-	addEntries(t, rdb, "jobs", 4)
-	readAs(t, rdb, "jobs", "workers", "worker-x", 4) // held before a restart
+	redistest.CreateGroup(t, rdb, "jobs", "workers")
+	redistest.AddJobs(t, rdb, "jobs", "", 4)
+	redistest.Read(t, rdb, "jobs", "workers", "worker-x", 4) // held before a restart
 	held, err := rdb.XRange(ctx, "jobs", "-", "+").Result()
 	require.NoError(t, err)
 	for i := range 26 { // job names apart from the first four's
@@ -117,8 +117,8 @@ func TestExampleWorkerReportsItselfDegradedAndGetsItsEntriesGivenBack(t *testing
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := context.Background()
-	newGroup(t, rdb, "jobs", "workers")
-	addEntries(t, rdb, "jobs", 30)
+	redistest.CreateGroup(t, rdb, "jobs", "workers")
+	redistest.AddJobs(t, rdb, "jobs", "", 30)
 	_, admin := startAdmin(t, srv.Addr(), hygieneTarget("liveness", "heartbeat", "heartbeatKey", "hb:{consumer}", "heartbeatMaxAgeSeconds", "2", "entryStaleSeconds", "1"))
 	z := proctest.StartEnv(t, "worker-z", worker, []string{"HOSTNAME=worker-z", "REDIS_ADDR=" + srv.Addr(), "STREAM=jobs", "GROUP=workers",
 		"LEDGER=ledger", "WORK_TIME=300ms", "BATCH=10", "HEARTBEAT_EVERY=200ms"})

@@ -7,7 +7,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"slices"
 	"time"
@@ -22,7 +21,9 @@ import (
 	"github.com/pelwarden/pelwarden/internal/liveness"
 	"github.com/pelwarden/pelwarden/internal/metadata"
 	"github.com/pelwarden/pelwarden/internal/policy"
+	"github.com/pelwarden/pelwarden/internal/reclaim"
 	"github.com/pelwarden/pelwarden/internal/redisx"
+	"github.com/pelwarden/pelwarden/internal/rpcstatus"
 	pelwardenv1 "github.com/pelwarden/pelwarden/proto/pelwarden/v1"
 )
 
@@ -33,17 +34,17 @@ type Options struct {
 	// Hygiene returns the target the hygiene loop looks after for a group;
 	// nil means none.
 	Hygiene func(conn, stream, group string) (hygiene.Target, bool)
-	// Events receives operator actions and serves WatchEvents and the
-	// recent events of DescribeTarget; nil gives a private bus.
+	// Engine executes every change an operator or a worker asks for.
+	Engine *reclaim.Engine
+	// Events serves WatchEvents and the recent events of DescribeTarget;
+	// nil gives a private bus.
 	Events *events.Bus
 	// Reports holds the values last reported to KEDA; nil gives an empty one.
 	Reports *Reports
 	// RequestTimeout bounds a fresh read of the view.
 	RequestTimeout time.Duration
-	// BatchSize is the entries per XPENDING page and per script call.
-	BatchSize int64
-	Now       func() time.Time
-	Log       *slog.Logger
+	Now            func() time.Time
+	Log            *slog.Logger
 }
 
 // Server implements pelwardenv1.AdminServer.
@@ -52,8 +53,16 @@ type Server struct {
 	opts Options
 }
 
-// New returns an Admin server.
-func New(opts Options) *Server {
+// New returns an Admin server; View, Conns and Engine are required.
+func New(opts Options) (*Server, error) {
+	switch {
+	case opts.View == nil:
+		return nil, errors.New("admin: View is required")
+	case opts.Conns == nil:
+		return nil, errors.New("admin: Conns is required")
+	case opts.Engine == nil:
+		return nil, errors.New("admin: Engine is required")
+	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -69,13 +78,10 @@ func New(opts Options) *Server {
 	if opts.RequestTimeout <= 0 {
 		opts.RequestTimeout = 3 * time.Second
 	}
-	if opts.BatchSize <= 0 {
-		opts.BatchSize = 1000
-	}
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{opts: opts}
+	return &Server{opts: opts}, nil
 }
 
 // ListTargets returns every registered target with its latest snapshot.
@@ -147,7 +153,7 @@ func verdict(v liveness.Verdict) pelwardenv1.Verdict {
 
 // registered finds the view target for a group: the one the hygiene loop
 // looks after, else the first registered one (by its liveness settings).
-func (s *Server) registered(g events.Group) (liveness.Target, bool) {
+func (s *Server) registered(g liveness.GroupRef) (liveness.Target, bool) {
 	if ht, ok := s.opts.Hygiene(g.Conn, g.Stream, g.Group); ok {
 		return ht.Target, true
 	}
@@ -163,7 +169,7 @@ func (s *Server) registered(g events.Group) (liveness.Target, bool) {
 	return slices.MinFunc(found, func(a, b liveness.Target) int { return cmp.Compare(a.Spec.String(), b.Spec.String()) }), true
 }
 
-func notRegistered(g events.Group) error {
+func notRegistered(g liveness.GroupRef) error {
 	return status.Errorf(codes.NotFound, "no target is registered for redis %q, stream %q, group %q: targets register when KEDA polls "+
 		"a ScaledObject that names the group, or when hygiene.targets in pelwarden's configuration lists it", g.Conn, g.Stream, g.Group)
 }
@@ -171,7 +177,7 @@ func notRegistered(g events.Group) error {
 // settings returns the hygiene settings a group is acted on with: the
 // loop's when it looks after the group, else the defaults of reclaim
 // requeue; and whether the loop looks after it.
-func (s *Server) settings(g events.Group) (policy.Hygiene, bool) {
+func (s *Server) settings(g liveness.GroupRef) (policy.Hygiene, bool) {
 	if ht, ok := s.opts.Hygiene(g.Conn, g.Stream, g.Group); ok {
 		return ht.Hygiene, true
 	}
@@ -179,7 +185,7 @@ func (s *Server) settings(g events.Group) (policy.Hygiene, bool) {
 }
 
 // fresh reads the target now, under the request timeout.
-func (s *Server) fresh(ctx context.Context, g events.Group) (liveness.Target, *liveness.Snapshot, error) {
+func (s *Server) fresh(ctx context.Context, g liveness.GroupRef) (liveness.Target, *liveness.Snapshot, error) {
 	lt, ok := s.registered(g)
 	if !ok {
 		return lt, nil, notRegistered(g)
@@ -188,42 +194,15 @@ func (s *Server) fresh(ctx context.Context, g events.Group) (liveness.Target, *l
 	defer cancel()
 	snap, err := s.opts.View.Refresh(ctx, lt)
 	if err != nil {
-		return lt, nil, redisStatus(err, g)
+		return lt, nil, rpcstatus.Of(err, g)
 	}
 	return lt, snap, nil
 }
 
-func (s *Server) client(g events.Group) (*redis.Client, error) {
+func (s *Server) client(g liveness.GroupRef) (*redis.Client, error) {
 	c, ok := s.opts.Conns.Get(g.Conn)
 	if !ok { // validation checked the name; a failure here is a wiring bug
 		return nil, status.Errorf(codes.Internal, "no redis connection named %q", g.Conn)
 	}
 	return c, nil
-}
-
-// redisStatus maps a failure to reach Redis to the status a client can act
-// on: a missing group is NotFound, anything else Unavailable.
-func redisStatus(err error, g events.Group) error {
-	switch {
-	case redisx.IsGroupMissing(err):
-		return groupMissing(g)
-	case errors.Is(err, liveness.ErrTooManyTargets):
-		return status.Error(codes.ResourceExhausted, err.Error())
-	case errors.Is(err, context.Canceled):
-		return status.Error(codes.Canceled, "request canceled")
-	case errors.Is(err, context.DeadlineExceeded):
-		return status.Error(codes.Unavailable, "redis did not answer in time")
-	default:
-		return status.Error(codes.Unavailable, fmt.Sprintf("redis: %v", err))
-	}
-}
-
-func groupMissing(g events.Group) error {
-	return status.Errorf(codes.NotFound, "stream %q has no consumer group %q on redis %q (or the stream does not exist)", g.Stream, g.Group, g.Conn)
-}
-
-func (s *Server) publish(g events.Group, consumer, action string, n int64, detail string) {
-	s.opts.Events.Publish(events.Event{
-		Time: s.opts.Now(), Group: g, Consumer: consumer, Action: action, Entries: n, Source: events.SourceAdmin, Detail: detail,
-	})
 }

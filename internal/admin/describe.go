@@ -40,13 +40,13 @@ func (s *Server) DescribeTarget(ctx context.Context, req *pelwardenv1.DescribeTa
 // client goes. A client too slow to take them loses events rather than
 // slowing the loop; pelwarden_admin_events_dropped_total counts them.
 func (s *Server) WatchEvents(req *pelwardenv1.WatchEventsRequest, stream grpc.ServerStreamingServer[pelwardenv1.WatchEventsResponse]) error {
-	var match func(events.Group) bool
+	var match func(liveness.GroupRef) bool
 	if req.GetTarget() != nil {
 		g, err := checkTarget(req.GetTarget(), s.opts.Conns.Names())
 		if err != nil {
 			return err
 		}
-		match = func(e events.Group) bool { return e == g }
+		match = func(e liveness.GroupRef) bool { return e == g }
 	}
 	ch, stop := s.opts.Events.Subscribe(match)
 	defer stop()
@@ -68,9 +68,9 @@ func event(e events.Event) *pelwardenv1.Event {
 		TimeMs:   e.Time.UnixMilli(),
 		Target:   &pelwardenv1.TargetRef{Redis: e.Group.Conn, Stream: e.Group.Stream, Group: e.Group.Group},
 		Consumer: e.Consumer,
-		Action:   e.Action,
+		Action:   string(e.Action),
 		Entries:  e.Entries,
-		Source:   e.Source,
+		Source:   string(e.Source),
 		Detail:   e.Detail,
 	}
 }

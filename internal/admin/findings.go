@@ -6,8 +6,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/pelwarden/pelwarden/internal/events"
 	"github.com/pelwarden/pelwarden/internal/findings"
+	"github.com/pelwarden/pelwarden/internal/liveness"
+	"github.com/pelwarden/pelwarden/internal/rpcstatus"
 	pelwardenv1 "github.com/pelwarden/pelwarden/proto/pelwarden/v1"
 )
 
@@ -43,7 +44,7 @@ func (s *Server) Findings(ctx context.Context, req *pelwardenv1.FindingsRequest)
 			Sample: sample, MaxScan: findings.DefaultMaxScan,
 		})
 		if err != nil {
-			return nil, redisStatus(err, g)
+			return nil, rpcstatus.Of(err, g)
 		}
 		out.Findings = append(out.Findings, findings.ToProto(lt, fs)...)
 	}
@@ -51,24 +52,24 @@ func (s *Server) Findings(ctx context.Context, req *pelwardenv1.FindingsRequest)
 }
 
 // findingGroups is the request's group, or every registered one in order.
-func (s *Server) findingGroups(ref *pelwardenv1.TargetRef) ([]events.Group, error) {
+func (s *Server) findingGroups(ref *pelwardenv1.TargetRef) ([]liveness.GroupRef, error) {
 	if ref != nil {
 		g, err := checkTarget(ref, s.opts.Conns.Names())
 		if err != nil {
 			return nil, err
 		}
-		return []events.Group{g}, nil
+		return []liveness.GroupRef{g}, nil
 	}
-	seen := map[events.Group]bool{}
-	var out []events.Group
+	seen := map[liveness.GroupRef]bool{}
+	var out []liveness.GroupRef
 	for _, l := range s.opts.View.Latest() {
-		g := events.Group{Conn: l.Target.Conn, Stream: l.Target.Stream, Group: l.Target.Group}
+		g := l.Target.GroupRef
 		if !seen[g] {
 			seen[g] = true
 			out = append(out, g)
 		}
 	}
-	slices.SortFunc(out, func(a, b events.Group) int {
+	slices.SortFunc(out, func(a, b liveness.GroupRef) int {
 		return cmp.Or(cmp.Compare(a.Conn, b.Conn), cmp.Compare(a.Stream, b.Stream), cmp.Compare(a.Group, b.Group))
 	})
 	return out, nil
@@ -76,7 +77,7 @@ func (s *Server) findingGroups(ref *pelwardenv1.TargetRef) ([]events.Group, erro
 
 // minDeliveries resolves the bouncing threshold: the request's, else the
 // group's maxDeliveries, else the default.
-func (s *Server) minDeliveries(g events.Group, asked int64) int64 {
+func (s *Server) minDeliveries(g liveness.GroupRef, asked int64) int64 {
 	if asked > 0 {
 		return asked
 	}

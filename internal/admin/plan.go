@@ -2,14 +2,12 @@ package admin
 
 import (
 	"context"
-	"time"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/pelwarden/pelwarden/internal/events"
 	"github.com/pelwarden/pelwarden/internal/liveness"
-	"github.com/pelwarden/pelwarden/internal/policy"
+	"github.com/pelwarden/pelwarden/internal/reclaim"
 	"github.com/pelwarden/pelwarden/internal/redisx"
+	"github.com/pelwarden/pelwarden/internal/rpcstatus"
 	pelwardenv1 "github.com/pelwarden/pelwarden/proto/pelwarden/v1"
 )
 
@@ -28,7 +26,7 @@ func (s *Server) ListPending(ctx context.Context, req *pelwardenv1.ListPendingRe
 	// One entry more than the page says whether another page follows.
 	page, err := redisx.PendingPage(ctx, c, q.group.Stream, q.group.Group, q.consumer, q.minIdle, q.after, q.size+1)
 	if err != nil {
-		return nil, redisStatus(err, q.group)
+		return nil, rpcstatus.Of(err, q.group)
 	}
 	out := &pelwardenv1.ListPendingResponse{}
 	if int64(len(page)) > q.size {
@@ -37,14 +35,15 @@ func (s *Server) ListPending(ctx context.Context, req *pelwardenv1.ListPendingRe
 	}
 	out.Entries = make([]*pelwardenv1.PendingEntry, len(page))
 	for i, p := range page {
-		out.Entries[i] = &pelwardenv1.PendingEntry{Id: p.ID, Consumer: p.Consumer, IdleMs: p.Idle.Milliseconds(), Deliveries: p.RetryCount}
+		out.Entries[i] = &pelwardenv1.PendingEntry{Id: p.ID, Consumer: p.Consumer, IdleMs: p.Idle.Milliseconds(), Deliveries: p.Deliveries}
 	}
 	return out, nil
 }
 
 // Plan says what one hygiene scan would do to the group now, consumer by
-// consumer, and changes nothing. It pages through each reclaimable PEL to
-// count the entries, however many there are.
+// consumer, and changes nothing: the engine decides the scan's steps and
+// runs them dry, through the same scripts with their writes off, paging
+// each reclaimable PEL to its end.
 func (s *Server) Plan(ctx context.Context, req *pelwardenv1.PlanRequest) (*pelwardenv1.PlanResponse, error) {
 	g, err := checkTarget(req.GetTarget(), s.opts.Conns.Names())
 	if err != nil {
@@ -63,39 +62,18 @@ func (s *Server) Plan(ctx context.Context, req *pelwardenv1.PlanRequest) (*pelwa
 	if !looked {
 		out.Hygiene = "hygiene does not look after this group; planned as a trigger with reclaim requeue and the defaults would be: " + out.Hygiene
 	}
-	if snap.StreamMissing || snap.GroupMissing {
-		return out, nil
+	steps := reclaim.Decide(snap, h, s.opts.Now())
+	job := reclaim.Job{Client: c, Target: lt, Hygiene: h, Source: events.SourceAdmin, DryRun: true}
+	rep, err := s.opts.Engine.RunAll(ctx, job, steps)
+	if err != nil {
+		return nil, rpcstatus.Of(err, g)
 	}
-	now := s.opts.Now()
-	claims := policy.ClaimTally{}
-	for _, cv := range snap.Consumers {
-		var stale policy.Stale
-		if threshold, ok := policy.ReclaimThreshold(cv, h, now); ok && cv.Pending > 0 {
-			if stale, err = s.countStale(ctx, c, g, cv.Name, threshold, h.MaxDeliveries); err != nil {
-				return nil, redisStatus(err, g)
-			}
-		}
-		step := policy.PlanStep(cv, snap.Consumers, h, now, stale, claims)
+	for _, res := range rep.Steps {
+		x := reclaim.Explain(res, h)
 		out.Steps = append(out.Steps, &pelwardenv1.PlanStep{
-			Consumer: cv.Name, Verdict: verdict(cv.Verdict), Action: step.Action, Entries: step.Entries,
-			DeadLetterEntries: step.DeadLetter, ClaimTo: step.ClaimTo, Reason: step.Reason,
+			Consumer: res.Step.Owner.Name, Verdict: verdict(res.Step.Owner.Verdict), Action: string(x.Action), Entries: x.Entries,
+			DeadLetterEntries: x.DeadLetter, TombstoneEntries: x.Tombstones, ClaimTo: x.ClaimTo, Reason: x.Reason,
 		})
 	}
 	return out, nil
-}
-
-// countStale counts a consumer's entries idle at least threshold, and
-// those of them at maxDeliveries, by paging its PEL to the end.
-func (s *Server) countStale(ctx context.Context, c *redis.Client, g events.Group, consumer string, threshold time.Duration, maxDeliveries int64) (policy.Stale, error) {
-	var st policy.Stale
-	err := redisx.EachPendingPage(ctx, c, g.Stream, g.Group, consumer, threshold, s.opts.BatchSize, func(page []redis.XPendingExt) error {
-		for _, p := range page {
-			st.Entries++
-			if policy.ShouldDeadLetter(p.RetryCount, maxDeliveries) {
-				st.AtMaxDeliveries++
-			}
-		}
-		return nil
-	})
-	return st, err
 }

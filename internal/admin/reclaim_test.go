@@ -4,40 +4,40 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/pelwarden/pelwarden/internal/policy"
+	"github.com/pelwarden/pelwarden/internal/liveness"
+	"github.com/pelwarden/pelwarden/internal/reclaim"
 	"github.com/pelwarden/pelwarden/internal/redisx"
 )
 
-// TestADryRunSaysWhatTheGuardWouldDo mirrors the script's guard and action
-// on one entry, read without touching it.
-func TestADryRunSaysWhatTheGuardWouldDo(t *testing.T) {
+// TestEachEntryOutcomeSaysWhatHappenedInAnOperatorsWords: an outcome of
+// the script reaches the API with a detail that names the owner, the
+// threshold or the copy.
+func TestEachEntryOutcomeSaysWhatHappenedInAnOperatorsWords(t *testing.T) {
 	t.Parallel()
-	b := batch{owner: "ghost", minIdle: 30 * time.Second, claimTo: "live"}
-	h := policy.Hygiene{MaxDeliveries: 3, DeadLetterStream: "jobs:dead"}
-	entry := func(owner string, idle time.Duration, deliveries int64) *redis.XPendingExt {
-		return &redis.XPendingExt{ID: "1-1", Consumer: owner, Idle: idle, RetryCount: deliveries}
-	}
+	st := reclaim.Step{Owner: liveness.ConsumerView{Name: "ghost"}, MinIdle: 30 * time.Second}
 	tests := map[string]struct {
-		entry      *redis.XPendingExt
-		mode       redisx.Mode
-		want       string
+		in         redisx.EntryOutcome
 		wantDetail string
 	}{
-		"not pending":             {nil, redisx.ModeRequeue, redisx.NotPending, "acknowledged already"},
-		"someone else's":          {entry("live", time.Hour, 1), redisx.ModeRequeue, redisx.OwnerChanged, `no longer owned by "ghost"`},
-		"too fresh":               {entry("ghost", time.Second, 1), redisx.ModeRequeue, redisx.NotIdle, "idle less than 30s"},
-		"requeued":                {entry("ghost", time.Minute, 1), redisx.ModeRequeue, redisx.Requeued, "dry run"},
-		"claimed":                 {entry("ghost", time.Minute, 1), redisx.ModeClaim, redisx.Claimed, "live"},
-		"poison is dead-lettered": {entry("ghost", time.Minute, 3), redisx.ModeClaim, redisx.DeadLettered, "jobs:dead"},
+		"not pending":        {redisx.EntryOutcome{Outcome: redisx.NotPending}, "acknowledged already"},
+		"someone else's":     {redisx.EntryOutcome{Outcome: redisx.OwnerChanged}, `no longer owned by "ghost"`},
+		"too fresh":          {redisx.EntryOutcome{Outcome: redisx.NotIdle}, "idle less than 30s"},
+		"requeued":           {redisx.EntryOutcome{Outcome: redisx.Requeued, Detail: "9-0"}, "9-0"},
+		"requeued, dry run":  {redisx.EntryOutcome{Outcome: redisx.Requeued}, "dry run: nothing written"},
+		"claimed":            {redisx.EntryOutcome{Outcome: redisx.Claimed, Detail: "live"}, "live"},
+		"tombstoned":         {redisx.EntryOutcome{Outcome: redisx.Tombstoned}, "stream entry was deleted"},
+		"named twice":        {redisx.EntryOutcome{Outcome: redisx.DuplicateID}, "acted on once"},
+		"failed, with cause": {redisx.EntryOutcome{Outcome: redisx.Failed, Detail: "requeue: OOM"}, "requeue: OOM"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			got := wouldReclaim(tc.entry, b, h, tc.mode)
-			require.Equal(t, tc.want, got.GetOutcome())
+			tc.in.ID = "1-1"
+			got := entryOutcome(tc.in, st)
+			require.Equal(t, "1-1", got.GetId())
+			require.Equal(t, string(tc.in.Outcome), got.GetOutcome())
 			require.Contains(t, got.GetDetail(), tc.wantDetail)
 		})
 	}

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/pelwarden/pelwarden/internal/events"
+	"github.com/pelwarden/pelwarden/internal/liveness"
 	"github.com/pelwarden/pelwarden/internal/metadata"
 	"github.com/pelwarden/pelwarden/internal/policy"
 	pelwardenv1 "github.com/pelwarden/pelwarden/proto/pelwarden/v1"
@@ -31,7 +31,7 @@ type Reports struct {
 }
 
 type reportKey struct {
-	group events.Group
+	group liveness.GroupRef
 	name  string
 }
 
@@ -63,7 +63,7 @@ func (r *Reports) Record(req metadata.Request, metricName string, value int64, a
 }
 
 // Forget drops a group's reports, when its target expires.
-func (r *Reports) Forget(g events.Group) {
+func (r *Reports) Forget(g liveness.GroupRef) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for k := range r.reports {
@@ -74,7 +74,7 @@ func (r *Reports) Forget(g events.Group) {
 }
 
 // For returns a group's reports sorted by metric name.
-func (r *Reports) For(g events.Group) []Report {
+func (r *Reports) For(g liveness.GroupRef) []Report {
 	r.mu.Lock()
 	var out []Report
 	for k, rep := range r.reports {
@@ -87,8 +87,8 @@ func (r *Reports) For(g events.Group) []Report {
 	return out
 }
 
-func groupOf(req metadata.Request) events.Group {
-	return events.Group{Conn: req.Target.Conn, Stream: req.Target.Stream, Group: req.Target.Group}
+func groupOf(req metadata.Request) liveness.GroupRef {
+	return req.Target.GroupRef
 }
 
 func metricValue(rep Report, now time.Time) *pelwardenv1.MetricValue {

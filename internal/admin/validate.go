@@ -10,8 +10,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/pelwarden/pelwarden/internal/events"
+	"github.com/pelwarden/pelwarden/internal/liveness"
 	"github.com/pelwarden/pelwarden/internal/metadata"
+	"github.com/pelwarden/pelwarden/internal/policy"
 	"github.com/pelwarden/pelwarden/internal/redisx"
 	pelwardenv1 "github.com/pelwarden/pelwarden/proto/pelwarden/v1"
 )
@@ -34,11 +35,11 @@ func invalid(field, format string, args ...any) error {
 }
 
 // checkTarget reads a TargetRef; an empty redis is the default connection.
-func checkTarget(ref *pelwardenv1.TargetRef, conns []string) (events.Group, error) {
+func checkTarget(ref *pelwardenv1.TargetRef, conns []string) (liveness.GroupRef, error) {
 	if ref == nil {
-		return events.Group{}, invalid("target", `is required, such as {"stream": "jobs", "group": "workers"}`)
+		return liveness.GroupRef{}, invalid("target", `is required, such as {"stream": "jobs", "group": "workers"}`)
 	}
-	g := events.Group{Conn: ref.GetRedis(), Stream: ref.GetStream(), Group: ref.GetGroup()}
+	g := liveness.GroupRef{Conn: ref.GetRedis(), Stream: ref.GetStream(), Group: ref.GetGroup()}
 	if g.Conn == "" {
 		g.Conn = metadata.DefaultConn
 	}
@@ -95,12 +96,12 @@ func checkPageToken(tok string) (string, error) {
 	return string(raw), nil
 }
 
-func checkMode(mode string) (redisx.Mode, error) {
+func checkMode(mode string) (policy.ReclaimMode, error) {
 	switch mode {
-	case "", string(redisx.ModeRequeue):
-		return redisx.ModeRequeue, nil
-	case string(redisx.ModeClaim):
-		return redisx.ModeClaim, nil
+	case "", string(policy.ReclaimRequeue):
+		return policy.ReclaimRequeue, nil
+	case string(policy.ReclaimClaim):
+		return policy.ReclaimClaim, nil
 	}
 	return "", invalid("mode", "must be requeue (the default) or claim, got %q", clip(mode))
 }
@@ -119,7 +120,7 @@ func checkIDs(ids []string) error {
 
 // listPending is a checked ListPendingRequest.
 type listPending struct {
-	group    events.Group
+	group    liveness.GroupRef
 	consumer string
 	minIdle  time.Duration
 	size     int64
@@ -145,19 +146,19 @@ func checkListPending(req *pelwardenv1.ListPendingRequest, conns []string) (list
 	return q, err
 }
 
-// reclaim is a checked ReclaimRequest: either consumer or ids is set.
-type reclaim struct {
-	group    events.Group
+// reclaimRequest is a checked ReclaimRequest: either consumer or ids is set.
+type reclaimRequest struct {
+	group    liveness.GroupRef
 	consumer string
 	ids      []string
 	// idsOwner is the owner the ids must still have; empty for each
 	// entry's current owner.
 	idsOwner string
-	mode     redisx.Mode
+	mode     policy.ReclaimMode
 }
 
-func checkReclaim(req *pelwardenv1.ReclaimRequest, conns []string) (reclaim, error) {
-	var q reclaim
+func checkReclaim(req *pelwardenv1.ReclaimRequest, conns []string) (reclaimRequest, error) {
+	var q reclaimRequest
 	var err error
 	if q.group, err = checkTarget(req.GetTarget(), conns); err != nil {
 		return q, err
@@ -180,7 +181,7 @@ func checkReclaim(req *pelwardenv1.ReclaimRequest, conns []string) (reclaim, err
 	}
 }
 
-func checkConsumerRequest(ref *pelwardenv1.TargetRef, consumer string, conns []string) (events.Group, error) {
+func checkConsumerRequest(ref *pelwardenv1.TargetRef, consumer string, conns []string) (liveness.GroupRef, error) {
 	g, err := checkTarget(ref, conns)
 	if err != nil {
 		return g, err

@@ -16,6 +16,8 @@ import (
 
 	"github.com/pelwarden/pelwarden/internal/config"
 	"github.com/pelwarden/pelwarden/internal/events"
+	"github.com/pelwarden/pelwarden/internal/liveness"
+	"github.com/pelwarden/pelwarden/internal/reclaim"
 	"github.com/pelwarden/pelwarden/internal/redisx"
 	pelwardenv1 "github.com/pelwarden/pelwarden/proto/pelwarden/v1"
 )
@@ -28,7 +30,12 @@ func serveWatch(t *testing.T, bus *events.Bus) (pelwardenv1.AdminClient, func())
 	require.NoError(t, err)
 	lis := bufconn.Listen(1 << 16)
 	srv := grpc.NewServer()
-	pelwardenv1.RegisterAdminServer(srv, New(Options{Conns: conns, Events: bus}))
+	view := liveness.NewView(nil, liveness.ViewOptions{})
+	engine, err := reclaim.New(reclaim.Options{View: view, Events: bus, BatchSize: 1}, prometheus.NewRegistry())
+	require.NoError(t, err)
+	server, err := New(Options{View: view, Conns: conns, Engine: engine, Events: bus})
+	require.NoError(t, err)
+	pelwardenv1.RegisterAdminServer(srv, server)
 	served := make(chan struct{})
 	go func() { defer close(served); _ = srv.Serve(lis) }()
 	conn, err := grpc.NewClient("passthrough:///bufconn", grpc.WithTransportCredentials(insecure.NewCredentials()),
@@ -42,7 +49,7 @@ func serveWatch(t *testing.T, bus *events.Bus) (pelwardenv1.AdminClient, func())
 	}
 }
 
-var jobsGroup = events.Group{Conn: "default", Stream: "jobs", Group: "workers"}
+var jobsGroup = liveness.GroupRef{Conn: "default", Stream: "jobs", Group: "workers"}
 
 // TestWatchEventsEndsWithTheClientAndLeavesNothingRunning: a watcher that
 // stops reading costs the publisher nothing (its events are dropped and
@@ -67,7 +74,7 @@ func TestWatchEventsEndsWithTheClientAndLeavesNothingRunning(t *testing.T) {
 		tick := time.NewTicker(10 * time.Millisecond)
 		defer tick.Stop()
 		for {
-			bus.Publish(events.Event{Group: events.Group{Conn: "default", Stream: "other", Group: "workers"}, Action: "claimed"})
+			bus.Publish(events.Event{Group: liveness.GroupRef{Conn: "default", Stream: "other", Group: "workers"}, Action: "claimed"})
 			bus.Publish(events.Event{Group: jobsGroup, Action: "requeued", Entries: 1, Source: events.SourceHygiene})
 			select {
 			case <-publishing.Done():

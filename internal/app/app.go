@@ -31,6 +31,7 @@ import (
 	"github.com/pelwarden/pelwarden/internal/kube"
 	"github.com/pelwarden/pelwarden/internal/liveness"
 	"github.com/pelwarden/pelwarden/internal/metadata"
+	"github.com/pelwarden/pelwarden/internal/reclaim"
 	"github.com/pelwarden/pelwarden/internal/redisx"
 	"github.com/pelwarden/pelwarden/internal/scaler"
 	"github.com/pelwarden/pelwarden/internal/tlsreload"
@@ -146,15 +147,19 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (*App, error) {
 	reports := admin.NewReports(cfg.Scaler.MaxTargets)
 	m = newMetrics(reg, a.view, reports, time.Now)
 	bus := events.NewBus(events.Options{}, reg)
+	engine, err := reclaim.New(reclaim.Options{View: a.view, Events: bus, BatchSize: int64(cfg.Hygiene.BatchSize), Log: log}, reg)
+	if err != nil {
+		_ = conns.Close()
+		return nil, err
+	}
 
 	a.hygiene = hygiene.New(a.view, conns, hygiene.Options{
 		ScanInterval: cfg.Hygiene.ScanInterval,
 		LeaseTTL:     cfg.Hygiene.LeaseTTL,
-		BatchSize:    int64(cfg.Hygiene.BatchSize),
 		Identity:     identity(cfg.Hygiene.Identity),
 		Expiry:       cfg.Scaler.TargetIdleExpiry,
 		Log:          log,
-		Events:       bus,
+		Engine:       engine,
 	}, reg)
 	for _, md := range cfg.Hygiene.Targets {
 		r, err := metadata.Parse(md, metadata.Env{Conns: conns.Names(), Kubernetes: cfg.Kubernetes.Enabled})
@@ -199,10 +204,15 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (*App, error) {
 	externalscaler.RegisterExternalScalerServer(a.grpc, sc)
 	a.hs = health.NewServer()
 	healthpb.RegisterHealthServer(a.grpc, a.hs)
-	pelwardenv1.RegisterAdminServer(a.grpc, admin.New(admin.Options{
-		View: a.view, Conns: conns, Hygiene: a.hygiene.Lookup, Events: bus, Reports: reports,
-		RequestTimeout: cfg.Scaler.RequestTimeout, BatchSize: int64(cfg.Hygiene.BatchSize), Log: log,
-	}))
+	adminServer, err := admin.New(admin.Options{
+		View: a.view, Conns: conns, Hygiene: a.hygiene.Lookup, Engine: engine, Events: bus, Reports: reports,
+		RequestTimeout: cfg.Scaler.RequestTimeout, Log: log,
+	})
+	if err != nil {
+		_ = conns.Close()
+		return nil, err
+	}
+	pelwardenv1.RegisterAdminServer(a.grpc, adminServer)
 	reflection.Register(a.grpc)
 	a.hs.SetServingStatus(scalerService, healthpb.HealthCheckResponse_NOT_SERVING)
 

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -22,6 +23,7 @@ import (
 	"github.com/pelwarden/pelwarden/internal/admin"
 	"github.com/pelwarden/pelwarden/internal/config"
 	"github.com/pelwarden/pelwarden/internal/liveness"
+	"github.com/pelwarden/pelwarden/internal/reclaim"
 	"github.com/pelwarden/pelwarden/internal/redistest"
 	"github.com/pelwarden/pelwarden/internal/redisx"
 	"github.com/pelwarden/pelwarden/internal/tlstest"
@@ -41,7 +43,7 @@ func serveAdmin(t *testing.T, cfg config.Admin, creds credentials.TransportCrede
 	t.Helper()
 	rdb := redistest.Start(t)
 	c := rdb.Client(t)
-	require.NoError(t, c.XGroupCreateMkStream(context.Background(), "jobs", "workers", "$").Err())
+	redistest.CreateGroup(t, c, "jobs", "workers")
 	conns, err := redisx.Open([]config.Redis{config.DefaultRedis("default", rdb.Addr())})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = conns.Close() })
@@ -53,7 +55,11 @@ func serveAdmin(t *testing.T, cfg config.Admin, creds credentials.TransportCrede
 		opts = append(opts, grpc.Creds(creds))
 	}
 	srv := grpc.NewServer(opts...)
-	pelwardenv1.RegisterAdminServer(srv, admin.New(admin.Options{View: view, Conns: conns, RequestTimeout: time.Second}))
+	engine, err := reclaim.New(reclaim.Options{View: view, BatchSize: 100}, prometheus.NewRegistry())
+	require.NoError(t, err)
+	adminServer, err := admin.New(admin.Options{View: view, Conns: conns, Engine: engine, RequestTimeout: time.Second})
+	require.NoError(t, err)
+	pelwardenv1.RegisterAdminServer(srv, adminServer)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	go func() { _ = srv.Serve(lis) }()

@@ -7,7 +7,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pelwarden/pelwarden/internal/admin"
-	"github.com/pelwarden/pelwarden/internal/events"
 	"github.com/pelwarden/pelwarden/internal/liveness"
 	"github.com/pelwarden/pelwarden/internal/metadata"
 )
@@ -146,7 +145,7 @@ func (m *metrics) expired(t liveness.Target) {
 	m.reported.DeletePartialMatch(lv)
 	m.redisErrors.Delete(lv)
 	m.groupMissing.Delete(lv)
-	m.reports.Forget(events.Group{Conn: t.Conn, Stream: t.Stream, Group: t.Group})
+	m.reports.Forget(t.GroupRef)
 	m.mu.Lock()
 	delete(m.lastMissing, t.Key())
 	m.mu.Unlock()

@@ -10,38 +10,32 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pelwarden/pelwarden/internal/liveness"
+	"github.com/pelwarden/pelwarden/internal/redisx"
 )
 
-// Who acted.
+// Source says who acted.
+type Source string
+
+// Sources.
 const (
-	SourceHygiene = "hygiene"
-	SourceAdmin   = "admin"
+	SourceHygiene Source = "hygiene"
+	SourceAdmin   Source = "admin"
 )
-
-// Actions other than the per-entry outcomes of a reclaim (requeued,
-// claimed, dead-lettered, tombstoned, failed).
-const (
-	ConsumerDeleted = "consumer-deleted"
-	Deregistered    = "deregistered"
-)
-
-// Group names a consumer group on a configured Redis connection.
-type Group struct {
-	Conn, Stream, Group string
-}
 
 // Event is one hygiene action on a group.
 type Event struct {
 	Time     time.Time
-	Group    Group
+	Group    liveness.GroupRef
 	Consumer string
-	// Action is what was done: an entry outcome or one of the constants.
-	Action string
+	// Action is what was done: an outcome that acted or failed, or
+	// redisx.Deregistered.
+	Action redisx.Outcome
 	// Entries is how many entries the action touched.
 	Entries int64
-	// Source is SourceHygiene or SourceAdmin.
-	Source string
-	Detail string
+	Source  Source
+	Detail  string
 }
 
 // Options bounds a Bus.
@@ -62,13 +56,13 @@ type Bus struct {
 	dropped prometheus.Counter
 
 	mu     sync.Mutex
-	recent map[Group]*ring
+	recent map[liveness.GroupRef]*ring
 	subs   map[*subscription]struct{}
 }
 
 type subscription struct {
 	ch    chan Event
-	match func(Group) bool
+	match func(liveness.GroupRef) bool
 }
 
 // ring holds a group's latest events, oldest overwritten first.
@@ -95,7 +89,7 @@ func NewBus(opts Options, reg prometheus.Registerer) *Bus {
 			Name: "pelwarden_admin_events_dropped_total",
 			Help: "Hygiene events not delivered to a WatchEvents subscriber that was too slow to take them.",
 		}),
-		recent: make(map[Group]*ring),
+		recent: make(map[liveness.GroupRef]*ring),
 		subs:   make(map[*subscription]struct{}),
 	}
 	reg.MustRegister(b.dropped)
@@ -143,7 +137,7 @@ func (b *Bus) remember(e Event) {
 }
 
 func (b *Bus) forgetQuietest() {
-	var quietest Group
+	var quietest liveness.GroupRef
 	var at time.Time
 	first := true
 	for g, r := range b.recent {
@@ -155,7 +149,7 @@ func (b *Bus) forgetQuietest() {
 }
 
 // Recent returns g's kept events, newest first.
-func (b *Bus) Recent(g Group) []Event {
+func (b *Bus) Recent(g liveness.GroupRef) []Event {
 	if b == nil {
 		return nil
 	}
@@ -176,9 +170,9 @@ func (b *Bus) Recent(g Group) []Event {
 // Subscribe returns a channel of the events whose group match accepts (nil
 // accepts all), and a function that ends the subscription and closes the
 // channel. Events published while the channel is full are dropped.
-func (b *Bus) Subscribe(match func(Group) bool) (<-chan Event, func()) {
+func (b *Bus) Subscribe(match func(liveness.GroupRef) bool) (<-chan Event, func()) {
 	if match == nil {
-		match = func(Group) bool { return true }
+		match = func(liveness.GroupRef) bool { return true }
 	}
 	s := &subscription{ch: make(chan Event, b.opts.Buffer), match: match}
 	b.mu.Lock()

@@ -9,14 +9,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/pelwarden/pelwarden/internal/liveness"
+	"github.com/pelwarden/pelwarden/internal/redisx"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-var jobs = Group{Conn: "default", Stream: "jobs", Group: "workers"}
+var jobs = liveness.GroupRef{Conn: "default", Stream: "jobs", Group: "workers"}
 
-func event(g Group, i int) Event {
-	return Event{Time: time.Unix(int64(i), 0), Group: g, Consumer: "c" + strconv.Itoa(i), Action: "requeued", Entries: int64(i), Source: SourceHygiene}
+func event(g liveness.GroupRef, i int) Event {
+	return Event{Time: time.Unix(int64(i), 0), Group: g, Consumer: "c" + strconv.Itoa(i), Action: redisx.Requeued, Entries: int64(i), Source: SourceHygiene}
 }
 
 func consumers(es []Event) []string {
@@ -43,7 +46,7 @@ func TestRecentKeepsTheNewestEventsOfEachGroupNewestFirst(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			b := NewBus(Options{Recent: 3}, prometheus.NewRegistry())
-			other := Group{Conn: "default", Stream: "other", Group: "workers"}
+			other := liveness.GroupRef{Conn: "default", Stream: "other", Group: "workers"}
 			for i := range tc.published {
 				b.Publish(event(jobs, i))
 				b.Publish(event(other, 100+i))
@@ -61,7 +64,7 @@ func TestRecentKeepsTheNewestEventsOfEachGroupNewestFirst(t *testing.T) {
 func TestTheQuietestGroupIsForgottenFirst(t *testing.T) {
 	t.Parallel()
 	b := NewBus(Options{Groups: 2}, prometheus.NewRegistry())
-	a, c := Group{Stream: "a"}, Group{Stream: "c"}
+	a, c := liveness.GroupRef{Stream: "a"}, liveness.GroupRef{Stream: "c"}
 	b.Publish(event(a, 1))
 	b.Publish(event(jobs, 2))
 	b.Publish(event(c, 3))
@@ -73,11 +76,11 @@ func TestTheQuietestGroupIsForgottenFirst(t *testing.T) {
 func TestSubscribersGetOnlyTheirGroupsEvents(t *testing.T) {
 	t.Parallel()
 	b := NewBus(Options{}, prometheus.NewRegistry())
-	mine, stopMine := b.Subscribe(func(g Group) bool { return g == jobs })
+	mine, stopMine := b.Subscribe(func(g liveness.GroupRef) bool { return g == jobs })
 	defer stopMine()
 	all, stopAll := b.Subscribe(nil)
 	defer stopAll()
-	b.Publish(event(Group{Stream: "other"}, 1))
+	b.Publish(event(liveness.GroupRef{Stream: "other"}, 1))
 	b.Publish(event(jobs, 2))
 	require.Equal(t, "c2", (<-mine).Consumer)
 	require.Equal(t, "c1", (<-all).Consumer)

@@ -32,7 +32,7 @@ func TestDetectFindsWhatLooksWrongAndChangesNothing(t *testing.T) {
 		"an entry claimed back and forth to its third delivery is bouncing": {target: idleTarget, detail: "the most 3 times",
 			setup: func(t *testing.T, rdb *redis.Client) (annotator, []brief) {
 				ids := addEntries(t, rdb, 3)
-				readAs(t, rdb, "a", 3)
+				redistest.Read(t, rdb, stream, group, "a", 3)
 				claimTo(t, rdb, "b", ids[0])
 				claimTo(t, rdb, "a", ids[0])
 				claimTo(t, rdb, "b", ids[1]) // a second delivery stays below the threshold
@@ -41,14 +41,14 @@ func TestDetectFindsWhatLooksWrongAndChangesNothing(t *testing.T) {
 		"an entry deleted after delivery is a tombstone": {target: idleTarget, detail: "1 pending entry whose stream entry was deleted",
 			setup: func(t *testing.T, rdb *redis.Client) (annotator, []brief) {
 				ids := addEntries(t, rdb, 3)
-				readAs(t, rdb, "a", 3)
+				redistest.Read(t, rdb, stream, group, "a", 3)
 				require.NoError(t, rdb.XDel(context.Background(), stream, ids[1]).Err())
 				return nil, []brief{{Tombstone, "a", []string{ids[1]}}}
 			}},
 		"a deletion in the unread range makes the lag NULL": {target: idleTarget, detail: "lag as NULL",
 			setup: func(t *testing.T, rdb *redis.Client) (annotator, []brief) {
 				ids := addEntries(t, rdb, 5)
-				readAs(t, rdb, "a", 2)
+				redistest.Read(t, rdb, stream, group, "a", 2)
 				require.NoError(t, rdb.XDel(context.Background(), stream, ids[3]).Err())
 				return nil, []brief{{NullLag, "", nil}}
 			}},
@@ -58,24 +58,24 @@ func TestDetectFindsWhatLooksWrongAndChangesNothing(t *testing.T) {
 			},
 			setup: func(t *testing.T, rdb *redis.Client) (annotator, []brief) {
 				addEntries(t, rdb, 2)
-				readAs(t, rdb, "worker-1-a", 1)
-				readAs(t, rdb, "stray", 1)
+				redistest.Read(t, rdb, stream, group, "worker-1-a", 1)
+				redistest.Read(t, rdb, stream, group, "stray", 1)
 				return nil, []brief{{NoOwner, "stray", nil}}
 			}},
 		"a name with no heartbeat key for any prefix has no owner": {target: heartbeatTarget, detail: "no heartbeat key hb:{owner} exists",
 			setup: func(t *testing.T, rdb *redis.Client) (annotator, []brief) {
 				addEntries(t, rdb, 2)
 				require.NoError(t, rdb.Set(context.Background(), "hb:api-0", time.Now().UnixMilli(), 0).Err())
-				readAs(t, rdb, "api-0-reader", 1)
-				readAs(t, rdb, "batch-7", 1)
+				redistest.Read(t, rdb, stream, group, "api-0-reader", 1)
+				redistest.Read(t, rdb, stream, group, "batch-7", 1)
 				return nil, []brief{{NoOwner, "batch-7", nil}}
 			}},
 		"a consumer no pod of the selector is named after has no pod": {target: podTarget, detail: `no pod of selector "app=worker"`,
 			setup: func(t *testing.T, rdb *redis.Client) (annotator, []brief) {
 				w := podWatcher(t, fake.NewClientset(runningPod("w-0")))
 				addEntries(t, rdb, 2)
-				readAs(t, rdb, "w-0", 1)
-				readAs(t, rdb, "w-9", 1)
+				redistest.Read(t, rdb, stream, group, "w-0", 1)
+				redistest.Read(t, rdb, stream, group, "w-9", 1)
 				return w.Annotate, []brief{{NoPod, "w-9", nil}}
 			}},
 		"a name read after its pod went is shared": {target: podTarget, detail: "read after its pod went",
@@ -83,14 +83,14 @@ func TestDetectFindsWhatLooksWrongAndChangesNothing(t *testing.T) {
 				client := fake.NewClientset(runningPod("w-1"))
 				w := podWatcher(t, client)
 				addEntries(t, rdb, 1)
-				readAs(t, rdb, "w-1", 1)
+				redistest.Read(t, rdb, stream, group, "w-1", 1)
 				require.NoError(t, client.CoreV1().Pods("jobs").Delete(context.Background(), "w-1", metav1.DeleteOptions{}))
 				require.Eventually(t, func() bool {
 					return w.Observe(workers, []string{"w-1"}).ByName["w-1"].State == liveness.PodGone
 				}, 15*time.Second, 5*time.Millisecond)
 				time.Sleep(50 * time.Millisecond)
 				addEntries(t, rdb, 1)
-				readAs(t, rdb, "w-1", 1) // another process under the gone pod's name
+				redistest.Read(t, rdb, stream, group, "w-1", 1) // another process under the gone pod's name
 				return w.Annotate, []brief{{SharedName, "w-1", nil}}
 			}},
 		"a heartbeatKey that matches no key in a reading group is reported": {detail: "heartbeatKey beat:{consumer}",
@@ -101,8 +101,8 @@ func TestDetectFindsWhatLooksWrongAndChangesNothing(t *testing.T) {
 				addEntries(t, rdb, 2)
 				// The workers beat at hb:, the trigger reads beat:.
 				require.NoError(t, rdb.Set(context.Background(), "hb:w-0", time.Now().UnixMilli(), 0).Err())
-				readAs(t, rdb, "w-0", 1)
-				readAs(t, rdb, "w-1", 1)
+				redistest.Read(t, rdb, stream, group, "w-0", 1)
+				redistest.Read(t, rdb, stream, group, "w-1", 1)
 				return nil, []brief{{NoHeartbeatRecords, "", nil}}
 			}},
 		"a heartbeat dated an hour ahead is reported": {target: heartbeatTarget, detail: "dated in the future",
@@ -110,15 +110,15 @@ func TestDetectFindsWhatLooksWrongAndChangesNothing(t *testing.T) {
 				addEntries(t, rdb, 2)
 				require.NoError(t, rdb.Set(context.Background(), "hb:api-0", time.Now().Add(time.Hour).UnixMilli(), 0).Err())
 				require.NoError(t, rdb.Set(context.Background(), "hb:api-1", time.Now().UnixMilli(), 0).Err())
-				readAs(t, rdb, "api-0-reader", 1)
-				readAs(t, rdb, "api-1-reader", 1)
+				redistest.Read(t, rdb, stream, group, "api-0-reader", 1)
+				redistest.Read(t, rdb, stream, group, "api-1-reader", 1)
 				return nil, []brief{{HeartbeatInFuture, "api-0-reader", nil}}
 			}},
 		"a group read and acknowledged by live workers has no findings": {target: idleTarget,
 			setup: func(t *testing.T, rdb *redis.Client) (annotator, []brief) {
 				addEntries(t, rdb, 4)
-				readAs(t, rdb, "w-0", 2)
-				done := readAs(t, rdb, "w-1", 2)
+				redistest.Read(t, rdb, stream, group, "w-0", 2)
+				done := redistest.Read(t, rdb, stream, group, "w-1", 2)
 				require.NoError(t, rdb.XAck(context.Background(), stream, group, done[0]).Err())
 				return nil, nil
 			}},
@@ -126,8 +126,8 @@ func TestDetectFindsWhatLooksWrongAndChangesNothing(t *testing.T) {
 			setup: func(t *testing.T, rdb *redis.Client) (annotator, []brief) {
 				w := podWatcher(t, fake.NewClientset(runningPod("w-0"), runningPod("w-1")))
 				addEntries(t, rdb, 2)
-				readAs(t, rdb, "w-0", 1)
-				readAs(t, rdb, "w-1", 1)
+				redistest.Read(t, rdb, stream, group, "w-0", 1)
+				redistest.Read(t, rdb, stream, group, "w-1", 1)
 				return w.Annotate, nil
 			}},
 		"workers whose owners resolve have no findings": {target: heartbeatTarget,
@@ -135,8 +135,8 @@ func TestDetectFindsWhatLooksWrongAndChangesNothing(t *testing.T) {
 				addEntries(t, rdb, 2)
 				require.NoError(t, rdb.Set(context.Background(), "hb:api-0", time.Now().UnixMilli(), 0).Err())
 				require.NoError(t, rdb.Set(context.Background(), "hb:api-1", time.Now().UnixMilli(), 0).Err())
-				readAs(t, rdb, "api-0-reader", 1)
-				readAs(t, rdb, "api-1-reader", 1)
+				redistest.Read(t, rdb, stream, group, "api-0-reader", 1)
+				redistest.Read(t, rdb, stream, group, "api-1-reader", 1)
 				return nil, nil
 			}},
 	}
@@ -173,8 +173,8 @@ func TestFindingsComeSortedByKindThenConsumer(t *testing.T) {
 	rdb := srv.Client(t)
 	tg := target(t, "ownerMatch", "regex:^(?P<owner>worker-[0-9]+)-")
 	ids := addEntries(t, rdb, 6)
-	readAs(t, rdb, "zeta", 2)
-	readAs(t, rdb, "alpha", 2)
+	redistest.Read(t, rdb, stream, group, "zeta", 2)
+	redistest.Read(t, rdb, stream, group, "alpha", 2)
 	ctx := context.Background()
 	require.NoError(t, rdb.XDel(ctx, stream, ids[0], ids[2], ids[5]).Err())
 
@@ -193,7 +193,7 @@ func TestRedisFailureIsAnErrorNotAnEmptyReport(t *testing.T) {
 	rdb := srv.Client(t)
 	tg := target(t)
 	addEntries(t, rdb, 1)
-	readAs(t, rdb, "a", 1)
+	redistest.Read(t, rdb, stream, group, "a", 1)
 	snap := snapshot(t, srv.Addr(), tg, nil)
 	srv.Kill()
 
@@ -247,7 +247,7 @@ func TestKindsKeepTheProtoNumbers(t *testing.T) {
 		require.Equal(t, int32(k), int32(k.Proto()), "kind %s", k)
 		require.NotContains(t, k.String(), "kind(")
 	}
-	tg := liveness.Target{Conn: "default", Stream: stream, Group: group}
+	tg := liveness.Target{GroupRef: liveness.GroupRef{Conn: "default", Stream: stream, Group: group}}
 	msgs := ToProto(tg, []Finding{{Kind: Tombstone, Consumer: "a", IDs: []string{"1-0"}, Detail: "d"}})
 	require.Len(t, msgs, 1)
 	require.Equal(t, "default", msgs[0].GetTarget().GetRedis())

@@ -2,9 +2,7 @@ package findings
 
 import (
 	"context"
-	"errors"
 	"slices"
-	"strconv"
 	"testing"
 	"time"
 
@@ -18,6 +16,7 @@ import (
 	"github.com/pelwarden/pelwarden/internal/kube"
 	"github.com/pelwarden/pelwarden/internal/liveness"
 	"github.com/pelwarden/pelwarden/internal/metadata"
+	"github.com/pelwarden/pelwarden/internal/redistest"
 	"github.com/pelwarden/pelwarden/internal/redisx"
 )
 
@@ -46,34 +45,8 @@ func kubeTarget(t *testing.T, kv ...string) liveness.Target {
 // addEntries appends n entries to the stream, creating the group at $ first.
 func addEntries(t *testing.T, rdb *redis.Client, n int) []string {
 	t.Helper()
-	ctx := context.Background()
-	if err := rdb.XGroupCreateMkStream(ctx, stream, group, "$").Err(); err != nil {
-		require.ErrorContains(t, err, "BUSYGROUP")
-	}
-	ids := make([]string, n)
-	for i := range n {
-		id, err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: []any{"job", strconv.Itoa(i)}}).Result()
-		require.NoError(t, err)
-		ids[i] = id
-	}
-	return ids
-}
-
-// readAs has consumer read up to n new entries.
-func readAs(t *testing.T, rdb *redis.Client, consumer string, n int) []string {
-	t.Helper()
-	res, err := rdb.XReadGroup(context.Background(), &redis.XReadGroupArgs{
-		Group: group, Consumer: consumer, Streams: []string{stream, ">"}, Count: int64(n), Block: -1,
-	}).Result()
-	if errors.Is(err, redis.Nil) {
-		return nil
-	}
-	require.NoError(t, err)
-	var ids []string
-	for _, m := range res[0].Messages {
-		ids = append(ids, m.ID)
-	}
-	return ids
+	redistest.CreateGroup(t, rdb, stream, group)
+	return redistest.AddJobs(t, rdb, stream, "", n)
 }
 
 // claimTo moves an entry to consumer, counting one more delivery.

@@ -6,6 +6,8 @@ import (
 	"slices"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/pelwarden/pelwarden/internal/redisx"
 )
 
 // pageSize is the pending entries read per XPENDING call.
@@ -36,15 +38,15 @@ type pelScan struct {
 // whose stream entry is gone.
 func scanPEL(ctx context.Context, c redis.Cmdable, stream, group string, maxScan, minDeliveries int64) (pelScan, error) {
 	var scan pelScan
-	start := "-"
+	after := ""
 	for scan.scanned < maxScan {
 		count := min(pageSize, maxScan-scan.scanned)
-		page, err := c.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: stream, Group: group, Start: start, End: "+", Count: count}).Result()
+		page, err := redisx.PendingPage(ctx, c, stream, group, "", 0, after, count)
 		if err != nil {
-			return pelScan{}, fmt.Errorf("XPENDING %s %s %s + %d: %w", stream, group, start, count, err)
+			return pelScan{}, err
 		}
 		scan.scanned += int64(len(page))
-		gone, err := tombstones(ctx, c, stream, group, page)
+		gone, err := redisx.Tombstones(ctx, c, stream, group, page)
 		if err != nil {
 			return pelScan{}, err
 		}
@@ -52,55 +54,22 @@ func scanPEL(ctx context.Context, c redis.Cmdable, stream, group string, maxScan
 			g, isGone := gone[p.ID]
 			switch {
 			case isGone:
-				scan.hits = append(scan.hits, g)
-			case p.RetryCount >= minDeliveries:
-				scan.hits = append(scan.hits, entry{ID: p.ID, Consumer: p.Consumer, Deliveries: p.RetryCount})
+				scan.hits = append(scan.hits, entry{ID: p.ID, Consumer: g.Consumer, Deliveries: g.Deliveries, Gone: true})
+			case p.Deliveries >= minDeliveries:
+				scan.hits = append(scan.hits, entry{ID: p.ID, Consumer: p.Consumer, Deliveries: p.Deliveries})
 			}
 		}
 		if int64(len(page)) < count {
 			return scan, nil
 		}
-		start = "(" + page[len(page)-1].ID
+		after = page[len(page)-1].ID
 	}
-	more, err := c.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: stream, Group: group, Start: start, End: "+", Count: 1}).Result()
+	more, err := redisx.PendingPage(ctx, c, stream, group, "", 0, after, 1)
 	if err != nil {
-		return pelScan{}, fmt.Errorf("XPENDING %s %s %s + 1: %w", stream, group, start, err)
+		return pelScan{}, err
 	}
 	scan.truncated = len(more) > 0
 	return scan, nil
-}
-
-// tombstones finds the entries of a page whose stream entry is gone. An
-// entry that XRANGE no longer returns is a tombstone only if it is still
-// pending after that: a worker that acknowledges and then deletes its
-// entries would otherwise look like one. Both checks go in one pipeline,
-// in order, so one round trip serves the page.
-func tombstones(ctx context.Context, c redis.Cmdable, stream, group string, page []redis.XPendingExt) (map[string]entry, error) {
-	if len(page) == 0 {
-		return nil, nil
-	}
-	pipe := c.Pipeline()
-	ranges := make([]*redis.XMessageSliceCmd, len(page))
-	pending := make([]*redis.XPendingExtCmd, len(page))
-	for i, p := range page {
-		ranges[i] = pipe.XRangeN(ctx, stream, p.ID, p.ID, 1)
-		pending[i] = pipe.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: stream, Group: group, Start: p.ID, End: p.ID, Count: 1})
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, fmt.Errorf("check %d pending entries of %s %s for deleted stream entries: %w", len(page), stream, group, err)
-	}
-	var gone map[string]entry
-	for i, p := range page {
-		still := pending[i].Val()
-		if len(ranges[i].Val()) > 0 || len(still) == 0 {
-			continue
-		}
-		if gone == nil {
-			gone = make(map[string]entry)
-		}
-		gone[p.ID] = entry{ID: p.ID, Consumer: still[0].Consumer, Deliveries: still[0].RetryCount, Gone: true}
-	}
-	return gone, nil
 }
 
 // findings groups the scan's hits per consumer: one Bouncing and one

@@ -25,7 +25,7 @@ func redeliver(t *testing.T, rdb *redis.Client, consumer string) {
 func addMany(t *testing.T, rdb *redis.Client, n int) {
 	t.Helper()
 	ctx := context.Background()
-	require.NoError(t, rdb.XGroupCreateMkStream(ctx, stream, group, "$").Err())
+	redistest.CreateGroup(t, rdb, stream, group)
 	pipe := rdb.Pipeline()
 	for i := range n {
 		pipe.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: []any{"job", strconv.Itoa(i)}})
@@ -39,7 +39,7 @@ func TestBouncingListsAtMostMaxIDsAndCountsThemAll(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	addMany(t, rdb, 150)
-	ids := readAs(t, rdb, "a", 150)
+	ids := redistest.Read(t, rdb, stream, group, "a", 150)
 	redeliver(t, rdb, "a")
 
 	got, err := Detect(context.Background(), Input{Snapshot: snapshot(t, srv.Addr(), target(t), nil), Client: rdb, MinDeliveries: 2, MaxScan: DefaultMaxScan})
@@ -69,7 +69,7 @@ func TestScanStopsAtMaxScanAndSaysSo(t *testing.T) {
 			srv := redistest.Start(t)
 			rdb := srv.Client(t)
 			addMany(t, rdb, 30)
-			ids := readAs(t, rdb, "a", 30)
+			ids := redistest.Read(t, rdb, stream, group, "a", 30)
 			redeliver(t, rdb, "a")
 
 			got, err := Detect(context.Background(), Input{Snapshot: snapshot(t, srv.Addr(), target(t), nil), Client: rdb, MinDeliveries: 2, MaxScan: tc.maxScan})
@@ -90,7 +90,7 @@ func TestTombstonesArePagedPastTheFirstPage(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	addMany(t, rdb, pageSize+200)
-	ids := readAs(t, rdb, "a", pageSize+200)
+	ids := redistest.Read(t, rdb, stream, group, "a", pageSize+200)
 	ctx := context.Background()
 	deleted := []string{ids[0], ids[pageSize-1], ids[pageSize], ids[pageSize+199]}
 	require.NoError(t, rdb.XDel(ctx, stream, deleted...).Err())
@@ -103,34 +103,13 @@ func TestTombstonesArePagedPastTheFirstPage(t *testing.T) {
 	require.Equal(t, before, stateOf(t, rdb), "Detect acknowledged nothing")
 }
 
-// A worker that acknowledges and then deletes its entries must not look
-// like a tombstone when the deletion lands between the XPENDING page and
-// the existence check.
-func TestAnEntryAckedBeforeItsDeletionIsNoTombstone(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Start(t)
-	rdb := srv.Client(t)
-	ids := addEntries(t, rdb, 3)
-	readAs(t, rdb, "a", 3)
-	ctx := context.Background()
-	page, err := rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: stream, Group: group, Start: "-", End: "+", Count: 10}).Result()
-	require.NoError(t, err)
-	require.Len(t, page, 3)
-
-	require.NoError(t, rdb.XAck(ctx, stream, group, ids[0]).Err())
-	require.NoError(t, rdb.XDel(ctx, stream, ids[0], ids[1]).Err())
-	gone, err := tombstones(ctx, rdb, stream, group, page)
-	require.NoError(t, err)
-	require.Equal(t, map[string]entry{ids[1]: {ID: ids[1], Consumer: "a", Deliveries: 1, Gone: true}}, gone)
-}
-
 func TestAGroupWithoutBouncingOrTombstonesHasNoPELFindings(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	addMany(t, rdb, 50)
-	readAs(t, rdb, "a", 25)
-	readAs(t, rdb, "b", 25)
+	redistest.Read(t, rdb, stream, group, "a", 25)
+	redistest.Read(t, rdb, stream, group, "b", 25)
 	got, err := Detect(context.Background(), Input{Snapshot: snapshot(t, srv.Addr(), target(t), nil), Client: rdb, MinDeliveries: 2, MaxScan: 20})
 	require.NoError(t, err)
 	require.Empty(t, got, "every entry was delivered once and still exists")

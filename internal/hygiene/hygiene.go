@@ -14,9 +14,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/pelwarden/pelwarden/internal/events"
 	"github.com/pelwarden/pelwarden/internal/liveness"
 	"github.com/pelwarden/pelwarden/internal/policy"
+	"github.com/pelwarden/pelwarden/internal/reclaim"
 	"github.com/pelwarden/pelwarden/internal/redisx"
 )
 
@@ -24,12 +24,6 @@ import (
 type Target struct {
 	Target  liveness.Target
 	Hygiene policy.Hygiene
-}
-
-// group identifies the consumer group a target looks after: one scanner per
-// group, whatever settings the requests naming it carry.
-func (t Target) group() string {
-	return t.Target.Conn + "\x00" + t.Target.Stream + "\x00" + t.Target.Group
 }
 
 func (t Target) settings() string { return t.Target.Key() + "\x00" + t.Hygiene.String() }
@@ -41,8 +35,6 @@ type Options struct {
 	ScanInterval time.Duration
 	// LeaseTTL is how long a scanner's lease lasts without renewal.
 	LeaseTTL time.Duration
-	// BatchSize is the entries per XPENDING page and per script call.
-	BatchSize int64
 	// Identity names this replica in the lease.
 	Identity string
 	// Expiry drops a target registered from ScaledObject metadata that no
@@ -50,9 +42,8 @@ type Options struct {
 	Expiry time.Duration
 	Log    *slog.Logger
 	Now    func() time.Time
-	// Events, when set, receives one event per batch outcome and per
-	// consumer deletion.
-	Events *events.Bus
+	// Engine executes the scans' steps.
+	Engine *reclaim.Engine
 }
 
 // Loop is the hygiene loop. Add targets, then Run.
@@ -63,7 +54,7 @@ type Loop struct {
 	metrics *metrics
 
 	mu      sync.Mutex
-	targets map[string]*runner
+	targets map[liveness.GroupRef]*runner
 	added   chan struct{}
 	wg      sync.WaitGroup
 }
@@ -81,7 +72,7 @@ func New(view *liveness.View, conns *redisx.Conns, opts Options, reg prometheus.
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Loop{view: view, conns: conns, opts: opts, metrics: newMetrics(reg), targets: make(map[string]*runner), added: make(chan struct{}, 1)}
+	return &Loop{view: view, conns: conns, opts: opts, metrics: newMetrics(reg), targets: make(map[liveness.GroupRef]*runner), added: make(chan struct{}, 1)}
 }
 
 // Add registers a target, or marks it seen again. There is one scanner per
@@ -97,7 +88,7 @@ func (l *Loop) Add(t Target, permanent bool) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	r, ok := l.targets[t.group()]
+	r, ok := l.targets[t.Target.GroupRef]
 	switch {
 	case ok && r.permanent && !permanent:
 		r.lastSeen = l.opts.Now()
@@ -113,7 +104,7 @@ func (l *Loop) Add(t Target, permanent bool) {
 	case ok:
 		l.remove(r, "liveness settings changed")
 	}
-	l.targets[t.group()] = &runner{t: t, permanent: permanent, lastSeen: l.opts.Now()}
+	l.targets[t.Target.GroupRef] = &runner{t: t, permanent: permanent, lastSeen: l.opts.Now()}
 	select {
 	case l.added <- struct{}{}:
 	default:
@@ -126,7 +117,7 @@ func (l *Loop) Add(t Target, permanent bool) {
 func (l *Loop) Lookup(conn, stream, group string) (Target, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	r, ok := l.targets[Target{Target: liveness.Target{Conn: conn, Stream: stream, Group: group}}.group()]
+	r, ok := l.targets[liveness.GroupRef{Conn: conn, Stream: stream, Group: group}]
 	if !ok {
 		return Target{}, false
 	}
@@ -155,7 +146,9 @@ func (l *Loop) remove(r *runner, why string) {
 	if r.stop != nil {
 		r.stop()
 	}
-	delete(l.targets, r.t.group())
+	delete(l.targets, r.t.Target.GroupRef)
+	l.opts.Engine.Forget(r.t.Target.GroupRef)
+	l.metrics.forget(r.t.Target.GroupRef)
 	l.opts.Log.Info("hygiene target removed", "target", r.t.Target.String(), "why", why)
 }
 
@@ -177,7 +170,7 @@ func (l *Loop) sync(ctx context.Context) {
 				if err := l.runTarget(rctx, r); err != nil {
 					l.opts.Log.Error("hygiene target not watched; retrying", "target", r.t.Target.String(), "err", err)
 					l.mu.Lock()
-					if l.targets[r.t.group()] == r {
+					if l.targets[r.t.Target.GroupRef] == r {
 						r.stop = nil // the next sync starts it again
 					}
 					l.mu.Unlock()
@@ -237,12 +230,16 @@ func (l *Loop) scanIfLeader(ctx context.Context, t Target, lease redisx.Lease) {
 	held, err := lease.Hold(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
-			l.metrics.errors.WithLabelValues(labels(t)...).Inc()
+			l.opts.Engine.CountError(t.Target.GroupRef)
 			l.opts.Log.Warn("hygiene lease failed", "target", t.Target.String(), "err", err)
 		}
 		return
 	}
-	l.metrics.leader.WithLabelValues(labels(t)...).Set(boolFloat(held))
+	leader := 0.0
+	if held {
+		leader = 1
+	}
+	l.metrics.leader.WithLabelValues(t.Target.Labels()...).Set(leader)
 	if !held {
 		return
 	}
@@ -278,11 +275,4 @@ func newGhost(before, now map[string]bool) bool {
 // with group "c" apart from stream "a" with group "b:c".
 func leaseKey(t liveness.Target) string {
 	return fmt.Sprintf("pelwarden:lease:%d:%s:%s", len(t.Stream), t.Stream, t.Group)
-}
-
-func boolFloat(b bool) float64 {
-	if b {
-		return 1
-	}
-	return 0
 }

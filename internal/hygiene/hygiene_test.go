@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/pelwarden/pelwarden/internal/events"
 	"github.com/pelwarden/pelwarden/internal/liveness"
 	"github.com/pelwarden/pelwarden/internal/metadata"
+	"github.com/pelwarden/pelwarden/internal/reclaim"
 	"github.com/pelwarden/pelwarden/internal/redistest"
 	"github.com/pelwarden/pelwarden/internal/redisx"
 )
@@ -24,11 +24,12 @@ import (
 // newLoop builds a hygiene loop over a real Redis with its own view.
 func newLoop(t *testing.T, addr string) *Loop {
 	t.Helper()
-	return newLoopRefreshing(t, addr, time.Second)
+	return newLoopRefreshing(t, addr, time.Second, nil)
 }
 
-// newLoopRefreshing is newLoop with the view refreshing every refresh.
-func newLoopRefreshing(t *testing.T, addr string, refresh time.Duration) *Loop {
+// newLoopRefreshing is newLoop with the view refreshing every refresh, and
+// its engine publishing to bus.
+func newLoopRefreshing(t *testing.T, addr string, refresh time.Duration, bus *events.Bus) *Loop {
 	t.Helper()
 	conns, err := redisx.Open([]config.Redis{config.DefaultRedis("default", addr)})
 	require.NoError(t, err)
@@ -37,10 +38,14 @@ func newLoopRefreshing(t *testing.T, addr string, refresh time.Duration) *Loop {
 	view := liveness.NewView(reader.Fetch, liveness.ViewOptions{
 		RefreshInterval: refresh, MaxAge: refresh, FetchTimeout: 5 * time.Second, Expiry: time.Hour, MaxTargets: 10,
 	})
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	reg := prometheus.NewRegistry()
+	engine, err := reclaim.New(reclaim.Options{View: view, Events: bus, BatchSize: 100, Log: log}, reg)
+	require.NoError(t, err)
 	return New(view, conns, Options{
-		ScanInterval: 50 * time.Millisecond, LeaseTTL: time.Second, BatchSize: 100, Identity: t.Name(),
-		Expiry: time.Hour, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	}, prometheus.NewRegistry())
+		ScanInterval: 50 * time.Millisecond, LeaseTTL: time.Second, Identity: t.Name(),
+		Expiry: time.Hour, Log: log, Engine: engine,
+	}, reg)
 }
 
 func target(t *testing.T, kv ...string) Target {
@@ -53,27 +58,6 @@ func target(t *testing.T, kv ...string) Target {
 	r, err := metadata.Parse(md, metadata.Env{Conns: []string{"default"}})
 	require.NoError(t, err)
 	return Target{Target: r.Target, Hygiene: r.Hygiene}
-}
-
-// hold has consumer read n new entries (field job=<prefix><i>).
-func hold(t *testing.T, rdb *redis.Client, consumer, prefix string, n int) []string {
-	t.Helper()
-	ctx := context.Background()
-	_ = rdb.XGroupCreateMkStream(ctx, "jobs", "workers", "$").Err()
-	pipe := rdb.Pipeline()
-	for i := range n {
-		pipe.XAdd(ctx, &redis.XAddArgs{Stream: "jobs", Values: []any{"job", prefix + strconv.Itoa(i)}})
-	}
-	_, err := pipe.Exec(ctx)
-	require.NoError(t, err)
-	res, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "workers", Consumer: consumer, Streams: []string{"jobs", ">"}, Count: int64(n), Block: -1}).Result()
-	require.NoError(t, err)
-	ids := make([]string, 0, n)
-	for _, m := range res[0].Messages {
-		ids = append(ids, m.ID)
-	}
-	require.Len(t, ids, n)
-	return ids
 }
 
 // jobsInStream counts the stream's entries per job field.
@@ -99,14 +83,14 @@ func TestScanRequeuesAGhostsWholePELThenDeletesTheGhost(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
-	hold(t, rdb, "ghost", "g", 250) // more than two pages of 100
+	redistest.Hold(t, rdb, "jobs", "workers", "ghost", "g", 250) // more than two pages of 100
 	time.Sleep(300 * time.Millisecond)
 	l := newLoop(t, srv.Addr())
 	tg := target(t)
 
 	rep, err := l.Scan(context.Background(), tg)
 	require.NoError(t, err)
-	require.Equal(t, int64(250), rep.Counts[redisx.Requeued])
+	require.Equal(t, int64(250), rep.Counts()[redisx.Requeued])
 	require.Empty(t, pendingOf(t, rdb), "nothing is left in the ghost's PEL")
 	for job, n := range jobsInStream(t, rdb) {
 		require.Equal(t, 2, n, "job %s: the original and exactly one copy", job)
@@ -115,7 +99,7 @@ func TestScanRequeuesAGhostsWholePELThenDeletesTheGhost(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	rep, err = l.Scan(context.Background(), tg)
 	require.NoError(t, err)
-	require.Equal(t, int64(1), rep.Counts["consumer-deleted"], "the ghost goes once its PEL is empty")
+	require.Equal(t, int64(1), rep.Counts()[redisx.ConsumerDeleted], "the ghost goes once its PEL is empty")
 	consumers, err := rdb.XInfoConsumers(context.Background(), "jobs", "workers").Result()
 	require.NoError(t, err)
 	require.Empty(t, consumers)
@@ -127,7 +111,7 @@ func TestSlowLiveConsumerIsNeverReclaimed(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
-	ids := hold(t, rdb, "slow", "s", 1)
+	ids := redistest.Hold(t, rdb, "jobs", "workers", "slow", "s", 1)
 	l := newLoop(t, srv.Addr())
 	tg := target(t, "liveness", "heartbeat", "heartbeatKey", "hb:{consumer}", "heartbeatMaxAgeSeconds", "0.3", "entryStaleSeconds", "0.1")
 	ctx := context.Background()
@@ -151,7 +135,7 @@ func TestSlowLiveConsumerIsNeverReclaimed(t *testing.T) {
 	time.Sleep(400 * time.Millisecond)
 	rep, err := l.Scan(ctx, tg)
 	require.NoError(t, err)
-	require.Equal(t, int64(1), rep.Counts[redisx.Requeued])
+	require.Equal(t, int64(1), rep.Counts()[redisx.Requeued])
 }
 
 // TestUnknownOwnerLeadsToNoAction: the owner's heartbeat cannot be read.
@@ -159,15 +143,15 @@ func TestUnknownOwnerLeadsToNoAction(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
-	hold(t, rdb, "unreadable", "u", 5)
+	redistest.Hold(t, rdb, "jobs", "workers", "unreadable", "u", 5)
 	require.NoError(t, rdb.HSet(context.Background(), "hb:unreadable", "at", "yesterday").Err())
 	time.Sleep(500 * time.Millisecond)
 	l := newLoop(t, srv.Addr())
 	tg := target(t, "liveness", "heartbeat", "heartbeatKey", "hb:{consumer}", "heartbeatMaxAgeSeconds", "0.1", "hardTimeoutSeconds", "0.1")
 	rep, err := l.Scan(context.Background(), tg)
 	require.NoError(t, err)
-	require.Equal(t, int64(5), rep.Counts["skipped:owner-unknown"])
-	require.Zero(t, rep.Counts[redisx.Requeued])
+	require.Equal(t, int64(5), rep.Counts()[redisx.OwnerUnknown])
+	require.Zero(t, rep.Counts()[redisx.Requeued])
 	require.Equal(t, map[string]int64{"unreadable": 5}, pendingOf(t, rdb))
 	require.Len(t, jobsInStream(t, rdb), 5)
 	for _, n := range jobsInStream(t, rdb) {
@@ -183,11 +167,11 @@ func TestTwoHygieneInstancesActOnEachEntryOnce(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	const n = 3000
-	hold(t, rdb, "ghost", "j", n)
+	redistest.Hold(t, rdb, "jobs", "workers", "ghost", "j", n)
 	time.Sleep(300 * time.Millisecond)
 	loops := []*Loop{newLoop(t, srv.Addr()), newLoop(t, srv.Addr())}
 	tg := target(t)
-	reps := make([]Report, 2)
+	reps := make([]reclaim.Report, 2)
 	var wg sync.WaitGroup
 	for i, l := range loops {
 		wg.Add(1)
@@ -201,7 +185,7 @@ func TestTwoHygieneInstancesActOnEachEntryOnce(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	require.Equal(t, int64(n), reps[0].Counts[redisx.Requeued]+reps[1].Counts[redisx.Requeued], "requeued once in total")
+	require.Equal(t, int64(n), reps[0].Counts()[redisx.Requeued]+reps[1].Counts()[redisx.Requeued], "requeued once in total")
 	jobs := jobsInStream(t, rdb)
 	require.Len(t, jobs, n)
 	for job, c := range jobs {
@@ -214,13 +198,13 @@ func TestDeletedPendingEntryIsATombstoneNotRequeued(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
-	ids := hold(t, rdb, "ghost", "t", 3)
+	ids := redistest.Hold(t, rdb, "jobs", "workers", "ghost", "t", 3)
 	require.NoError(t, rdb.XDel(context.Background(), "jobs", ids[1]).Err())
 	time.Sleep(300 * time.Millisecond)
 	rep, err := newLoop(t, srv.Addr()).Scan(context.Background(), target(t))
 	require.NoError(t, err)
-	require.Equal(t, int64(1), rep.Counts[redisx.Tombstoned])
-	require.Equal(t, int64(2), rep.Counts[redisx.Requeued])
+	require.Equal(t, int64(1), rep.Counts()[redisx.Tombstoned])
+	require.Equal(t, int64(2), rep.Counts()[redisx.Requeued])
 	require.Equal(t, map[string]int{"t0": 2, "t2": 2}, jobsInStream(t, rdb), "no copy of the deleted entry")
 	require.Empty(t, pendingOf(t, rdb))
 }
@@ -229,12 +213,12 @@ func TestDryRunChangesNothing(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
-	hold(t, rdb, "ghost", "d", 120)
+	redistest.Hold(t, rdb, "jobs", "workers", "ghost", "d", 120)
 	time.Sleep(300 * time.Millisecond)
 	rep, err := newLoop(t, srv.Addr()).Scan(context.Background(), target(t, "dryRun", "true"))
 	require.NoError(t, err)
 	require.True(t, rep.DryRun)
-	require.Equal(t, int64(120), rep.Counts[redisx.Requeued], "reports what it would do")
+	require.Equal(t, int64(120), rep.Counts()[redisx.Requeued], "reports what it would do")
 	require.Equal(t, map[string]int64{"ghost": 120}, pendingOf(t, rdb))
 	require.Len(t, jobsInStream(t, rdb), 120)
 }
@@ -243,12 +227,12 @@ func TestClaimModeHandsEntriesToTheLiveConsumer(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
-	hold(t, rdb, "ghost", "c", 4)
+	redistest.Hold(t, rdb, "jobs", "workers", "ghost", "c", 4)
 	time.Sleep(300 * time.Millisecond)
-	hold(t, rdb, "live", "l", 1) // read just now: Alive under the idle source
+	redistest.Hold(t, rdb, "jobs", "workers", "live", "l", 1) // read just now: Alive under the idle source
 	rep, err := newLoop(t, srv.Addr()).Scan(context.Background(), target(t, "reclaim", "claim", "ghostIdleSeconds", "0.25"))
 	require.NoError(t, err)
-	require.Equal(t, int64(4), rep.Counts[redisx.Claimed])
+	require.Equal(t, int64(4), rep.Counts()[redisx.Claimed])
 	require.Equal(t, map[string]int64{"live": 5}, pendingOf(t, rdb))
 }
 
@@ -259,9 +243,9 @@ func TestANewGhostIsReclaimedWithoutWaitingForTheScan(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
-	l := newLoopRefreshing(t, srv.Addr(), 50*time.Millisecond)
+	l := newLoopRefreshing(t, srv.Addr(), 50*time.Millisecond, nil)
 	l.opts.ScanInterval = time.Hour
-	require.NoError(t, rdb.XGroupCreateMkStream(context.Background(), "jobs", "workers", "$").Err())
+	redistest.CreateGroup(t, rdb, "jobs", "workers")
 	l.Add(target(t, "ghostIdleSeconds", "0.3"), true)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -271,7 +255,7 @@ func TestANewGhostIsReclaimedWithoutWaitingForTheScan(t *testing.T) {
 	defer func() { cancel(); wg.Wait() }()
 
 	time.Sleep(200 * time.Millisecond) // the first scan has run and found nothing
-	hold(t, rdb, "ghost", "n", 10)
+	redistest.Hold(t, rdb, "jobs", "workers", "ghost", "n", 10)
 	deadline := time.Now().Add(5 * time.Second)
 	for len(pendingOf(t, rdb)) > 0 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
@@ -315,11 +299,11 @@ func TestScanPublishesOneEventPerBatchOutcomeAndPerDeletion(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
-	hold(t, rdb, "ghost", "e", 250)
+	redistest.Hold(t, rdb, "jobs", "workers", "ghost", "e", 250)
 	time.Sleep(300 * time.Millisecond)
-	l := newLoop(t, srv.Addr())
-	l.opts.Events = events.NewBus(events.Options{}, prometheus.NewRegistry())
-	watch, stop := l.opts.Events.Subscribe(nil)
+	bus := events.NewBus(events.Options{}, prometheus.NewRegistry())
+	l := newLoopRefreshing(t, srv.Addr(), time.Second, bus)
+	watch, stop := bus.Subscribe(nil)
 	defer stop()
 	tg := target(t)
 	_, err := l.Scan(context.Background(), tg)
@@ -328,9 +312,9 @@ func TestScanPublishesOneEventPerBatchOutcomeAndPerDeletion(t *testing.T) {
 	_, err = l.Scan(context.Background(), tg)
 	require.NoError(t, err)
 
-	recent := l.opts.Events.Recent(EventGroup(tg.Target))
+	recent := bus.Recent(tg.Target.GroupRef)
 	type seen struct {
-		action  string
+		action  redisx.Outcome
 		entries int64
 	}
 	got := make([]seen, 0, len(recent))
@@ -339,6 +323,6 @@ func TestScanPublishesOneEventPerBatchOutcomeAndPerDeletion(t *testing.T) {
 		require.Equal(t, "ghost", e.Consumer)
 		got = append(got, seen{e.Action, e.Entries})
 	}
-	require.Equal(t, []seen{{events.ConsumerDeleted, 1}, {redisx.Requeued, 50}, {redisx.Requeued, 100}, {redisx.Requeued, 100}}, got, "newest first")
+	require.Equal(t, []seen{{redisx.ConsumerDeleted, 1}, {redisx.Requeued, 50}, {redisx.Requeued, 100}, {redisx.Requeued, 100}}, got, "newest first")
 	require.Equal(t, redisx.Requeued, (<-watch).Action, "a subscriber sees them as they happen")
 }

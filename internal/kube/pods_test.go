@@ -151,7 +151,7 @@ func TestAnnotateLooksUpEveryOwnerCandidate(t *testing.T) {
 	w := startWatcher(t, client, Options{})
 	owner, err := liveness.ParseOwnerMatch("prefix")
 	require.NoError(t, err)
-	target := liveness.Target{Conn: "default", Stream: "s", Group: "g", Spec: liveness.Spec{
+	target := liveness.Target{GroupRef: liveness.GroupRef{Conn: "default", Stream: "s", Group: "g"}, Spec: liveness.Spec{
 		Kubernetes: true, PodNamespace: "jobs", PodSelector: "app=worker", Owner: owner}}
 	require.Eventually(t, func() bool {
 		obs := liveness.Observation{Consumers: []liveness.ConsumerObs{{Name: "review-e-codex-0"}}}

@@ -6,23 +6,38 @@ import (
 	"time"
 )
 
-// Target is one (Redis connection, stream, consumer group) with the rule its
-// consumers are judged by.
-type Target struct {
+// GroupRef names one consumer group on a configured Redis connection. It is
+// the one identity of a group: events, metrics labels, leases, the Admin
+// API and the hygiene loop all key by it.
+type GroupRef struct {
 	// Conn is the name of a configured Redis connection.
 	Conn   string
 	Stream string
 	Group  string
-	Spec   Spec
+}
+
+func (g GroupRef) String() string {
+	return fmt.Sprintf("%s/%s/%s", g.Conn, g.Stream, g.Group)
+}
+
+// LabelNames are the Prometheus label names of a group, in the order
+// Labels gives their values.
+var LabelNames = []string{"redis", "stream", "group"}
+
+// Labels are the group's Prometheus label values, then extra ones.
+func (g GroupRef) Labels(extra ...string) []string {
+	return append([]string{g.Conn, g.Stream, g.Group}, extra...)
+}
+
+// Target is one consumer group with the rule its consumers are judged by.
+type Target struct {
+	GroupRef
+	Spec Spec
 }
 
 // Key identifies a target; requests with equal keys share one snapshot.
 func (t Target) Key() string {
 	return fmt.Sprintf("%s\x00%s\x00%s\x00%s", t.Conn, t.Stream, t.Group, t.Spec)
-}
-
-func (t Target) String() string {
-	return fmt.Sprintf("%s/%s/%s", t.Conn, t.Stream, t.Group)
 }
 
 // ConsumerObs is one row of XINFO CONSUMERS.

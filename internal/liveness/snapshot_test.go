@@ -17,7 +17,7 @@ func beat(age time.Duration) HeartbeatObs {
 
 func TestBuildLeavesGhostHeldEntriesOutOfLivePending(t *testing.T) {
 	t.Parallel()
-	target := Target{Conn: "default", Stream: "s", Group: "g", Spec: heartbeatSpec()}
+	target := Target{GroupRef: GroupRef{Conn: "default", Stream: "s", Group: "g"}, Spec: heartbeatSpec()}
 	obs := Observation{
 		ServerTime: serverNow,
 		Lag:        7, LagValid: true,
@@ -148,7 +148,7 @@ func verdictsOf(s *Snapshot) map[string]Verdict {
 // a consumer that left the group is forgotten.
 func TestBuildGivesAStartingWorkerTheGraceFromWhenItWasFirstSeen(t *testing.T) {
 	t.Parallel()
-	target := Target{Stream: "s", Group: "g", Spec: heartbeatSpec()}
+	target := Target{GroupRef: GroupRef{Stream: "s", Group: "g"}, Spec: heartbeatSpec()}
 	obs := Observation{
 		ServerTime: serverNow, LagValid: true,
 		Consumers:         []ConsumerObs{{Name: "new", Idle: 100 * time.Millisecond, Inactive: -1}, {Name: "old", Idle: 100 * time.Millisecond, Inactive: -1}},
@@ -183,7 +183,7 @@ func TestBuildGivesAStartingWorkerTheGraceFromWhenItWasFirstSeen(t *testing.T) {
 // one record anywhere in the group lifts the guard.
 func TestBuildJudgesAGroupWithoutHeartbeatRecordsUnknown(t *testing.T) {
 	t.Parallel()
-	target := Target{Stream: "s", Group: "g", Spec: heartbeatSpec()}
+	target := Target{GroupRef: GroupRef{Stream: "s", Group: "g"}, Spec: heartbeatSpec()}
 	obs := Observation{
 		ServerTime: serverNow, LagValid: true,
 		Consumers: []ConsumerObs{
@@ -218,7 +218,7 @@ func TestBuildJudgesAGroupWithoutHeartbeatRecordsUnknown(t *testing.T) {
 // heartbeat from the future is Unknown, counted as live, and counted.
 func TestBuildLeavesDegradedEntriesOutAndCountsFutureHeartbeats(t *testing.T) {
 	t.Parallel()
-	target := Target{Stream: "s", Group: "g", Spec: heartbeatSpec()}
+	target := Target{GroupRef: GroupRef{Stream: "s", Group: "g"}, Spec: heartbeatSpec()}
 	degraded := `{"time":` + beat(time.Second).Value + `,"degraded":true,"degradedReasons":["quota"]}`
 	obs := Observation{
 		ServerTime: serverNow, LagValid: true,

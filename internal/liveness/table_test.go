@@ -9,6 +9,7 @@ import (
 
 	"github.com/pelwarden/pelwarden/internal/liveness"
 	"github.com/pelwarden/pelwarden/internal/policy"
+	"github.com/pelwarden/pelwarden/internal/reclaim"
 )
 
 // TestIssueTableFromRedisValuesToActions runs each row of issue 11's table
@@ -29,8 +30,8 @@ func TestIssueTableFromRedisValuesToActions(t *testing.T) {
 		beats map[string]string // heartbeat keys that exist, with their values
 		known time.Duration     // how long pelwarden has known "w"
 		want  liveness.Verdict
-		// metric is pendingEntriesCount; taken says whether w's stale
-		// entries are given back (its fresh ones never are).
+		// metric is pendingEntriesCount; taken says whether the scan
+		// gives back w's entries past entryStaleSeconds (and only those).
 		metric   int64
 		taken    bool
 		guard    bool
@@ -87,7 +88,7 @@ func TestIssueTableFromRedisValuesToActions(t *testing.T) {
 			for k, v := range beats {
 				obs.Heartbeats[k] = liveness.HeartbeatObs{Exists: true, Value: v}
 			}
-			target := liveness.Target{Stream: "assignments", Group: "agents", Spec: spec}
+			target := liveness.Target{GroupRef: liveness.GroupRef{Stream: "assignments", Group: "agents"}, Spec: spec}
 			now := time.Now()
 			first := liveness.Build(target, obs, nil, now.Add(-tc.known))
 			s := liveness.Build(target, obs, first, now)
@@ -99,10 +100,6 @@ func TestIssueTableFromRedisValuesToActions(t *testing.T) {
 			got := byName[w]
 			require.Equal(t, tc.want, got.Verdict, liveness.ReasonsString(got.Reasons))
 			require.Equal(t, tc.metric, policy.Value(policy.Pending, s), "pendingEntriesCount")
-			taken, why := policy.ShouldReclaim(got, 1500*time.Millisecond, h, now)
-			require.Equal(t, tc.taken, taken, "an entry idle past entryStaleSeconds: %s", why)
-			fresh, why := policy.ShouldReclaim(got, 500*time.Millisecond, h, now)
-			require.False(t, fresh, "an entry not yet stale is never taken: %s", why)
 			require.Equal(t, tc.guard, s.NoHeartbeatRecords, "the misconfiguration guard, behind its metric and finding")
 			require.Equal(t, tc.inFuture, s.FutureHeartbeats, "heartbeats from the future, behind their finding")
 			if tc.guard {
@@ -110,8 +107,19 @@ func TestIssueTableFromRedisValuesToActions(t *testing.T) {
 			} else {
 				require.Equal(t, liveness.Alive, byName[live].Verdict, "the live owner stays Alive")
 			}
-			liveTaken, _ := policy.ShouldReclaim(byName[live], time.Hour, h, now)
-			require.False(t, liveTaken, "a live owner's entries are never taken")
+			// What the hygiene scan does with each consumer: the engine's
+			// own decision over this snapshot.
+			steps := map[string]reclaim.Step{}
+			for _, st := range reclaim.Decide(s, h, now) {
+				steps[st.Owner.Name] = st
+			}
+			if tc.taken {
+				require.Equal(t, reclaim.Requeue, steps[w].Action, steps[w].Reason)
+				require.Equal(t, h.EntryStale, steps[w].MinIdle, "only entries past entryStaleSeconds are taken")
+			} else {
+				require.Equal(t, reclaim.None, steps[w].Action, "no action: %s", steps[w].Reason)
+			}
+			require.Equal(t, reclaim.None, steps[live].Action, "a live owner's entries are never taken: %s", steps[live].Reason)
 		})
 	}
 }

@@ -111,7 +111,7 @@ func Parse(md map[string]string, env Env) (Request, error) {
 	if err != nil {
 		return r, err
 	}
-	r.Target = liveness.Target{Conn: conn, Stream: stream, Group: group, Spec: spec}
+	r.Target = liveness.Target{GroupRef: liveness.GroupRef{Conn: conn, Stream: stream, Group: group}, Spec: spec}
 	r.MetricName = metricName(conn, stream, group)
 	if r.Hygiene, err = parseHygiene(md, stream); err != nil {
 		return r, err

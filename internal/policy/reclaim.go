@@ -89,30 +89,6 @@ func ReclaimThreshold(owner liveness.ConsumerView, h Hygiene, now time.Time) (ti
 	return 0, false
 }
 
-// ShouldReclaim reports whether an entry idle for idle, held by owner, is
-// to be given back, and why.
-func ShouldReclaim(owner liveness.ConsumerView, idle time.Duration, h Hygiene, now time.Time) (bool, string) {
-	threshold, ok := ReclaimThreshold(owner, h, now)
-	switch {
-	case h.Mode == ReclaimOff:
-		return false, "reclaim is off"
-	case owner.Verdict == liveness.Unknown:
-		return false, "owner liveness is Unknown"
-	case !ok:
-		return false, "owner is alive and no hard timeout is set"
-	case idle < threshold:
-		return false, fmt.Sprintf("entry idle %s, below %s", idle.Round(time.Millisecond), threshold)
-	case owner.Verdict == liveness.Ghost && !owner.GoneAt.IsZero():
-		return true, "owner's pod went before the entry was last delivered"
-	case owner.Verdict == liveness.Ghost:
-		return true, "owner is a ghost"
-	case owner.Verdict == liveness.Degraded:
-		return true, "owner is degraded"
-	default:
-		return true, fmt.Sprintf("entry idle past hardTimeoutSeconds %s", h.HardTimeout)
-	}
-}
-
 // ShouldDeadLetter reports whether an entry delivered deliveries times
 // (carried count included) goes to the dead-letter stream. The reclaim
 // script applies the same rule where the carried count is read.

@@ -14,19 +14,12 @@ import (
 	"github.com/pelwarden/pelwarden/internal/redistest"
 )
 
-// ghostHolding adds n entries (field job=i) and has consumer read them all.
-func ghostHolding(t *testing.T, rdb *redis.Client, consumer string, n int) []string {
-	t.Helper()
-	require.NoError(t, rdb.XGroupCreateMkStream(context.Background(), "jobs", "workers", "$").Err())
-	return ghostHoldingMore(t, rdb, consumer, n)
-}
-
 func requeue(ids []string) Reclaim {
-	return Reclaim{Stream: "jobs", Group: "workers", Consumer: "ghost", Mode: ModeRequeue, CarryField: "pelwarden-deliveries", IDs: ids}
+	return Reclaim{Stream: "jobs", Group: "workers", Consumer: "ghost", CarryField: "pelwarden-deliveries", IDs: ids}
 }
 
 // reclaimIDs runs an explicit-id batch and returns its per-entry outcomes.
-func reclaimIDs(ctx context.Context, rdb *redis.Client, r Reclaim) ([]Outcome, error) {
+func reclaimIDs(ctx context.Context, rdb *redis.Client, r Reclaim) ([]EntryOutcome, error) {
 	res, err := RunReclaim(ctx, rdb, r)
 	if err == nil && int64(len(res.Outcomes)) != res.Total() {
 		return nil, fmt.Errorf("explicit ids list every outcome: %d listed, %d counted", len(res.Outcomes), res.Total())
@@ -37,10 +30,10 @@ func reclaimIDs(ctx context.Context, rdb *redis.Client, r Reclaim) ([]Outcome, e
 func TestDuplicateIDsInOneBatchAreActedOnOnce(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Start(t).Client(t)
-	ids := ghostHolding(t, rdb, "ghost", 1)
+	ids := redistest.Hold(t, rdb, "jobs", "workers", "ghost", "", 1)
 	outs, err := reclaimIDs(context.Background(), rdb, requeue([]string{ids[0], ids[0]}))
 	require.NoError(t, err)
-	require.Equal(t, []string{Requeued, NotPending}, results(outs), "the first acked it")
+	require.Equal(t, []Outcome{Requeued, NotPending}, results(outs), "the first acked it")
 	n, err := rdb.XLen(context.Background(), "jobs").Result()
 	require.NoError(t, err)
 	require.Equal(t, int64(2), n, "one original, one copy")
@@ -50,11 +43,11 @@ func TestPagedReclaimTakesOnlyTheConsumersIdleEntries(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Start(t).Client(t)
 	ctx := context.Background()
-	ghostHolding(t, rdb, "ghost", 5)
-	other := ghostHoldingMore(t, rdb, "other", 2)
+	redistest.Hold(t, rdb, "jobs", "workers", "ghost", "", 5)
+	other := redistest.Hold(t, rdb, "jobs", "workers", "other", "", 2)
 	time.Sleep(60 * time.Millisecond)
-	fresh := ghostHoldingMore(t, rdb, "ghost", 1)
-	r := Reclaim{Stream: "jobs", Group: "workers", Consumer: "ghost", Mode: ModeRequeue, MinIdle: 50 * time.Millisecond, Count: 3}
+	fresh := redistest.Hold(t, rdb, "jobs", "workers", "ghost", "", 1)
+	r := Reclaim{Stream: "jobs", Group: "workers", Consumer: "ghost", MinIdle: 50 * time.Millisecond, Count: 3}
 	var total int64
 	for {
 		res, err := RunReclaim(ctx, rdb, r)
@@ -77,10 +70,10 @@ func TestPagedReclaimTakesOnlyTheConsumersIdleEntries(t *testing.T) {
 		"other consumers' entries and the ghost's fresh entry stay")
 }
 
-func results(outs []Outcome) []string {
-	r := make([]string, len(outs))
+func results(outs []EntryOutcome) []Outcome {
+	r := make([]Outcome, len(outs))
 	for i, o := range outs {
-		r[i] = o.Result
+		r[i] = o.Outcome
 	}
 	return r
 }
@@ -89,11 +82,11 @@ func TestRequeueCopiesThenAcksAndIsIdempotent(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Start(t).Client(t)
 	ctx := context.Background()
-	ids := ghostHolding(t, rdb, "ghost", 5)
+	ids := redistest.Hold(t, rdb, "jobs", "workers", "ghost", "", 5)
 
 	outs, err := reclaimIDs(ctx, rdb, requeue(ids))
 	require.NoError(t, err)
-	require.Equal(t, []string{Requeued, Requeued, Requeued, Requeued, Requeued}, results(outs))
+	require.Equal(t, []Outcome{Requeued, Requeued, Requeued, Requeued, Requeued}, results(outs))
 	pending, err := rdb.XPending(ctx, "jobs", "workers").Result()
 	require.NoError(t, err)
 	require.Zero(t, pending.Count, "the originals are acknowledged")
@@ -109,7 +102,7 @@ func TestRequeueCopiesThenAcksAndIsIdempotent(t *testing.T) {
 
 	again, err := reclaimIDs(ctx, rdb, requeue(ids))
 	require.NoError(t, err)
-	require.Equal(t, []string{NotPending, NotPending, NotPending, NotPending, NotPending}, results(again), "a retry finds nothing to do")
+	require.Equal(t, []Outcome{NotPending, NotPending, NotPending, NotPending, NotPending}, results(again), "a retry finds nothing to do")
 	n, err := rdb.XLen(ctx, "jobs").Result()
 	require.NoError(t, err)
 	require.Equal(t, int64(10), n, "a retry creates no copy")
@@ -119,7 +112,7 @@ func TestRequeueSkipsEntriesThatChangedDuringTheScan(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Start(t).Client(t)
 	ctx := context.Background()
-	ids := ghostHolding(t, rdb, "ghost", 3)
+	ids := redistest.Hold(t, rdb, "jobs", "workers", "ghost", "", 3)
 	require.NoError(t, rdb.XAck(ctx, "jobs", "workers", ids[0]).Err())                                                                                // acked by a slow worker
 	require.NoError(t, rdb.XClaim(ctx, &redis.XClaimArgs{Stream: "jobs", Group: "workers", Consumer: "other", MinIdle: 0, Messages: ids[1:2]}).Err()) // taken by someone else
 	time.Sleep(50 * time.Millisecond)
@@ -127,64 +120,98 @@ func TestRequeueSkipsEntriesThatChangedDuringTheScan(t *testing.T) {
 	r.MinIdle = 30 * time.Millisecond
 	outs, err := reclaimIDs(ctx, rdb, r)
 	require.NoError(t, err)
-	require.Equal(t, []string{NotPending, OwnerChanged, Requeued}, results(outs))
+	require.Equal(t, []Outcome{NotPending, OwnerChanged, Requeued}, results(outs))
 
-	fresh := ghostHoldingMore(t, rdb, "ghost", 1)
+	fresh := redistest.Hold(t, rdb, "jobs", "workers", "ghost", "", 1)
 	r = requeue(fresh)
 	r.MinIdle = time.Hour
 	outs, err = reclaimIDs(ctx, rdb, r)
 	require.NoError(t, err)
-	require.Equal(t, []string{NotIdle}, results(outs), "an entry idle less than entryStaleSeconds is left alone")
-}
-
-// ghostHoldingMore adds n entries (field job=i) to the existing group and
-// has consumer read them.
-func ghostHoldingMore(t *testing.T, rdb *redis.Client, consumer string, n int) []string {
-	t.Helper()
-	ctx := context.Background()
-	for i := range n {
-		require.NoError(t, rdb.XAdd(ctx, &redis.XAddArgs{Stream: "jobs", Values: []any{"job", strconv.Itoa(i)}}).Err())
-	}
-	res, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "workers", Consumer: consumer, Streams: []string{"jobs", ">"}, Count: int64(n), Block: -1}).Result()
-	require.NoError(t, err)
-	var ids []string
-	for _, m := range res[0].Messages {
-		ids = append(ids, m.ID)
-	}
-	return ids
+	require.Equal(t, []Outcome{NotIdle}, results(outs), "an entry idle less than entryStaleSeconds is left alone")
 }
 
 func TestDeletedEntryIsAckedAsATombstoneNotRequeued(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Start(t).Client(t)
 	ctx := context.Background()
-	ids := ghostHolding(t, rdb, "ghost", 2)
+	ids := redistest.Hold(t, rdb, "jobs", "workers", "ghost", "", 2)
 	require.NoError(t, rdb.XDel(ctx, "jobs", ids[0]).Err())
 	outs, err := reclaimIDs(ctx, rdb, requeue(ids))
 	require.NoError(t, err)
-	require.Equal(t, []string{Tombstoned, Requeued}, results(outs))
+	require.Equal(t, []Outcome{Tombstoned, Requeued}, results(outs))
 	n, err := rdb.XLen(ctx, "jobs").Result()
 	require.NoError(t, err)
 	require.Equal(t, int64(2), n, "one original left plus one copy: nothing was made of the deleted entry")
 
-	ids = ghostHoldingMore(t, rdb, "ghost", 2)
-	require.NoError(t, rdb.XDel(ctx, "jobs", ids[1]).Err())
-	outs, err = RunTombstone(ctx, rdb, "jobs", "workers", "ghost", 0, ids)
+}
+
+// TestDryRunPredictsTombstonesAndCarriedCountsAndWritesNothing: a dry run
+// is the same script with its writes off, so it sees what reading the
+// entry shows (a deleted entry, a delivery count carried by an earlier
+// requeue) and leaves the stream, the PEL and the dead letters as they were.
+func TestDryRunPredictsTombstonesAndCarriedCountsAndWritesNothing(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client(t)
+	ctx := context.Background()
+	redistest.CreateGroup(t, rdb, "jobs", "workers")
+	var ids []string
+	for _, values := range [][]any{{"job", "carried", "pelwarden-deliveries", "2"}, {"job", "a"}, {"job", "b"}, {"job", "c"}} {
+		id, err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: "jobs", Values: values}).Result()
+		require.NoError(t, err)
+		ids = append(ids, id)
+	}
+	require.NoError(t, rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "workers", Consumer: "ghost", Streams: []string{"jobs", ">"}, Block: -1}).Err())
+	require.NoError(t, rdb.XDel(ctx, "jobs", ids[3]).Err())
+	before := groupState(t, rdb)
+
+	r := Reclaim{Stream: "jobs", Group: "workers", Consumer: "ghost", CarryField: "pelwarden-deliveries", MaxDeliveries: 3,
+		DeadLetterStream: "jobs:dead", DryRun: true, IDs: ids}
+	outs, err := reclaimIDs(ctx, rdb, r)
 	require.NoError(t, err)
-	require.Equal(t, []string{EntryExists, Tombstoned}, results(outs), "tombstone acks only ids whose entry is gone")
+	require.Equal(t, []Outcome{DeadLettered, Requeued, Requeued, Tombstoned}, results(outs),
+		"2 carried + 1 delivery reaches maxDeliveries 3; the deleted entry is a tombstone")
+	require.Equal(t, before, groupState(t, rdb), "a dry run changes nothing")
+
+	paged, err := RunReclaim(ctx, rdb, Reclaim{Stream: "jobs", Group: "workers", Consumer: "ghost", CarryField: "pelwarden-deliveries",
+		MaxDeliveries: 3, DeadLetterStream: "jobs:dead", DryRun: true, Count: 10})
+	require.NoError(t, err)
+	require.Equal(t, map[Outcome]int64{DeadLettered: 1, Requeued: 2, Tombstoned: 1}, paged.Counts)
+	require.Equal(t, before, groupState(t, rdb), "a paged dry run changes nothing")
+
+	done, err := RunReclaim(ctx, rdb, Reclaim{Stream: "jobs", Group: "workers", Consumer: "ghost", CarryField: "pelwarden-deliveries",
+		MaxDeliveries: 3, DeadLetterStream: "jobs:dead", Count: 10})
+	require.NoError(t, err)
+	require.Equal(t, paged.Counts, done.Counts, "the real run does what the dry run said")
+}
+
+// groupState is everything a reclaim could change: the stream, the PEL
+// with delivery counts, and the dead-letter stream.
+func groupState(t *testing.T, rdb *redis.Client) []any {
+	t.Helper()
+	ctx := context.Background()
+	stream, err := rdb.XRange(ctx, "jobs", "-", "+").Result()
+	require.NoError(t, err)
+	pel, err := rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: "jobs", Group: "workers", Start: "-", End: "+", Count: 100}).Result()
+	require.NoError(t, err)
+	for i := range pel {
+		pel[i].Idle = 0
+	}
+	dead, err := rdb.XRange(ctx, "jobs:dead", "-", "+").Result()
+	require.NoError(t, err)
+	return []any{stream, pel, dead}
 }
 
 func TestMaxDeliveriesDeadLettersWithTheCarriedCount(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Start(t).Client(t)
 	ctx := context.Background()
-	ids := ghostHolding(t, rdb, "ghost", 1)
+	ids := redistest.Hold(t, rdb, "jobs", "workers", "ghost", "", 1)
 	r := requeue(ids)
 	r.MaxDeliveries, r.DeadLetterStream = 3, "jobs:dead"
 	for round := 1; round <= 2; round++ {
 		outs, err := reclaimIDs(ctx, rdb, r)
 		require.NoError(t, err)
-		require.Equal(t, Requeued, outs[0].Result, "round %d", round)
+		require.Equal(t, Requeued, outs[0].Outcome, "round %d", round)
 		require.Equal(t, int64(round), outs[0].Deliveries)
 		// The copy is delivered to (and abandoned by) the next ghost.
 		res, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "workers", Consumer: "ghost", Streams: []string{"jobs", ">"}, Count: 1, Block: -1}).Result()
@@ -193,7 +220,7 @@ func TestMaxDeliveriesDeadLettersWithTheCarriedCount(t *testing.T) {
 	}
 	outs, err := reclaimIDs(ctx, rdb, r)
 	require.NoError(t, err)
-	require.Equal(t, DeadLettered, outs[0].Result, "third delivery reaches maxDeliveries 3")
+	require.Equal(t, DeadLettered, outs[0].Outcome, "third delivery reaches maxDeliveries 3")
 	dead, err := rdb.XRange(ctx, "jobs:dead", "-", "+").Result()
 	require.NoError(t, err)
 	require.Len(t, dead, 1)
@@ -212,17 +239,17 @@ func TestClaimMovesTheEntryToTheChosenConsumer(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Start(t).Client(t)
 	ctx := context.Background()
-	ids := ghostHolding(t, rdb, "ghost", 2)
-	outs, err := reclaimIDs(ctx, rdb, Reclaim{Stream: "jobs", Group: "workers", Consumer: "ghost", Mode: ModeClaim, ClaimTo: "live", IDs: ids})
+	ids := redistest.Hold(t, rdb, "jobs", "workers", "ghost", "", 2)
+	outs, err := reclaimIDs(ctx, rdb, Reclaim{Stream: "jobs", Group: "workers", Consumer: "ghost", ClaimTo: "live", IDs: ids})
 	require.NoError(t, err)
-	require.Equal(t, []string{Claimed, Claimed}, results(outs))
+	require.Equal(t, []Outcome{Claimed, Claimed}, results(outs))
 	ext, err := rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: "jobs", Group: "workers", Start: "-", End: "+", Count: 10}).Result()
 	require.NoError(t, err)
 	for _, e := range ext {
 		require.Equal(t, "live", e.Consumer)
 		require.Equal(t, int64(2), e.RetryCount, "a claim counts as a delivery")
 	}
-	_, err = reclaimIDs(ctx, rdb, Reclaim{Stream: "jobs", Group: "workers", Consumer: "ghost", Mode: ModeClaim, ClaimTo: "ghost", IDs: ids})
+	_, err = reclaimIDs(ctx, rdb, Reclaim{Stream: "jobs", Group: "workers", Consumer: "ghost", ClaimTo: "ghost", IDs: ids})
 	require.Error(t, err, "claiming to the owner itself is refused")
 }
 
@@ -230,20 +257,23 @@ func TestDeleteConsumerRefusesWhileEntriesArePending(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Start(t).Client(t)
 	ctx := context.Background()
-	ids := ghostHolding(t, rdb, "ghost", 2)
-	out, err := DeleteConsumer(ctx, rdb, "jobs", "workers", "ghost", 0)
+	ids := redistest.Hold(t, rdb, "jobs", "workers", "ghost", "", 2)
+	out, err := DeleteConsumer(ctx, rdb, "jobs", "workers", "ghost", 0, false)
 	require.NoError(t, err)
-	require.Equal(t, "has-pending", out)
+	require.Equal(t, DeleteHasPending, out)
 	require.NoError(t, rdb.XAck(ctx, "jobs", "workers", ids...).Err())
-	out, err = DeleteConsumer(ctx, rdb, "jobs", "workers", "ghost", time.Hour)
+	out, err = DeleteConsumer(ctx, rdb, "jobs", "workers", "ghost", time.Hour, false)
 	require.NoError(t, err)
-	require.Equal(t, "not-idle", out)
-	out, err = DeleteConsumer(ctx, rdb, "jobs", "workers", "ghost", 0)
+	require.Equal(t, DeleteNotIdle, out)
+	out, err = DeleteConsumer(ctx, rdb, "jobs", "workers", "ghost", 0, true)
 	require.NoError(t, err)
-	require.Equal(t, "deleted", out)
-	out, err = DeleteConsumer(ctx, rdb, "jobs", "workers", "ghost", 0)
+	require.Equal(t, ConsumerDeleted, out, "a dry run says it would delete")
+	out, err = DeleteConsumer(ctx, rdb, "jobs", "workers", "ghost", 0, false)
 	require.NoError(t, err)
-	require.Equal(t, "gone", out)
+	require.Equal(t, ConsumerDeleted, out, "the dry run left it in place")
+	out, err = DeleteConsumer(ctx, rdb, "jobs", "workers", "ghost", 0, false)
+	require.NoError(t, err)
+	require.Equal(t, DeleteGone, out)
 }
 
 // TestRacingReclaimersActOnEachEntryExactlyOnce: two reclaimers (two
@@ -254,7 +284,7 @@ func TestRacingReclaimersActOnEachEntryExactlyOnce(t *testing.T) {
 	rdb := redistest.Start(t).Client(t)
 	ctx := context.Background()
 	const n = 2000
-	ids := ghostHolding(t, rdb, "ghost", n)
+	ids := redistest.Hold(t, rdb, "jobs", "workers", "ghost", "", n)
 	var wg sync.WaitGroup
 	acted := make([]int, 2)
 	for w := range 2 {
@@ -268,7 +298,7 @@ func TestRacingReclaimersActOnEachEntryExactlyOnce(t *testing.T) {
 					return
 				}
 				for _, o := range outs {
-					if o.Acted() {
+					if o.Outcome.Acted() {
 						acted[w]++
 					}
 				}
@@ -293,7 +323,7 @@ func TestPendingPageWalksPastAnyPageSize(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Start(t).Client(t)
 	ctx := context.Background()
-	ghostHolding(t, rdb, "ghost", 250)
+	redistest.Hold(t, rdb, "jobs", "workers", "ghost", "", 250)
 	seen, after := 0, ""
 	for {
 		page, err := PendingPage(ctx, rdb, "jobs", "workers", "ghost", 0, after, 100)
@@ -311,13 +341,13 @@ func TestScriptsSurviveAScriptFlush(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Start(t).Client(t)
 	ctx := context.Background()
-	ids := ghostHolding(t, rdb, "ghost", 2)
+	ids := redistest.Hold(t, rdb, "jobs", "workers", "ghost", "", 2)
 	_, err := reclaimIDs(ctx, rdb, requeue(ids[:1]))
 	require.NoError(t, err)
 	require.NoError(t, rdb.ScriptFlush(ctx).Err(), "as after a Redis restart: EVALSHA now answers NOSCRIPT")
 	outs, err := reclaimIDs(ctx, rdb, requeue(ids[1:]))
 	require.NoError(t, err)
-	require.Equal(t, []string{Requeued}, results(outs))
+	require.Equal(t, []Outcome{Requeued}, results(outs))
 }
 
 func TestLeaseHasOneHolderAtATime(t *testing.T) {
@@ -352,7 +382,7 @@ func TestAFailedWriteLeavesNoCopyBehindAnUnackedOriginal(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Start(t).Client(t)
 	ctx := context.Background()
-	require.NoError(t, rdb.XGroupCreateMkStream(ctx, "jobs", "workers", "$").Err())
+	redistest.CreateGroup(t, rdb, "jobs", "workers")
 	wide := make([]any, 0, 10000)
 	for i := range 5000 {
 		wide = append(wide, "f"+strconv.Itoa(i), "v")
@@ -367,9 +397,9 @@ func TestAFailedWriteLeavesNoCopyBehindAnUnackedOriginal(t *testing.T) {
 	r.Count, r.MaxDeliveries, r.DeadLetterStream = 10, 5, "jobs:dead"
 	res, err := RunReclaim(ctx, rdb, r)
 	require.NoError(t, err, "a failing entry does not fail the batch")
-	require.Equal(t, map[string]int64{Requeued: 2, Failed: 2}, res.Counts)
+	require.Equal(t, map[Outcome]int64{Requeued: 2, Failed: 2}, res.Counts)
 	for _, o := range res.Outcomes {
-		require.Equal(t, Failed, o.Result)
+		require.Equal(t, Failed, o.Outcome)
 		require.NotEmpty(t, o.Detail, "a failure says why")
 	}
 	n, err := rdb.XLen(ctx, "jobs").Result()
@@ -379,7 +409,7 @@ func TestAFailedWriteLeavesNoCopyBehindAnUnackedOriginal(t *testing.T) {
 
 	again, err := RunReclaim(ctx, rdb, r)
 	require.NoError(t, err)
-	require.Equal(t, map[string]int64{Failed: 2}, again.Counts, "a retry fails the same way and adds nothing")
+	require.Equal(t, map[Outcome]int64{Failed: 2}, again.Counts, "a retry fails the same way and adds nothing")
 	n, err = rdb.XLen(ctx, "jobs").Result()
 	require.NoError(t, err)
 	require.Equal(t, int64(6), n)
@@ -388,13 +418,13 @@ func TestAFailedWriteLeavesNoCopyBehindAnUnackedOriginal(t *testing.T) {
 func TestOneEntryNamedTwoWaysIsActedOnOnce(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Start(t).Client(t)
-	ids := ghostHolding(t, rdb, "ghost", 1)
+	ids := redistest.Hold(t, rdb, "jobs", "workers", "ghost", "", 1)
 	// Claims are applied at the end of the batch, so only the id check
 	// stops the second name from claiming again.
 	outs, err := reclaimIDs(context.Background(), rdb, Reclaim{Stream: "jobs", Group: "workers", Consumer: "ghost",
-		Mode: ModeClaim, ClaimTo: "live", IDs: []string{ids[0], "0" + ids[0]}})
+		ClaimTo: "live", IDs: []string{ids[0], "0" + ids[0]}})
 	require.NoError(t, err)
-	require.Equal(t, []string{Claimed, DuplicateID}, results(outs))
+	require.Equal(t, []Outcome{Claimed, DuplicateID}, results(outs))
 	ext, err := rdb.XPendingExt(context.Background(), &redis.XPendingExtArgs{Stream: "jobs", Group: "workers", Start: "-", End: "+", Count: 10}).Result()
 	require.NoError(t, err)
 	require.Len(t, ext, 1)

@@ -12,7 +12,6 @@ import (
 	"log/slog"
 	"os"
 	"slices"
-	"strings"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
@@ -130,16 +129,6 @@ func (cs *Conns) Close() error {
 		errs = append(errs, c.Close())
 	}
 	return errors.Join(errs...)
-}
-
-// isNoGroup reports a NOGROUP reply: the stream or the group does not exist.
-func isNoGroup(err error) bool {
-	return err != nil && strings.HasPrefix(err.Error(), "NOGROUP")
-}
-
-// isNoSuchKey reports XINFO's reply for a missing stream.
-func isNoSuchKey(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "no such key")
 }
 
 // slogPrintf routes go-redis's own log lines (dial retries and the like) to

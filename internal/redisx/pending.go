@@ -2,52 +2,65 @@ package redisx
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// ValidID reports whether id is a complete stream entry id,
-// <milliseconds>-<sequence>, the form the guarded scripts accept.
-func ValidID(id string) bool { return entryID.MatchString(id) }
-
-// IsGroupMissing reports Redis's NOGROUP answer, which it gives for a
-// missing stream as well as a missing group, from a command or a script.
-func IsGroupMissing(err error) bool {
-	var rerr redis.Error
-	return errors.As(err, &rerr) && strings.Contains(rerr.Error(), "NOGROUP")
+// PendingEntry is one row of a group's PEL.
+type PendingEntry struct {
+	ID       string
+	Consumer string
+	Idle     time.Duration
+	// Deliveries is the delivery count Redis keeps for the entry.
+	Deliveries int64
 }
 
-// EachPendingPage hands fn a consumer's pending entries idle at least
-// minIdle, page by page in id order, until there are no more: a PEL has no
-// ceiling, so neither has this. An empty consumer pages through the whole
-// group.
-func EachPendingPage(ctx context.Context, c redis.Cmdable, stream, group, consumer string, minIdle time.Duration, pageSize int64, fn func([]redis.XPendingExt) error) error {
-	after := ""
-	for {
-		page, err := PendingPage(ctx, c, stream, group, consumer, minIdle, after, pageSize)
-		if err != nil {
-			return fmt.Errorf("XPENDING %s %s: %w", stream, group, err)
-		}
-		if len(page) > 0 {
-			if err := fn(page); err != nil {
-				return err
-			}
-			after = page[len(page)-1].ID
-		}
-		if int64(len(page)) < pageSize {
-			return nil
-		}
+// ValidID reports whether id is a complete stream entry id,
+// <milliseconds>-<sequence>, each part a uint64: the form the guarded
+// scripts accept.
+func ValidID(id string) bool {
+	ms, seq, ok := strings.Cut(id, "-")
+	if !ok {
+		return false
 	}
+	_, errMs := strconv.ParseUint(ms, 10, 64)
+	_, errSeq := strconv.ParseUint(seq, 10, 64)
+	return errMs == nil && errSeq == nil
+}
+
+// PendingPage lists up to count of a consumer's pending entries idle at
+// least minIdle with ids above after ("" starts at the beginning). An empty
+// consumer lists the whole group's.
+func PendingPage(ctx context.Context, c redis.Cmdable, stream, group, consumer string, minIdle time.Duration, after string, count int64) ([]PendingEntry, error) {
+	start := "-"
+	if after != "" {
+		start = "(" + after
+	}
+	rows, err := c.XPendingExt(ctx, &redis.XPendingExtArgs{
+		Stream: stream, Group: group, Idle: minIdle, Start: start, End: "+", Count: count, Consumer: consumer,
+	}).Result()
+	if err != nil {
+		return nil, fmt.Errorf("XPENDING %s %s %s + %d: %w", stream, group, start, count, err)
+	}
+	out := make([]PendingEntry, len(rows))
+	for i, r := range rows {
+		out[i] = pendingEntry(r)
+	}
+	return out, nil
+}
+
+func pendingEntry(r redis.XPendingExt) PendingEntry {
+	return PendingEntry{ID: r.ID, Consumer: r.Consumer, Idle: r.Idle, Deliveries: r.RetryCount}
 }
 
 // PendingEntries looks up each id in the group's PEL in one round trip.
 // The result is aligned with ids: nil where an id is not pending. The ids
 // must be valid.
-func PendingEntries(ctx context.Context, c redis.Cmdable, stream, group string, ids []string) ([]*redis.XPendingExt, error) {
+func PendingEntries(ctx context.Context, c redis.Cmdable, stream, group string, ids []string) ([]*PendingEntry, error) {
 	pipe := c.Pipeline()
 	cmds := make([]*redis.XPendingExtCmd, len(ids))
 	for i, id := range ids {
@@ -59,15 +72,50 @@ func PendingEntries(ctx context.Context, c redis.Cmdable, stream, group string, 
 	if err := exec(ctx, pipe); err != nil {
 		return nil, err
 	}
-	out := make([]*redis.XPendingExt, len(ids))
+	out := make([]*PendingEntry, len(ids))
 	for i, id := range ids {
 		rows, err := cmds[i].Result()
 		if err != nil {
 			return nil, fmt.Errorf("XPENDING %s %s %s: %w", stream, group, id, err)
 		}
 		if len(rows) == 1 {
-			out[i] = &rows[0]
+			e := pendingEntry(rows[0])
+			out[i] = &e
 		}
 	}
 	return out, nil
+}
+
+// Tombstones returns the entries of page whose stream entry is gone, by id,
+// as they are pending now. An entry that XRANGE no longer returns is a
+// tombstone only if it is still pending after that: a worker that
+// acknowledges and then deletes its entries would otherwise look like one.
+// Both checks go in one pipeline, in order, so one round trip serves the
+// page.
+func Tombstones(ctx context.Context, c redis.Cmdable, stream, group string, page []PendingEntry) (map[string]PendingEntry, error) {
+	if len(page) == 0 {
+		return nil, nil
+	}
+	pipe := c.Pipeline()
+	ranges := make([]*redis.XMessageSliceCmd, len(page))
+	pending := make([]*redis.XPendingExtCmd, len(page))
+	for i, p := range page {
+		ranges[i] = pipe.XRangeN(ctx, stream, p.ID, p.ID, 1)
+		pending[i] = pipe.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: stream, Group: group, Start: p.ID, End: p.ID, Count: 1})
+	}
+	if err := exec(ctx, pipe); err != nil {
+		return nil, fmt.Errorf("check %d pending entries of %s %s for deleted stream entries: %w", len(page), stream, group, err)
+	}
+	var gone map[string]PendingEntry
+	for i, p := range page {
+		still := pending[i].Val()
+		if len(ranges[i].Val()) > 0 || len(still) == 0 {
+			continue
+		}
+		if gone == nil {
+			gone = make(map[string]PendingEntry)
+		}
+		gone[p.ID] = pendingEntry(still[0])
+	}
+	return gone, nil
 }

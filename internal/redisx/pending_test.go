@@ -5,20 +5,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pelwarden/pelwarden/internal/redistest"
 )
 
-func TestEachPendingPageVisitsEveryMatchingEntryOnce(t *testing.T) {
+func TestPendingPagesVisitEveryMatchingEntryOnce(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Start(t).Client(t)
 	ctx := context.Background()
-	old := ghostHolding(t, rdb, "ghost", 23)
-	others := ghostHoldingMore(t, rdb, "other", 4)
+	old := redistest.Hold(t, rdb, "jobs", "workers", "ghost", "", 23)
+	others := redistest.Hold(t, rdb, "jobs", "workers", "other", "", 4)
 	time.Sleep(60 * time.Millisecond)
-	fresh := ghostHoldingMore(t, rdb, "ghost", 2)
+	fresh := redistest.Hold(t, rdb, "jobs", "workers", "ghost", "", 2)
 
 	tests := map[string]struct {
 		consumer string
@@ -34,20 +33,25 @@ func TestEachPendingPageVisitsEveryMatchingEntryOnce(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			seen := map[string]int{}
 			pages := 0
-			err := EachPendingPage(ctx, rdb, "jobs", "workers", tc.consumer, tc.minIdle, 5, func(page []redis.XPendingExt) error {
+			after := ""
+			for {
+				page, err := PendingPage(ctx, rdb, "jobs", "workers", tc.consumer, tc.minIdle, after, 5)
+				require.NoError(t, err)
+				if len(page) == 0 {
+					break
+				}
 				pages++
 				require.LessOrEqual(t, len(page), 5)
 				for _, e := range page {
 					seen[e.ID]++
 				}
-				return nil
-			})
-			require.NoError(t, err)
+				after = page[len(page)-1].ID
+			}
 			require.Len(t, seen, tc.want)
 			for id, n := range seen {
 				require.Equal(t, 1, n, "entry %s seen once", id)
 			}
-			require.Equal(t, (tc.want+4)/5, pages, "fn sees full pages, then a short last one, never an empty one")
+			require.Equal(t, (tc.want+4)/5, pages, "full pages, then a short last one")
 		})
 	}
 }
@@ -56,7 +60,7 @@ func TestPendingEntriesAreAlignedWithTheIDs(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Start(t).Client(t)
 	ctx := context.Background()
-	ids := ghostHolding(t, rdb, "ghost", 3)
+	ids := redistest.Hold(t, rdb, "jobs", "workers", "ghost", "", 3)
 	require.NoError(t, rdb.XAck(ctx, "jobs", "workers", ids[1]).Err())
 	got, err := PendingEntries(ctx, rdb, "jobs", "workers", []string{ids[2], ids[1], ids[0], "0-1"})
 	require.NoError(t, err)
@@ -74,10 +78,43 @@ func TestAMissingGroupIsToldApartFromOtherErrors(t *testing.T) {
 	ctx := context.Background()
 	_, err := PendingPage(ctx, rdb, "nostream", "workers", "", 0, "", 10)
 	require.True(t, IsGroupMissing(err), "a missing stream: %v", err)
-	require.NoError(t, rdb.XGroupCreateMkStream(ctx, "jobs", "workers", "$").Err())
-	_, err = DeleteConsumer(ctx, rdb, "jobs", "nogroup", "c", 0)
+	redistest.CreateGroup(t, rdb, "jobs", "workers")
+	_, err = DeleteConsumer(ctx, rdb, "jobs", "nogroup", "c", 0, false)
 	require.True(t, IsGroupMissing(err), "a missing group, from a script: %v", err)
 	_, err = PendingEntries(ctx, rdb, "jobs", "nogroup", []string{"1-1"})
 	require.True(t, IsGroupMissing(err), "a missing group, from a pipeline: %v", err)
 	require.False(t, IsGroupMissing(context.DeadlineExceeded))
+}
+
+func TestValidIDAcceptsOnlyTwoUint64s(t *testing.T) {
+	t.Parallel()
+	for id, want := range map[string]bool{
+		"0-0": true, "1700000000000-5": true, "18446744073709551615-18446744073709551615": true, "05-1": true,
+		"18446744073709551616-0": false, "99999999999999999999-0": false, "1-18446744073709551616": false,
+		"": false, "1": false, "1-": false, "-1": false, "+1-1": false, "1-+1": false, "1--1": false, "1-1-1": false, "a-1": false, "1_0-1": false,
+	} {
+		require.Equal(t, want, ValidID(id), "ValidID(%q)", id)
+	}
+}
+
+// A worker that acknowledges and then deletes its entries must not look
+// like a tombstone when the deletion lands between the XPENDING page and
+// the existence check.
+func TestAnEntryAckedBeforeItsDeletionIsNoTombstone(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client(t)
+	ctx := context.Background()
+	ids := redistest.Hold(t, rdb, "jobs", "workers", "a", "", 3)
+	page, err := PendingPage(ctx, rdb, "jobs", "workers", "", 0, "", 10)
+	require.NoError(t, err)
+	require.Len(t, page, 3)
+
+	require.NoError(t, rdb.XAck(ctx, "jobs", "workers", ids[0]).Err())
+	require.NoError(t, rdb.XDel(ctx, "jobs", ids[0], ids[1]).Err())
+	gone, err := Tombstones(ctx, rdb, "jobs", "workers", page)
+	require.NoError(t, err)
+	require.Len(t, gone, 1)
+	require.Equal(t, ids[1], gone[ids[1]].ID)
+	require.Equal(t, "a", gone[ids[1]].Consumer)
+	require.Equal(t, int64(1), gone[ids[1]].Deliveries)
 }

@@ -79,7 +79,7 @@ func (r *Reader) Fetch(ctx context.Context, t liveness.Target, known []string) (
 
 	consumers, err := consumersCmd.Result()
 	if err != nil {
-		if isNoGroup(err) || isNoSuchKey(err) {
+		if IsGroupMissing(err) || isNoSuchKey(err) {
 			obs.GroupMissing = true
 			return obs, nil
 		}
@@ -96,7 +96,7 @@ func (r *Reader) Fetch(ctx context.Context, t liveness.Target, known []string) (
 
 	pending, err := pendingCmd.Result()
 	if err != nil {
-		if isNoGroup(err) {
+		if IsGroupMissing(err) {
 			obs.GroupMissing = true
 			return obs, nil
 		}

@@ -23,8 +23,8 @@ func TestFetchWithRejectedCredentialsIsAnErrorNotAMissingGroup(t *testing.T) {
 	}})
 	rdb := srv.Client(t)
 	ctx := context.Background()
-	require.NoError(t, rdb.XGroupCreateMkStream(ctx, "jobs", "workers", "$").Err())
-	target := liveness.Target{Conn: "default", Stream: "jobs", Group: "workers"}
+	redistest.CreateGroup(t, rdb, "jobs", "workers")
+	target := liveness.Target{GroupRef: liveness.GroupRef{Conn: "default", Stream: "jobs", Group: "workers"}}
 
 	tests := map[string]struct {
 		user, password string

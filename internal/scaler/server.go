@@ -4,7 +4,6 @@ package scaler
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/pelwarden/pelwarden/internal/liveness"
 	"github.com/pelwarden/pelwarden/internal/metadata"
 	"github.com/pelwarden/pelwarden/internal/policy"
+	"github.com/pelwarden/pelwarden/internal/rpcstatus"
 )
 
 // ArmFunc returns a channel closed when a new entry lands on a stream of a
@@ -116,7 +116,7 @@ func (s *Server) StreamIsActive(ref *externalscaler.ScaledObjectRef, stream grpc
 	ctx := stream.Context()
 	updates, unsubscribe, err := s.view.Subscribe(r.Target)
 	if err != nil {
-		return toStatus(err)
+		return rpcstatus.Of(err, r.Target.GroupRef)
 	}
 	defer unsubscribe()
 	resend := time.NewTicker(s.opts.ResendInterval)
@@ -222,22 +222,9 @@ func (s *Server) snapshot(ctx context.Context, r metadata.Request, readNow bool)
 		snap, err = s.view.Snapshot(ctx, r.Target)
 	}
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, rpcstatus.Of(err, r.Target.GroupRef)
 	}
 	return snap, nil
-}
-
-func toStatus(err error) error {
-	switch {
-	case errors.Is(err, liveness.ErrTooManyTargets):
-		return status.Error(codes.ResourceExhausted, err.Error())
-	case errors.Is(err, context.Canceled):
-		return status.Error(codes.Canceled, "request canceled")
-	case errors.Is(err, context.DeadlineExceeded):
-		return status.Error(codes.Unavailable, "redis did not answer within the request timeout")
-	default:
-		return status.Error(codes.Unavailable, "redis: "+err.Error())
-	}
 }
 
 func metricSpec(r metadata.Request) *externalscaler.GetMetricSpecResponse {

@@ -157,7 +157,7 @@ func TestChaosBooksBalance(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: 20, MinRetryBackoff: 50 * time.Millisecond, MaxRetryBackoff: 200 * time.Millisecond})
 	t.Cleanup(func() { _ = rdb.Close() })
 	ctx := context.Background()
-	require.NoError(t, rdb.XGroupCreateMkStream(ctx, stream, group, "$").Err())
+	redistest.CreateGroup(t, rdb, stream, group)
 
 	f := &fleet{t: t, bin: bin, wbin: wbin, redisAddr: srv.Addr(), pelwarden: map[string]*proctest.Proc{}, configs: map[string]string{}}
 	f.startPelwarden("a")

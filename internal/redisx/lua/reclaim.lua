@@ -1,34 +1,38 @@
 -- reclaim gives a consumer's pending entries back, guarded per entry, in
 -- one atomic step per batch. KEYS[1] stream; KEYS[2] dead-letter stream
 -- (the stream itself when dead-lettering is off).
--- ARGV: mode (requeue|claim|deadletter), group, consumer, min_idle_ms,
---       carry_field ('' = off), max_deliveries (0 = off), delete_original
---       (0|1), claim_to, reason, after, count, then ids.
+-- ARGV: group, consumer, min_idle_ms, carry_field ('' = off),
+--       max_deliveries (0 = off), delete_original (0|1), claim_to ('' =
+--       requeue), after, count, dry (0|1), then ids.
 -- With ids, each id is guarded on its own. Without ids, the batch is the
 -- consumer's next count entries above `after` idle at least min_idle: that
 -- XPENDING query, run inside this script, is itself the guard.
+-- dry = 1 runs every guard and every decision, reads the entry as a real
+-- run would, and writes nothing: a dry run predicts tombstones and carried
+-- delivery counts exactly, because it is the same code.
 -- Returns {last_id, {outcome, n, ...}, {{id, outcome, detail, deliveries}, ...}}
 -- where the last list holds every entry whose outcome is not the mode's
 -- plain one (requeued / claimed), and, with ids, every entry.
---   requeued       detail = id of the copy
+--   requeued       detail = id of the copy ('' in a dry run)
 --   claimed        detail = the consumer it went to
---   dead-lettered  detail = id of the dead-letter record
---   tombstone      the stream entry was deleted; the PEL id was acked
+--   dead-lettered  detail = id of the dead-letter record ('' in a dry run)
+--   tombstoned     the stream entry was deleted; the PEL id was acked
 --   failed         a write failed (detail says why); the entry is untouched
 --   not-pending | owner-changed | not-idle | duplicate-id   nothing was done
 -- Each entry is finished (copy written and original acknowledged) before
 -- the next is touched, and a failing write is caught, so an error can never
 -- leave a copy behind an unacknowledged original.
 local key, dlq = KEYS[1], KEYS[2]
-local mode, group, consumer = ARGV[1], ARGV[2], ARGV[3]
+local group, consumer = ARGV[1], ARGV[2]
 -- Numbers go back to Redis as the strings they came in as: a Lua number
 -- may be formatted in exponent form, which XPENDING and XCLAIM refuse.
-local min_idle = ARGV[4]
-local carry = ARGV[5]
-local max_deliveries = tonumber(ARGV[6])
-local delete_original = ARGV[7] == '1'
-local claim_to, reason, after, count = ARGV[8], ARGV[9], ARGV[10], ARGV[11]
-local explicit = #ARGV > 11
+local min_idle = ARGV[3]
+local carry = ARGV[4]
+local max_deliveries = tonumber(ARGV[5])
+local delete_original = ARGV[6] == '1'
+local claim_to, after, count = ARGV[7], ARGV[8], ARGV[9]
+local dry = ARGV[10] == '1'
+local explicit = #ARGV > 10
 
 local counts, listed = {}, {}
 local claims = {}
@@ -47,8 +51,10 @@ local function finish(id)
 end
 
 -- write runs one XADD, catching both Redis errors and Lua's own (a field
--- list too long to unpack), so a failure leaves the entry untouched.
+-- list too long to unpack), so a failure leaves the entry untouched. A dry
+-- run writes nothing and answers ''.
 local function write(stream_key, fields)
+  if dry then return '', nil end
   local ok, res = pcall(function() return redis.call('XADD', stream_key, '*', unpack(fields)) end)
   if ok then return res, nil end
   if type(res) == 'table' and res.err then return nil, res.err end
@@ -60,20 +66,18 @@ end
 local function act(id, pel_deliveries)
   local entry = redis.call('XRANGE', key, id, id)
   if #entry == 0 then
-    redis.call('XACK', key, group, id)
-    record(id, 'tombstone', '', pel_deliveries)
+    if not dry then redis.call('XACK', key, group, id) end
+    record(id, 'tombstoned', '', pel_deliveries)
     return
   end
   local fields = entry[1][2]
   local deliveries = carried(fields, carry) + pel_deliveries
   -- Mirrors policy.ShouldDeadLetter: delivered max_deliveries times.
-  if mode == 'deadletter' or (max_deliveries > 0 and deliveries >= max_deliveries) then
+  if max_deliveries > 0 and deliveries >= max_deliveries then
     local rec = {}
     for j = 1, #fields do rec[j] = fields[j] end
-    local why = reason
-    if mode ~= 'deadletter' then why = 'max-deliveries' end
     for _, v in ipairs({'pelwarden-origin-id', id, 'pelwarden-origin-stream', key, 'pelwarden-group', group,
-        'pelwarden-consumer', consumer, 'pelwarden-deliveries', tostring(deliveries), 'pelwarden-reason', why}) do
+        'pelwarden-consumer', consumer, 'pelwarden-deliveries', tostring(deliveries), 'pelwarden-reason', 'max-deliveries'}) do
       rec[#rec + 1] = v
     end
     local dead, err = write(dlq, rec)
@@ -81,9 +85,9 @@ local function act(id, pel_deliveries)
       record(id, 'failed', 'dead-letter: ' .. err, deliveries)
       return
     end
-    finish(id)
+    if not dry then finish(id) end
     record(id, 'dead-lettered', dead, deliveries)
-  elseif mode == 'claim' then
+  elseif claim_to ~= '' then
     claims[#claims + 1] = id
     record(id, 'claimed', claim_to, deliveries)
   else
@@ -92,7 +96,7 @@ local function act(id, pel_deliveries)
       record(id, 'failed', 'requeue: ' .. err, deliveries)
       return
     end
-    finish(id)
+    if not dry then finish(id) end
     record(id, 'requeued', copy, deliveries)
   end
 end
@@ -100,7 +104,7 @@ end
 local last = after
 if explicit then
   local seen = {}
-  for i = 12, #ARGV do
+  for i = 11, #ARGV do
     local id = ARGV[i]
     local row, why = guard(key, group, id, consumer, min_idle)
     -- Redis's own id, so 5-1 and 05-1 are one entry.
@@ -126,8 +130,10 @@ end
 
 -- Claims move ownership and write no copy, so they are done together, in
 -- chunks within Lua's argument limits. XCLAIM counts a delivery.
-for i = 1, #claims, 1000 do
-  redis.call('XCLAIM', key, group, claim_to, min_idle, unpack(claims, i, math.min(i + 999, #claims)))
+if not dry then
+  for i = 1, #claims, 1000 do
+    redis.call('XCLAIM', key, group, claim_to, min_idle, unpack(claims, i, math.min(i + 999, #claims)))
+  end
 end
 
 local flat = {}

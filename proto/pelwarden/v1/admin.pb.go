@@ -1141,15 +1141,20 @@ type PlanStep struct {
 	Verdict  Verdict                `protobuf:"varint,2,opt,name=verdict,proto3,enum=pelwarden.v1.Verdict" json:"verdict,omitempty"`
 	// "requeue", "claim", "dead-letter", "delete-consumer" or "none".
 	Action string `protobuf:"bytes,3,opt,name=action,proto3" json:"action,omitempty"`
-	// Entries the step would act on: requeue or claim, and dead-letter.
+	// Entries the step would act on: requeued or claimed, dead-lettered and
+	// tombstoned. A dry run of the same script counts them, so tombstones
+	// and delivery counts carried across requeues are exact.
 	Entries           int64 `protobuf:"varint,4,opt,name=entries,proto3" json:"entries,omitempty"`
 	DeadLetterEntries int64 `protobuf:"varint,5,opt,name=dead_letter_entries,json=deadLetterEntries,proto3" json:"dead_letter_entries,omitempty"`
 	// Consumer that claimed entries would go to.
 	ClaimTo string `protobuf:"bytes,6,opt,name=claim_to,json=claimTo,proto3" json:"claim_to,omitempty"`
 	// Why, in words an operator can act on.
-	Reason        string `protobuf:"bytes,7,opt,name=reason,proto3" json:"reason,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Reason string `protobuf:"bytes,7,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Entries the step would only acknowledge, because their stream entry
+	// was deleted (part of entries).
+	TombstoneEntries int64 `protobuf:"varint,8,opt,name=tombstone_entries,json=tombstoneEntries,proto3" json:"tombstone_entries,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *PlanStep) Reset() {
@@ -1229,6 +1234,13 @@ func (x *PlanStep) GetReason() string {
 		return x.Reason
 	}
 	return ""
+}
+
+func (x *PlanStep) GetTombstoneEntries() int64 {
+	if x != nil {
+		return x.TombstoneEntries
+	}
+	return 0
 }
 
 // ReclaimRequest names the entries to give back.
@@ -2213,7 +2225,7 @@ const file_pelwarden_v1_admin_proto_rawDesc = "" +
 	"\fPlanResponse\x12,\n" +
 	"\x06target\x18\x01 \x01(\v2\x14.pelwarden.v1.TargetR\x06target\x12,\n" +
 	"\x05steps\x18\x02 \x03(\v2\x16.pelwarden.v1.PlanStepR\x05steps\x12\x18\n" +
-	"\ahygiene\x18\x03 \x01(\tR\ahygiene\"\xec\x01\n" +
+	"\ahygiene\x18\x03 \x01(\tR\ahygiene\"\x99\x02\n" +
 	"\bPlanStep\x12\x1a\n" +
 	"\bconsumer\x18\x01 \x01(\tR\bconsumer\x12/\n" +
 	"\averdict\x18\x02 \x01(\x0e2\x15.pelwarden.v1.VerdictR\averdict\x12\x16\n" +
@@ -2221,7 +2233,8 @@ const file_pelwarden_v1_admin_proto_rawDesc = "" +
 	"\aentries\x18\x04 \x01(\x03R\aentries\x12.\n" +
 	"\x13dead_letter_entries\x18\x05 \x01(\x03R\x11deadLetterEntries\x12\x19\n" +
 	"\bclaim_to\x18\x06 \x01(\tR\aclaimTo\x12\x16\n" +
-	"\x06reason\x18\a \x01(\tR\x06reason\"\xda\x01\n" +
+	"\x06reason\x18\a \x01(\tR\x06reason\x12+\n" +
+	"\x11tombstone_entries\x18\b \x01(\x03R\x10tombstoneEntries\"\xda\x01\n" +
 	"\x0eReclaimRequest\x12/\n" +
 	"\x06target\x18\x01 \x01(\v2\x17.pelwarden.v1.TargetRefR\x06target\x12\x1c\n" +
 	"\bconsumer\x18\x02 \x01(\tH\x00R\bconsumer\x12*\n" +

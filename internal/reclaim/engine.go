@@ -1,0 +1,275 @@
+package reclaim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/pelwarden/pelwarden/internal/events"
+	"github.com/pelwarden/pelwarden/internal/liveness"
+	"github.com/pelwarden/pelwarden/internal/policy"
+	"github.com/pelwarden/pelwarden/internal/redisx"
+)
+
+// Options configures an Engine.
+type Options struct {
+	// View is where a step's owner is judged again at each page.
+	View *liveness.View
+	// Events receives one event per outcome that acted or failed, per
+	// batch; nil publishes nothing.
+	Events *events.Bus
+	// BatchSize is the entries per script call.
+	BatchSize int64
+	Now       func() time.Time
+	Log       *slog.Logger
+}
+
+func (o Options) validate() error {
+	switch {
+	case o.View == nil:
+		return errors.New("reclaim: View is required")
+	case o.BatchSize < 1:
+		return fmt.Errorf("reclaim: BatchSize must be at least 1, got %d", o.BatchSize)
+	}
+	return nil
+}
+
+// Engine executes steps. It is safe for concurrent use.
+type Engine struct {
+	opts    Options
+	metrics *metrics
+}
+
+// New returns an Engine whose metrics are registered on reg.
+func New(opts Options, reg prometheus.Registerer) (*Engine, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	return &Engine{opts: opts, metrics: newMetrics(reg)}, nil
+}
+
+// Job is how a caller asks for steps to be executed on one group.
+type Job struct {
+	Client redis.UniversalClient
+	// Target is the group, with the liveness rule its view is read by; a
+	// target the view does not know keeps each step's first threshold.
+	Target  liveness.Target
+	Hygiene policy.Hygiene
+	Source  events.Source
+	// Call names the operator call in events ("Reclaim", "Deregister").
+	Call string
+	// DryRun runs the same scripts with their writes off, and publishes
+	// nothing.
+	DryRun bool
+	// IDs are the entries a reclaim step acts on, each guarded on its own;
+	// without, the step pages through the owner's PEL to its end.
+	IDs []string
+}
+
+// StepResult is what executing one step did, or in a dry run would do.
+type StepResult struct {
+	Step   Step
+	Counts map[redisx.Outcome]int64
+	// Outcomes lists every named entry of a Job with IDs.
+	Outcomes []redisx.EntryOutcome
+	// Failures are the first entries whose write failed.
+	Failures []redisx.EntryOutcome
+	// Stopped says why paging ended before the owner's PEL did.
+	Stopped string
+}
+
+// maxFailures bounds the failures a StepResult keeps.
+const maxFailures = 10
+
+// Taken is the entries the step gave back (requeued, claimed,
+// dead-lettered or tombstoned).
+func (r StepResult) Taken() int64 {
+	var n int64
+	for o, c := range r.Counts {
+		if o.Taken() {
+			n += c
+		}
+	}
+	return n
+}
+
+func (r *StepResult) add(o redisx.Outcome, n int64) {
+	if r.Counts == nil {
+		r.Counts = map[redisx.Outcome]int64{}
+	}
+	r.Counts[o] += n
+}
+
+// Report is what executing a list of steps did.
+type Report struct {
+	DryRun bool
+	Steps  []StepResult
+}
+
+// Counts sums the outcomes of every step.
+func (r Report) Counts() map[redisx.Outcome]int64 {
+	out := map[redisx.Outcome]int64{}
+	for _, s := range r.Steps {
+		for o, n := range s.Counts {
+			out[o] += n
+		}
+	}
+	return out
+}
+
+// RunAll executes steps in order and stops at the first error, returning
+// what was done until then.
+func (e *Engine) RunAll(ctx context.Context, job Job, steps []Step) (Report, error) {
+	rep := Report{DryRun: job.DryRun, Steps: make([]StepResult, 0, len(steps))}
+	for _, st := range steps {
+		res, err := e.Run(ctx, job, st)
+		rep.Steps = append(rep.Steps, res)
+		if err != nil {
+			return rep, err
+		}
+	}
+	return rep, nil
+}
+
+// Run executes one step.
+func (e *Engine) Run(ctx context.Context, job Job, st Step) (StepResult, error) {
+	res := StepResult{Step: st}
+	var err error
+	switch st.Action {
+	case Requeue, Claim:
+		if len(job.IDs) > 0 {
+			err = e.named(ctx, job, st, &res)
+		} else {
+			err = e.paged(ctx, job, st, &res)
+		}
+	case DeleteConsumer:
+		err = e.delete(ctx, job, st, &res)
+	default:
+		if st.Skip != "" && st.Owner.Pending > 0 {
+			res.add(st.Skip, st.Owner.Pending)
+			if !job.DryRun {
+				e.metrics.skipped.WithLabelValues(job.Target.Labels(string(st.Skip))...).Add(float64(st.Owner.Pending))
+			}
+		}
+	}
+	if err != nil && !job.DryRun {
+		e.metrics.errors.WithLabelValues(job.Target.Labels()...).Inc()
+	}
+	return res, err
+}
+
+// paged takes the owner's entries past the step's threshold, batch by
+// batch, to the end of its PEL: a PEL has no ceiling, so neither has this.
+// The owner is judged again before each batch, at the batch's own time:
+// an owner that came back is left alone, and a threshold taken from a
+// pod's going never reaches entries delivered after it went.
+func (e *Engine) paged(ctx context.Context, job Job, st Step, res *StepResult) error {
+	after := ""
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		minIdle, ok := e.threshold(job, st)
+		if !ok {
+			res.Stopped = fmt.Sprintf("%q is no longer reclaimable", st.Owner.Name)
+			e.opts.Log.Info("owner no longer reclaimable; stopping", "target", job.Target.String(), "consumer", st.Owner.Name, "after", after)
+			return nil
+		}
+		st.MinIdle = minIdle
+		r, err := redisx.RunReclaim(ctx, job.Client, e.batch(job, st, nil, after))
+		if err != nil {
+			return err
+		}
+		e.record(job, st, r, res, after)
+		if r.Total() < e.opts.BatchSize {
+			return nil
+		}
+		after = r.Last
+	}
+}
+
+// named acts on the job's entries, in batches, each entry guarded to be
+// pending, owned by the step's owner and idle at least its threshold.
+func (e *Engine) named(ctx context.Context, job Job, st Step, res *StepResult) error {
+	for start := 0; start < len(job.IDs); start += int(e.opts.BatchSize) {
+		ids := job.IDs[start:min(len(job.IDs), start+int(e.opts.BatchSize))]
+		r, err := redisx.RunReclaim(ctx, job.Client, e.batch(job, st, ids, ""))
+		if err != nil {
+			return err
+		}
+		e.record(job, st, r, res, "")
+		res.Outcomes = append(res.Outcomes, r.Outcomes...)
+	}
+	return nil
+}
+
+// threshold is the step's threshold now, from the view's latest read of
+// the owner; false when the owner is no longer reclaimable.
+func (e *Engine) threshold(job Job, st Step) (time.Duration, bool) {
+	if st.rule == ruleFixed {
+		return st.MinIdle, true
+	}
+	owner, seen := st.Owner, st.seen
+	if snap, ok := e.opts.View.Peek(job.Target); ok {
+		// A name gone from the group's consumer list keeps its last view:
+		// nothing alive holds it.
+		for _, c := range snap.Consumers {
+			if c.Name == owner.Name {
+				owner, seen = c, true
+				break
+			}
+		}
+	}
+	now := e.opts.Now()
+	if st.rule == ruleOperator {
+		t, refusal := policy.OperatorThreshold(owner, seen, job.Hygiene, now, st.force)
+		return t, refusal == ""
+	}
+	return policy.ReclaimThreshold(owner, job.Hygiene, now)
+}
+
+func (e *Engine) batch(job Job, st Step, ids []string, after string) redisx.Reclaim {
+	h := job.Hygiene
+	return redisx.Reclaim{
+		Stream: job.Target.Stream, Group: job.Target.Group, Consumer: st.Owner.Name, ClaimTo: st.ClaimTo,
+		MinIdle: st.MinIdle, CarryField: h.DeliveryCountField, MaxDeliveries: h.MaxDeliveries,
+		DeadLetterStream: h.DeadLetterStream, DeleteOriginal: h.DeleteOriginal, DryRun: job.DryRun,
+		IDs: ids, After: after, Count: e.opts.BatchSize,
+	}
+}
+
+// delete deletes the step's consumer, guarded in the script to hold no
+// entries and to have been unused for the step's threshold.
+func (e *Engine) delete(ctx context.Context, job Job, st Step, res *StepResult) error {
+	out, err := redisx.DeleteConsumer(ctx, job.Client, job.Target.Stream, job.Target.Group, st.Owner.Name, st.MinIdle, job.DryRun)
+	if err != nil {
+		return err
+	}
+	res.add(out, 1)
+	log := e.opts.Log.With("target", job.Target.String(), "consumer", st.Owner.Name)
+	switch {
+	case job.DryRun:
+		e.countDryRun(job, out, 1)
+		if out == redisx.ConsumerDeleted && job.Source == events.SourceHygiene {
+			log.Info("dry run: would delete ghost consumer (PEL empty)")
+		}
+	case out == redisx.ConsumerDeleted:
+		e.publish(job, st.Owner.Name, out, 1, "its PEL was empty")
+		e.metrics.actions.WithLabelValues(job.Target.Labels(string(out))...).Inc()
+		log.Info("consumer deleted: its PEL was empty", "source", job.Source, "reasons", liveness.ReasonsString(st.Owner.Reasons))
+	default:
+		e.metrics.skipped.WithLabelValues(job.Target.Labels(string(out))...).Inc()
+	}
+	return nil
+}

@@ -1,0 +1,53 @@
+package reclaim
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pelwarden/pelwarden/internal/liveness"
+)
+
+type metrics struct {
+	actions *prometheus.CounterVec
+	skipped *prometheus.CounterVec
+	dryRun  *prometheus.CounterVec
+	errors  *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	labels := func(extra ...string) []string { return append(append([]string(nil), liveness.LabelNames...), extra...) }
+	m := &metrics{
+		actions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pelwarden_hygiene_actions_total",
+			Help: "Guarded actions taken on a group by the hygiene loop or an operator, by outcome: requeued, claimed, dead-lettered, tombstoned, consumer-deleted.",
+		}, labels("outcome")),
+		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pelwarden_hygiene_skipped_total",
+			Help: "Entries or consumers left alone, by reason (not-pending, owner-changed, not-idle, owner-unknown, no-live-consumer, failed, delete-has-pending, ...).",
+		}, labels("reason")),
+		dryRun: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pelwarden_hygiene_dry_run_total",
+			Help: "Actions a dry-run hygiene target would have taken, by outcome.",
+		}, labels("outcome")),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pelwarden_hygiene_errors_total",
+			Help: "Hygiene scans, leases or entry writes that failed.",
+		}, labels()),
+	}
+	reg.MustRegister(m.actions, m.skipped, m.dryRun, m.errors)
+	return m
+}
+
+// CountError counts a failure around the engine, such as a scan's read or
+// a lease, under the group's hygiene errors.
+func (e *Engine) CountError(g liveness.GroupRef) {
+	e.metrics.errors.WithLabelValues(g.Labels()...).Inc()
+}
+
+// Forget deletes every series of a group, when the group is no longer
+// looked after.
+func (e *Engine) Forget(g liveness.GroupRef) {
+	match := prometheus.Labels{"redis": g.Conn, "stream": g.Stream, "group": g.Group}
+	for _, v := range []*prometheus.CounterVec{e.metrics.actions, e.metrics.skipped, e.metrics.dryRun, e.metrics.errors} {
+		v.DeletePartialMatch(match)
+	}
+}
