@@ -46,14 +46,12 @@ func TestFindingsThroughTheAdminAPI(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 2 {
 		c := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: 1})
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			defer c.Close()
 			for readCtx.Err() == nil {
 				_ = c.XReadGroup(readCtx, &redis.XReadGroupArgs{Group: "workers", Consumer: "shared", Streams: []string{"jobs", ">"}, Count: 1, Block: 20 * time.Millisecond}).Err()
 			}
-		}()
+		})
 	}
 	_, err = admin.Findings(ctx, &pelwardenv1.FindingsRequest{Target: jobsRef, SampleMs: 100})
 	require.Equal(t, codes.Unauthenticated, status.Code(err), "a MONITOR sample needs credentials: %v", err)

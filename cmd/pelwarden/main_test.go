@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pelwarden/pelwarden/internal/config"
+	"github.com/pelwarden/pelwarden/internal/metadata"
 )
 
 // result is what one command line did.
@@ -164,13 +165,13 @@ redis:
 	require.Equal(t, "127.0.0.1:0", r.cfg.HTTP.Addr)
 	require.Equal(t, "debug", r.cfg.Log.Level)
 	require.Equal(t, time.Second, r.cfg.Scaler.RefreshInterval)
-	orders, ok := r.cfg.Connection("orders")
-	require.True(t, ok)
-	require.Equal(t, "orders-pw", orders.Password)
-	def, ok := r.cfg.Connection(config.DefaultConnection)
-	require.True(t, ok)
-	require.Equal(t, "127.0.0.1:6379", def.Addr)
-	require.Equal(t, "s3cret", def.Password)
+	byName := map[string]config.Redis{}
+	for _, c := range r.cfg.Redis {
+		byName[c.Name] = c
+	}
+	require.Equal(t, "orders-pw", byName["orders"].Password)
+	require.Equal(t, "127.0.0.1:6379", byName[metadata.DefaultConnection].Addr)
+	require.Equal(t, "s3cret", byName[metadata.DefaultConnection].Password)
 }
 
 func TestServeExitsOneWhenRunAppFails(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/pelwarden/pelwarden/internal/clip"
 	pelwardenv1 "github.com/pelwarden/pelwarden/proto/pelwarden/v1"
 )
 
@@ -72,7 +73,7 @@ func renderStatus(w io.Writer, targets []*pelwardenv1.Target) error {
 			}
 			fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", c.GetName(), verdictText(c.GetVerdict()), c.GetPending(),
 				millis(c.GetIdleMs()), millis(c.GetHeartbeatAgeMs()), pod, or(c.GetOwner(), "-"),
-				clip(strings.Join(c.GetReasons(), "; "), maxReason))
+				clip.String(strings.Join(c.GetReasons(), "; "), maxReason))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -100,7 +101,7 @@ func renderPlans(w io.Writer, plans []*pelwardenv1.PlanResponse) error {
 		fmt.Fprintln(tw, "  CONSUMER\tVERDICT\tACTION\tENTRIES\tDEAD-LETTER\tCLAIM-TO\tREASON")
 		for _, st := range p.GetSteps() {
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%d\t%s\t%s\n", st.GetConsumer(), verdictText(st.GetVerdict()), st.GetAction(),
-				st.GetEntries(), st.GetDeadLetterEntries(), or(st.GetClaimTo(), "-"), clip(st.GetReason(), maxReason))
+				st.GetEntries(), st.GetDeadLetterEntries(), or(st.GetClaimTo(), "-"), clip.String(st.GetReason(), maxReason))
 			switch st.GetAction() {
 			case "none":
 			case "delete-consumer":
@@ -214,11 +215,4 @@ func or(s, def string) string {
 		return def
 	}
 	return s
-}
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n-3] + "..."
 }

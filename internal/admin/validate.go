@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/pelwarden/pelwarden/internal/clip"
 	"github.com/pelwarden/pelwarden/internal/liveness"
 	"github.com/pelwarden/pelwarden/internal/metadata"
 	"github.com/pelwarden/pelwarden/internal/policy"
@@ -19,7 +20,8 @@ import (
 
 // Bounds of request fields.
 const (
-	maxNameLen      = 1024
+	// maxEcho bounds a bad value quoted back in an error.
+	maxEcho         = 80
 	defaultPageSize = 100
 	maxPageSize     = 10000
 	maxIDs          = 10000
@@ -41,10 +43,10 @@ func checkTarget(ref *pelwardenv1.TargetRef, conns []string) (liveness.GroupRef,
 	}
 	g := liveness.GroupRef{Conn: ref.GetRedis(), Stream: ref.GetStream(), Group: ref.GetGroup()}
 	if g.Conn == "" {
-		g.Conn = metadata.DefaultConn
+		g.Conn = metadata.DefaultConnection
 	}
 	if !slices.Contains(conns, g.Conn) {
-		return g, invalid("target.redis", "must name a configured Redis connection (%s), got %q", strings.Join(conns, ", "), clip(g.Conn))
+		return g, invalid("target.redis", "must name a configured Redis connection (%s), got %q", strings.Join(conns, ", "), clip.String(g.Conn, maxEcho))
 	}
 	if err := checkName("target.stream", g.Stream); err != nil {
 		return g, err
@@ -56,8 +58,8 @@ func checkName(field, v string) error {
 	switch {
 	case v == "":
 		return invalid(field, "is required")
-	case len(v) > maxNameLen:
-		return invalid(field, "must be at most %d bytes, got %d", maxNameLen, len(v))
+	case len(v) > metadata.MaxNameLen:
+		return invalid(field, "must be at most %d bytes, got %d", metadata.MaxNameLen, len(v))
 	}
 	return nil
 }
@@ -103,7 +105,7 @@ func checkMode(mode string) (policy.ReclaimMode, error) {
 	case string(policy.ReclaimClaim):
 		return policy.ReclaimClaim, nil
 	}
-	return "", invalid("mode", "must be requeue (the default) or claim, got %q", clip(mode))
+	return "", invalid("mode", "must be requeue (the default) or claim, got %q", clip.String(mode, maxEcho))
 }
 
 func checkIDs(ids []string) error {
@@ -112,7 +114,7 @@ func checkIDs(ids []string) error {
 	}
 	for i, id := range ids {
 		if !redisx.ValidID(id) {
-			return invalid(fmt.Sprintf("ids.ids[%d]", i), "must be a complete stream entry id <milliseconds>-<sequence> such as 1700000000000-0, got %q", clip(id))
+			return invalid(fmt.Sprintf("ids.ids[%d]", i), "must be a complete stream entry id <milliseconds>-<sequence> such as 1700000000000-0, got %q", clip.String(id, maxEcho))
 		}
 	}
 	return nil
@@ -133,8 +135,8 @@ func checkListPending(req *pelwardenv1.ListPendingRequest, conns []string) (list
 	if q.group, err = checkTarget(req.GetTarget(), conns); err != nil {
 		return q, err
 	}
-	if q.consumer = req.GetConsumer(); len(q.consumer) > maxNameLen {
-		return q, invalid("consumer", "must be at most %d bytes, got %d", maxNameLen, len(q.consumer))
+	if q.consumer = req.GetConsumer(); len(q.consumer) > metadata.MaxNameLen {
+		return q, invalid("consumer", "must be at most %d bytes, got %d", metadata.MaxNameLen, len(q.consumer))
 	}
 	if q.minIdle, err = checkMinIdle(req.GetMinIdleMs()); err != nil {
 		return q, err
@@ -172,8 +174,8 @@ func checkReclaim(req *pelwardenv1.ReclaimRequest, conns []string) (reclaimReque
 		return q, checkName("consumer", q.consumer)
 	case *pelwardenv1.ReclaimRequest_Ids:
 		q.ids, q.idsOwner = sel.Ids.GetIds(), sel.Ids.GetConsumer()
-		if len(q.idsOwner) > maxNameLen {
-			return q, invalid("ids.consumer", "must be at most %d bytes, got %d", maxNameLen, len(q.idsOwner))
+		if len(q.idsOwner) > metadata.MaxNameLen {
+			return q, invalid("ids.consumer", "must be at most %d bytes, got %d", metadata.MaxNameLen, len(q.idsOwner))
 		}
 		return q, checkIDs(q.ids)
 	default:
@@ -187,12 +189,4 @@ func checkConsumerRequest(ref *pelwardenv1.TargetRef, consumer string, conns []s
 		return g, err
 	}
 	return g, checkName("consumer", consumer)
-}
-
-// clip keeps an echoed value short.
-func clip(s string) string {
-	if len(s) > 80 {
-		return s[:80] + "..."
-	}
-	return s
 }

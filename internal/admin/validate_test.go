@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/pelwarden/pelwarden/internal/metadata"
 	pelwardenv1 "github.com/pelwarden/pelwarden/proto/pelwarden/v1"
 )
 
@@ -23,7 +24,7 @@ func requireInvalid(t *testing.T, err error, field string) {
 
 func TestBadRequestsNameTheFieldAndWhatItAccepts(t *testing.T) {
 	t.Parallel()
-	long := strings.Repeat("x", maxNameLen+1)
+	long := strings.Repeat("x", metadata.MaxNameLen+1)
 	tests := map[string]struct {
 		check func() error
 		field string

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -86,8 +87,9 @@ func Run(ctx context.Context, cfg config.Config) error {
 }
 
 // New builds pelwarden and binds its listeners, so GRPCAddr and HTTPAddr
-// are known before Run.
-func New(cfg config.Config, log *slog.Logger, opt ...Option) (*App, error) {
+// are known before Run. When a step fails, what the steps before it opened
+// is closed again, last first.
+func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -102,11 +104,18 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (*App, error) {
 		}
 		o.kube = client
 	}
+	var undo cleanups
+	defer func() {
+		if err != nil {
+			undo.run()
+		}
+	}()
 	redisx.SetLogger(log)
 	conns, err := redisx.Open(cfg.Redis)
 	if err != nil {
 		return nil, err
 	}
+	undo.push(conns.Close)
 	a := &App{cfg: cfg, log: log, conns: conns, wakers: make(map[string]*redisx.Waker)}
 
 	reg := prometheus.NewRegistry()
@@ -149,7 +158,6 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (*App, error) {
 	bus := events.NewBus(events.Options{}, reg)
 	engine, err := reclaim.New(reclaim.Options{View: a.view, Events: bus, BatchSize: int64(cfg.Hygiene.BatchSize), Log: log}, reg)
 	if err != nil {
-		_ = conns.Close()
 		return nil, err
 	}
 
@@ -164,7 +172,6 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (*App, error) {
 	for _, md := range cfg.Hygiene.Targets {
 		r, err := metadata.Parse(md, metadata.Env{Conns: conns.Names(), Kubernetes: cfg.Kubernetes.Enabled})
 		if err != nil { // Validate has already refused these
-			_ = conns.Close()
 			return nil, err
 		}
 		a.hygiene.Add(hygiene.Target{Target: r.Target, Hygiene: r.Hygiene}, true)
@@ -194,7 +201,6 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (*App, error) {
 
 	creds, err := a.grpcCredentials(reg)
 	if err != nil {
-		_ = conns.Close()
 		return nil, err
 	}
 	if len(cfg.Admin.AllowedClientIdentities) > 0 && !cfg.GRPC.TLS.Mutual() {
@@ -209,7 +215,6 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (*App, error) {
 		RequestTimeout: cfg.Scaler.RequestTimeout, Log: log,
 	})
 	if err != nil {
-		_ = conns.Close()
 		return nil, err
 	}
 	pelwardenv1.RegisterAdminServer(a.grpc, adminServer)
@@ -218,15 +223,26 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (*App, error) {
 
 	a.http = &http.Server{Handler: a.httpHandler(reg), ReadHeaderTimeout: 5 * time.Second}
 	if a.grpcLis, err = net.Listen("tcp", cfg.GRPC.Addr); err != nil {
-		_ = conns.Close()
 		return nil, fmt.Errorf("grpc.addr %s: %w", cfg.GRPC.Addr, err)
 	}
+	undo.push(a.grpcLis.Close)
 	if a.httpLis, err = net.Listen("tcp", cfg.HTTP.Addr); err != nil {
-		_ = a.grpcLis.Close()
-		_ = conns.Close()
 		return nil, fmt.Errorf("http.addr %s: %w", cfg.HTTP.Addr, err)
 	}
 	return a, nil
+}
+
+// cleanups close what New has opened so far.
+type cleanups []func() error
+
+func (c *cleanups) push(undo func() error) { *c = append(*c, undo) }
+
+// run closes in reverse order of opening. New is already failing, so their
+// errors add nothing to report.
+func (c cleanups) run() {
+	for _, undo := range slices.Backward(c) {
+		_ = undo()
+	}
 }
 
 // GRPCAddr is the bound gRPC address.
@@ -239,21 +255,17 @@ func (a *App) HTTPAddr() string { return a.httpLis.Addr().String() }
 func (a *App) Run(ctx context.Context) error {
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
-	goRun := func(f func()) {
-		wg.Add(1)
-		go func() { defer wg.Done(); f() }()
-	}
-	goRun(func() { _ = a.view.Run(bg) })
+	wg.Go(func() { _ = a.view.Run(bg) })
 	for _, w := range a.wakers {
-		goRun(func() { w.Run(bg) })
+		wg.Go(func() { w.Run(bg) })
 	}
-	goRun(func() { a.watchReadiness(bg) })
-	goRun(func() { a.hygiene.Run(bg) })
+	wg.Go(func() { a.watchReadiness(bg) })
+	wg.Go(func() { a.hygiene.Run(bg) })
 	if a.pods != nil {
-		goRun(func() { a.pods.Run(bg) })
+		wg.Go(func() { a.pods.Run(bg) })
 	}
 	if a.tls != nil {
-		goRun(func() { a.tls.Run(bg) })
+		wg.Go(func() { a.tls.Run(bg) })
 	}
 
 	errc := make(chan error, 2)

@@ -176,8 +176,8 @@ func TestMutatingAdminCallsAcceptAnAllowedClientCertificate(t *testing.T) {
 		TokenFile:               tokenFile(t, token),
 		AllowedClientIdentities: []string{"ops", "deployer.jobs.svc", "spiffe://cluster.local/ns/jobs/sa/worker"},
 	}, serverCreds)
-	clientWith := func(certs ...tls.Certificate) pelwardenv1.AdminClient {
-		return dial(t, addr, credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS12, RootCAs: ca.Pool(), Certificates: certs}))
+	clientWith := func(pairs ...tlstest.Pair) pelwardenv1.AdminClient {
+		return dial(t, addr, credentials.NewTLS(ca.ClientConfig(t, pairs...)))
 	}
 	tests := map[string]struct {
 		client        pelwardenv1.AdminClient
@@ -185,11 +185,11 @@ func TestMutatingAdminCallsAcceptAnAllowedClientCertificate(t *testing.T) {
 		want          codes.Code
 		message       string
 	}{
-		"allowed by common name":          {clientWith(ca.ClientWithSANs(t, "ops", nil).TLS(t)), "", codes.OK, ""},
-		"allowed by DNS SAN":              {clientWith(ca.ClientWithSANs(t, "someone", []string{"deployer.jobs.svc"}).TLS(t)), "", codes.OK, ""},
-		"allowed by URI SAN":              {clientWith(ca.ClientWithSANs(t, "", nil, "spiffe://cluster.local/ns/jobs/sa/worker").TLS(t)), "", codes.OK, ""},
-		"an unlisted identity":            {clientWith(ca.ClientWithSANs(t, "intruder", []string{"evil.example"}).TLS(t)), "", codes.PermissionDenied, "intruder, evil.example are not in admin.allowedClientIdentities"},
-		"an unlisted identity with token": {clientWith(ca.ClientWithSANs(t, "intruder", nil).TLS(t)), "Bearer " + token, codes.OK, ""},
+		"allowed by common name":          {clientWith(ca.ClientWithSANs(t, "ops", nil)), "", codes.OK, ""},
+		"allowed by DNS SAN":              {clientWith(ca.ClientWithSANs(t, "someone", []string{"deployer.jobs.svc"})), "", codes.OK, ""},
+		"allowed by URI SAN":              {clientWith(ca.ClientWithSANs(t, "", nil, "spiffe://cluster.local/ns/jobs/sa/worker")), "", codes.OK, ""},
+		"an unlisted identity":            {clientWith(ca.ClientWithSANs(t, "intruder", []string{"evil.example"})), "", codes.PermissionDenied, "intruder, evil.example are not in admin.allowedClientIdentities"},
+		"an unlisted identity with token": {clientWith(ca.ClientWithSANs(t, "intruder", nil)), "Bearer " + token, codes.OK, ""},
 		"TLS without a certificate":       {clientWith(), "", codes.Unauthenticated, "needs credentials"},
 		"TLS with the token":              {clientWith(), "Bearer " + token, codes.OK, ""},
 	}
@@ -203,7 +203,7 @@ func TestMutatingAdminCallsAcceptAnAllowedClientCertificate(t *testing.T) {
 	}
 	// A certificate from another CA never reaches the interceptor: the
 	// handshake refuses it, so an allowed name on it proves nothing.
-	err := deleteConsumer(clientWith(stranger.ClientWithSANs(t, "ops", nil).TLS(t)), "")
+	err := deleteConsumer(clientWith(stranger.ClientWithSANs(t, "ops", nil)), "")
 	require.Error(t, err)
 	require.Equal(t, codes.Unavailable, status.Code(err), "%v", err)
 }

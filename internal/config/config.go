@@ -5,11 +5,6 @@ package config
 
 import "time"
 
-// DefaultConnection is the name of the Redis connection that the
-// PELWARDEN_REDIS_* variables and --redis-* flags define, and the connection
-// a ScaledObject reaches when its metadata has no `redis` key.
-const DefaultConnection = "default"
-
 // Config is the whole of pelwarden's configuration.
 type Config struct {
 	// GRPC configures the server that KEDA calls (ExternalScaler) and that
@@ -259,14 +254,4 @@ func DefaultRedis(name, addr string) Redis {
 		WriteTimeout: 2 * time.Second,
 		PoolSize:     20,
 	}
-}
-
-// Connection returns the Redis connection with the given name.
-func (c Config) Connection(name string) (Redis, bool) {
-	for _, r := range c.Redis {
-		if r.Name == name {
-			return r, true
-		}
-	}
-	return Redis{}, false
 }

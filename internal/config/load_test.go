@@ -2,6 +2,8 @@ package config_test
 
 import (
 	"io/fs"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,6 +28,15 @@ func sources(env, files map[string]string) config.Sources {
 			return []byte(content), nil
 		},
 	}
+}
+
+// connection returns the Redis connection named name, failing the test
+// when there is none.
+func connection(t *testing.T, cfg config.Config, name string) config.Redis {
+	t.Helper()
+	i := slices.IndexFunc(cfg.Redis, func(r config.Redis) bool { return r.Name == name })
+	require.NotEqual(t, -1, i, "connection %s should be configured", name)
+	return cfg.Redis[i]
 }
 
 // parseFlags registers pelwarden's flags and parses args.
@@ -140,9 +151,9 @@ redis:
 	cfg, err := config.Load(sources(env, map[string]string{"/c.yaml": file}), parseFlags(t, "--config=/c.yaml", "--redis-db=4"))
 	require.NoError(t, err)
 
-	orders, _ := cfg.Connection("orders")
+	orders := connection(t, cfg, "orders")
 	require.Equal(t, config.DefaultRedis("orders", "orders:6379"), orders, "orders should be untouched")
-	def, _ := cfg.Connection("default")
+	def := connection(t, cfg, "default")
 	require.Equal(t, "env:6379", def.Addr)
 	require.Equal(t, "scaler", def.Username)
 	require.Equal(t, 4, def.DB, "--redis-db should win over PELWARDEN_REDIS_DB")
@@ -249,4 +260,43 @@ func TestEnvUsageListsEveryVariable(t *testing.T) {
 	} {
 		require.Contains(t, usage, name+" ")
 	}
+}
+
+func TestFlagsAndVariablesAreNamedAfterTheirConfigPaths(t *testing.T) {
+	t.Parallel()
+	// Every flag, with the variable its help names.
+	want := map[string]string{
+		"grpc-addr":                       "PELWARDEN_GRPC_ADDR",
+		"shutdown-timeout":                "PELWARDEN_GRPC_SHUTDOWN_TIMEOUT",
+		"grpc-tls-cert":                   "PELWARDEN_GRPC_TLS_CERT_FILE",
+		"grpc-tls-key":                    "PELWARDEN_GRPC_TLS_KEY_FILE",
+		"grpc-tls-client-ca":              "PELWARDEN_GRPC_TLS_CLIENT_CA_FILE",
+		"http-addr":                       "PELWARDEN_HTTP_ADDR",
+		"log-level":                       "PELWARDEN_LOG_LEVEL",
+		"log-format":                      "PELWARDEN_LOG_FORMAT",
+		"refresh-interval":                "PELWARDEN_SCALER_REFRESH_INTERVAL",
+		"request-timeout":                 "PELWARDEN_SCALER_REQUEST_TIMEOUT",
+		"target-idle-expiry":              "PELWARDEN_SCALER_TARGET_IDLE_EXPIRY",
+		"kubernetes":                      "PELWARDEN_KUBERNETES_ENABLED",
+		"kubeconfig":                      "PELWARDEN_KUBERNETES_KUBECONFIG",
+		"admin-token-file":                "PELWARDEN_ADMIN_TOKEN_FILE",
+		"admin-allowed-client-identities": "PELWARDEN_ADMIN_ALLOWED_CLIENT_IDENTITIES",
+		"redis-addr":                      "PELWARDEN_REDIS_ADDR",
+		"redis-username":                  "PELWARDEN_REDIS_USERNAME",
+		"redis-password-file":             "PELWARDEN_REDIS_PASSWORD_FILE",
+		"redis-db":                        "PELWARDEN_REDIS_DB",
+		"redis-tls":                       "PELWARDEN_REDIS_TLS",
+		"redis-tls-ca":                    "PELWARDEN_REDIS_TLS_CA",
+		"redis-tls-cert":                  "PELWARDEN_REDIS_TLS_CERT",
+		"redis-tls-key":                   "PELWARDEN_REDIS_TLS_KEY",
+		"config":                          "PELWARDEN_CONFIG",
+	}
+	set := pflag.NewFlagSet("serve", pflag.ContinueOnError)
+	config.NewFlags(set)
+	got := map[string]string{}
+	set.VisitAll(func(f *pflag.Flag) {
+		env := f.Usage[strings.LastIndex(f.Usage, "(env ")+len("(env "):]
+		got[f.Name] = strings.TrimSuffix(env, ")")
+	})
+	require.Equal(t, want, got)
 }

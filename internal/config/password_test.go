@@ -66,9 +66,7 @@ func TestPasswordIsResolvedFromItsSource(t *testing.T) {
 			}
 			cfg, err := config.Load(sources(tt.env, files), parseFlags(t, args...))
 			require.NoError(t, err)
-			r, ok := cfg.Connection("default")
-			require.True(t, ok)
-			require.Equal(t, tt.want, r.Password)
+			require.Equal(t, tt.want, connection(t, cfg, "default").Password)
 		})
 	}
 }

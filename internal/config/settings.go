@@ -6,6 +6,9 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+
+	"github.com/pelwarden/pelwarden/internal/metadata"
 )
 
 // EnvConfig names the environment variable that holds the config file path,
@@ -20,10 +23,13 @@ const (
 )
 
 // setting is one value that an environment variable, and usually a flag, can
-// set. A variable is PELWARDEN_ followed by the config path in upper snake
-// case (scaler.refreshInterval is PELWARDEN_SCALER_REFRESH_INTERVAL); the
-// default connection's variables are PELWARDEN_REDIS_ followed by the name of
-// their flag (--redis-tls-ca is PELWARDEN_REDIS_TLS_CA).
+// set. Names follow the config path: the variable is PELWARDEN_ and the path
+// in upper snake case (scaler.refreshInterval is
+// PELWARDEN_SCALER_REFRESH_INTERVAL) and a flag named after its path is the
+// path in kebab case (log.level is --log-level). The default connection's
+// paths (redis[default].tls.caFile) are long, so its flags have short names
+// and its variables follow the flags (--redis-tls-ca is
+// PELWARDEN_REDIS_TLS_CA).
 type setting struct {
 	// path is the config path the setting overrides, for help.
 	path string
@@ -42,75 +48,93 @@ type setting struct {
 	show func(c *Config) string
 }
 
+// withFlag gives s the flag named after its path.
+func (s setting) withFlag(usage string) setting {
+	return s.withFlagNamed(snake(s.path, '-'), usage)
+}
+
+// withFlagNamed gives s a flag with a name of its own.
+func (s setting) withFlagNamed(flag, usage string) setting {
+	s.flag, s.usage = flag, usage
+	if strings.HasPrefix(s.path, defaultRedisPath) {
+		s.env = "PELWARDEN_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+	}
+	return s
+}
+
+// defaultRedisPath prefixes the paths of the default connection's fields.
+const defaultRedisPath = "redis[default]."
+
+// snake writes a camelCase config path in lower snake case, with sep between
+// its parts: grpc.tls.clientCAFile is grpc_tls_client_ca_file for sep '_'.
+func snake(path string, sep rune) string {
+	var b strings.Builder
+	runes := []rune(path)
+	for i, r := range runes {
+		switch {
+		case r == '.':
+			b.WriteRune(sep)
+			continue
+		case i > 0 && unicode.IsUpper(r) && runes[i-1] != '.':
+			// A word starts at an upper-case letter after a lower-case one,
+			// or at the last capital of an acronym (CA|File).
+			prevLower := unicode.IsLower(runes[i-1])
+			acronymEnd := unicode.IsUpper(runes[i-1]) && i+1 < len(runes) && unicode.IsLower(runes[i+1])
+			if prevLower || acronymEnd {
+				b.WriteRune(sep)
+			}
+		}
+		b.WriteRune(unicode.ToLower(r))
+	}
+	return b.String()
+}
+
 // settings lists every environment variable and flag, in help order.
 var settings = []setting{
-	stringSetting("grpc.addr", "PELWARDEN_GRPC_ADDR", "grpc-addr",
-		"gRPC listen address (KEDA ExternalScaler and diagnostics)",
-		func(c *Config) *string { return &c.GRPC.Addr }),
-	durationSetting("grpc.shutdownTimeout", "PELWARDEN_GRPC_SHUTDOWN_TIMEOUT", "shutdown-timeout",
-		"how long graceful shutdown may take before open streams are cut",
-		func(c *Config) *time.Duration { return &c.GRPC.ShutdownTimeout }),
-	stringSetting("grpc.tls.certFile", "PELWARDEN_GRPC_TLS_CERT_FILE", "grpc-tls-cert",
-		"server certificate (PEM) for the gRPC port; with --grpc-tls-key turns TLS on",
-		func(c *Config) *string { return &c.GRPC.TLS.CertFile }),
-	stringSetting("grpc.tls.keyFile", "PELWARDEN_GRPC_TLS_KEY_FILE", "grpc-tls-key",
-		"private key (PEM) of the gRPC server certificate",
-		func(c *Config) *string { return &c.GRPC.TLS.KeyFile }),
-	stringSetting("grpc.tls.clientCAFile", "PELWARDEN_GRPC_TLS_CLIENT_CA_FILE", "grpc-tls-client-ca",
-		"CA bundle (PEM) that gRPC clients' certificates must chain to (mutual TLS)",
-		func(c *Config) *string { return &c.GRPC.TLS.ClientCAFile }),
-	durationSetting("grpc.tls.reloadInterval", "PELWARDEN_GRPC_TLS_RELOAD_INTERVAL", "", "",
-		func(c *Config) *time.Duration { return &c.GRPC.TLS.ReloadInterval }),
-	stringSetting("grpc.tls.minVersion", "PELWARDEN_GRPC_TLS_MIN_VERSION", "", "",
-		func(c *Config) *string { return &c.GRPC.TLS.MinVersion }),
-	stringSetting("http.addr", "PELWARDEN_HTTP_ADDR", "http-addr",
-		"HTTP listen address for /metrics, /healthz and /readyz",
-		func(c *Config) *string { return &c.HTTP.Addr }),
-	stringSetting("log.level", "PELWARDEN_LOG_LEVEL", "log-level",
-		"log level: debug, info, warn or error",
-		func(c *Config) *string { return &c.Log.Level }),
-	stringSetting("log.format", "PELWARDEN_LOG_FORMAT", "log-format",
-		"log format: json or text",
-		func(c *Config) *string { return &c.Log.Format }),
+	stringSetting("grpc.addr", func(c *Config) *string { return &c.GRPC.Addr }).
+		withFlag("gRPC listen address (KEDA ExternalScaler and diagnostics)"),
+	durationSetting("grpc.shutdownTimeout", func(c *Config) *time.Duration { return &c.GRPC.ShutdownTimeout }).
+		withFlagNamed("shutdown-timeout", "how long graceful shutdown may take before open streams are cut"),
+	stringSetting("grpc.tls.certFile", func(c *Config) *string { return &c.GRPC.TLS.CertFile }).
+		withFlagNamed("grpc-tls-cert", "server certificate (PEM) for the gRPC port; with --grpc-tls-key turns TLS on"),
+	stringSetting("grpc.tls.keyFile", func(c *Config) *string { return &c.GRPC.TLS.KeyFile }).
+		withFlagNamed("grpc-tls-key", "private key (PEM) of the gRPC server certificate"),
+	stringSetting("grpc.tls.clientCAFile", func(c *Config) *string { return &c.GRPC.TLS.ClientCAFile }).
+		withFlagNamed("grpc-tls-client-ca", "CA bundle (PEM) that gRPC clients' certificates must chain to (mutual TLS)"),
+	durationSetting("grpc.tls.reloadInterval", func(c *Config) *time.Duration { return &c.GRPC.TLS.ReloadInterval }),
+	stringSetting("grpc.tls.minVersion", func(c *Config) *string { return &c.GRPC.TLS.MinVersion }),
+	stringSetting("http.addr", func(c *Config) *string { return &c.HTTP.Addr }).
+		withFlag("HTTP listen address for /metrics, /healthz and /readyz"),
+	stringSetting("log.level", func(c *Config) *string { return &c.Log.Level }).
+		withFlag("log level: debug, info, warn or error"),
+	stringSetting("log.format", func(c *Config) *string { return &c.Log.Format }).
+		withFlag("log format: json or text"),
 
-	durationSetting("scaler.refreshInterval", "PELWARDEN_SCALER_REFRESH_INTERVAL", "refresh-interval",
-		"background snapshot refresh interval per target",
-		func(c *Config) *time.Duration { return &c.Scaler.RefreshInterval }),
-	durationSetting("scaler.maxSnapshotAge", "PELWARDEN_SCALER_MAX_SNAPSHOT_AGE", "", "",
-		func(c *Config) *time.Duration { return &c.Scaler.MaxSnapshotAge }),
-	durationSetting("scaler.requestTimeout", "PELWARDEN_SCALER_REQUEST_TIMEOUT", "request-timeout",
-		"deadline for an RPC that must reach Redis",
-		func(c *Config) *time.Duration { return &c.Scaler.RequestTimeout }),
-	durationSetting("scaler.targetIdleExpiry", "PELWARDEN_SCALER_TARGET_IDLE_EXPIRY", "target-idle-expiry",
-		"drop a target that no RPC has asked about for this long",
-		func(c *Config) *time.Duration { return &c.Scaler.TargetIdleExpiry }),
-	durationSetting("scaler.activeResendInterval", "PELWARDEN_SCALER_ACTIVE_RESEND_INTERVAL", "", "",
-		func(c *Config) *time.Duration { return &c.Scaler.ActiveResendInterval }),
-	intSetting("scaler.maxTargets", "PELWARDEN_SCALER_MAX_TARGETS", "", "", 1,
-		func(c *Config) *int { return &c.Scaler.MaxTargets }),
-	intSetting("scaler.lagEstimateCap", "PELWARDEN_SCALER_LAG_ESTIMATE_CAP", "", "", 1,
-		func(c *Config) *int64 { return &c.Scaler.LagEstimateCap }),
+	durationSetting("scaler.refreshInterval", func(c *Config) *time.Duration { return &c.Scaler.RefreshInterval }).
+		withFlagNamed("refresh-interval", "background snapshot refresh interval per target"),
+	durationSetting("scaler.maxSnapshotAge", func(c *Config) *time.Duration { return &c.Scaler.MaxSnapshotAge }),
+	durationSetting("scaler.requestTimeout", func(c *Config) *time.Duration { return &c.Scaler.RequestTimeout }).
+		withFlagNamed("request-timeout", "deadline for an RPC that must reach Redis"),
+	durationSetting("scaler.targetIdleExpiry", func(c *Config) *time.Duration { return &c.Scaler.TargetIdleExpiry }).
+		withFlagNamed("target-idle-expiry", "drop a target that no RPC has asked about for this long"),
+	durationSetting("scaler.activeResendInterval", func(c *Config) *time.Duration { return &c.Scaler.ActiveResendInterval }),
+	intSetting("scaler.maxTargets", 1, func(c *Config) *int { return &c.Scaler.MaxTargets }),
+	intSetting("scaler.lagEstimateCap", 1, func(c *Config) *int64 { return &c.Scaler.LagEstimateCap }),
 
-	boolSetting("kubernetes.enabled", "PELWARDEN_KUBERNETES_ENABLED", "kubernetes",
-		"watch pods through the Kubernetes API (liveness: kubernetes)",
-		func(c *Config) *bool { return &c.Kubernetes.Enabled }),
-	stringSetting("kubernetes.kubeconfig", "PELWARDEN_KUBERNETES_KUBECONFIG", "kubeconfig",
-		"kubeconfig file for running outside a cluster; empty means in-cluster",
-		func(c *Config) *string { return &c.Kubernetes.Kubeconfig }),
+	boolSetting("kubernetes.enabled", func(c *Config) *bool { return &c.Kubernetes.Enabled }).
+		withFlagNamed("kubernetes", "watch pods through the Kubernetes API (liveness: kubernetes)"),
+	stringSetting("kubernetes.kubeconfig", func(c *Config) *string { return &c.Kubernetes.Kubeconfig }).
+		withFlagNamed("kubeconfig", "kubeconfig file for running outside a cluster; empty means in-cluster"),
 
-	stringSetting("admin.tokenFile", "PELWARDEN_ADMIN_TOKEN_FILE", "admin-token-file",
-		"file holding the bearer token that Reclaim, DeleteConsumer and Deregister need",
-		func(c *Config) *string { return &c.Admin.TokenFile }),
-	listSetting("admin.allowedClientIdentities", "PELWARDEN_ADMIN_ALLOWED_CLIENT_IDENTITIES", "admin-allowed-client-identities",
-		"comma list of mTLS client identities (CN, DNS or URI SAN) allowed to call the mutating Admin RPCs",
-		func(c *Config) *[]string { return &c.Admin.AllowedClientIdentities }),
+	stringSetting("admin.tokenFile", func(c *Config) *string { return &c.Admin.TokenFile }).
+		withFlag("file holding the bearer token that Reclaim, DeleteConsumer and Deregister need"),
+	listSetting("admin.allowedClientIdentities", func(c *Config) *[]string { return &c.Admin.AllowedClientIdentities }).
+		withFlag("comma list of mTLS client identities (CN, DNS or URI SAN) allowed to call the mutating Admin RPCs"),
 
-	stringSetting("redis[default].addr", "PELWARDEN_REDIS_ADDR", "redis-addr",
-		"address host:port of the Redis connection named default",
-		func(c *Config) *string { return &defaultRedis(c).Addr }),
-	stringSetting("redis[default].username", "PELWARDEN_REDIS_USERNAME", "redis-username",
-		"ACL user of the default Redis connection",
-		func(c *Config) *string { return &defaultRedis(c).Username }),
+	stringSetting("redis[default].addr", func(c *Config) *string { return &defaultRedis(c).Addr }).
+		withFlagNamed("redis-addr", "address host:port of the Redis connection named default"),
+	stringSetting("redis[default].username", func(c *Config) *string { return &defaultRedis(c).Username }).
+		withFlagNamed("redis-username", "ACL user of the default Redis connection"),
 	{
 		path: "redis[default].password", env: envPassword, typ: "string",
 		apply: func(c *Config, _ string) error {
@@ -119,112 +143,106 @@ var settings = []setting{
 			return nil
 		},
 	},
-	{
-		path: "redis[default].passwordFile", env: envPasswordFile, flag: "redis-password-file", typ: "path",
-		usage: "file holding the password of the default Redis connection",
+	setting{
+		path: "redis[default].passwordFile", typ: "path",
 		apply: func(c *Config, raw string) error {
 			r := defaultRedis(c)
 			r.PasswordEnv, r.PasswordFile = "", raw
 			return nil
 		},
-	},
-	intSetting("redis[default].db", "PELWARDEN_REDIS_DB", "redis-db",
-		"database number of the default Redis connection", 0,
-		func(c *Config) *int { return &defaultRedis(c).DB }),
-	boolSetting("redis[default].tls.enabled", "PELWARDEN_REDIS_TLS", "redis-tls",
-		"use TLS for the default Redis connection",
-		func(c *Config) *bool { return &defaultRedis(c).TLS.Enabled }),
-	stringSetting("redis[default].tls.caFile", "PELWARDEN_REDIS_TLS_CA", "redis-tls-ca",
-		"CA bundle (PEM) that verifies the default Redis server",
-		func(c *Config) *string { return &defaultRedis(c).TLS.CAFile }),
-	stringSetting("redis[default].tls.certFile", "PELWARDEN_REDIS_TLS_CERT", "redis-tls-cert",
-		"client certificate (PEM) for the default Redis connection",
-		func(c *Config) *string { return &defaultRedis(c).TLS.CertFile }),
-	stringSetting("redis[default].tls.keyFile", "PELWARDEN_REDIS_TLS_KEY", "redis-tls-key",
-		"client key (PEM) for the default Redis connection",
-		func(c *Config) *string { return &defaultRedis(c).TLS.KeyFile }),
+	}.withFlagNamed("redis-password-file", "file holding the password of the default Redis connection"),
+	intSetting("redis[default].db", 0, func(c *Config) *int { return &defaultRedis(c).DB }).
+		withFlagNamed("redis-db", "database number of the default Redis connection"),
+	boolSetting("redis[default].tls.enabled", func(c *Config) *bool { return &defaultRedis(c).TLS.Enabled }).
+		withFlagNamed("redis-tls", "use TLS for the default Redis connection"),
+	stringSetting("redis[default].tls.caFile", func(c *Config) *string { return &defaultRedis(c).TLS.CAFile }).
+		withFlagNamed("redis-tls-ca", "CA bundle (PEM) that verifies the default Redis server"),
+	stringSetting("redis[default].tls.certFile", func(c *Config) *string { return &defaultRedis(c).TLS.CertFile }).
+		withFlagNamed("redis-tls-cert", "client certificate (PEM) for the default Redis connection"),
+	stringSetting("redis[default].tls.keyFile", func(c *Config) *string { return &defaultRedis(c).TLS.KeyFile }).
+		withFlagNamed("redis-tls-key", "client key (PEM) for the default Redis connection"),
 }
 
-// defaultRedis returns the connection named DefaultConnection, appending one
+// defaultRedis returns the connection named metadata.DefaultConnection, appending one
 // with defaults when there is none.
 func defaultRedis(c *Config) *Redis {
 	for i := range c.Redis {
-		if c.Redis[i].Name == DefaultConnection {
+		if c.Redis[i].Name == metadata.DefaultConnection {
 			return &c.Redis[i]
 		}
 	}
-	c.Redis = append(c.Redis, DefaultRedis(DefaultConnection, ""))
+	c.Redis = append(c.Redis, DefaultRedis(metadata.DefaultConnection, ""))
 	return &c.Redis[len(c.Redis)-1]
 }
 
-func stringSetting(path, env, flag, usage string, field func(*Config) *string) setting {
-	return setting{
-		path: path, env: env, flag: flag, usage: usage, typ: "string",
-		apply: func(c *Config, raw string) error { *field(c) = raw; return nil },
-		show:  func(c *Config) string { return *field(c) },
-	}
+// newSetting is a setting of path with its variable and no flag.
+func newSetting(path, typ string) setting {
+	return setting{path: path, env: "PELWARDEN_" + strings.ToUpper(snake(path, '_')), typ: typ}
+}
+
+func stringSetting(path string, field func(*Config) *string) setting {
+	s := newSetting(path, "string")
+	s.apply = func(c *Config, raw string) error { *field(c) = raw; return nil }
+	s.show = func(c *Config) string { return *field(c) }
+	return s
 }
 
 // listSetting reads a comma list; spaces around items are dropped, and an
 // empty item is kept so that validation can name it.
-func listSetting(path, env, flag, usage string, field func(*Config) *[]string) setting {
-	return setting{
-		path: path, env: env, flag: flag, usage: usage, typ: "strings",
-		apply: func(c *Config, raw string) error {
-			items := strings.Split(raw, ",")
-			for i := range items {
-				items[i] = strings.TrimSpace(items[i])
-			}
-			*field(c) = items
-			return nil
-		},
-		show: func(c *Config) string { return strings.Join(*field(c), ",") },
+func listSetting(path string, field func(*Config) *[]string) setting {
+	s := newSetting(path, "strings")
+	s.apply = func(c *Config, raw string) error {
+		items := strings.Split(raw, ",")
+		for i := range items {
+			items[i] = strings.TrimSpace(items[i])
+		}
+		*field(c) = items
+		return nil
 	}
+	s.show = func(c *Config) string { return strings.Join(*field(c), ",") }
+	return s
 }
 
-func durationSetting(path, env, flag, usage string, field func(*Config) *time.Duration) setting {
-	return setting{
-		path: path, env: env, flag: flag, usage: usage, typ: "duration",
-		apply: func(c *Config, raw string) error {
-			d, err := time.ParseDuration(raw)
-			if err != nil || d <= 0 {
-				return fmt.Errorf(`must be a positive duration such as "2s", "500ms" or "10m", got %q`, raw)
-			}
-			*field(c) = d
-			return nil
-		},
-		show: func(c *Config) string { return field(c).String() },
+func durationSetting(path string, field func(*Config) *time.Duration) setting {
+	s := newSetting(path, "duration")
+	s.apply = func(c *Config, raw string) error {
+		d, err := time.ParseDuration(raw)
+		if err != nil || d <= 0 {
+			return fmt.Errorf(`must be a positive duration such as "2s", "500ms" or "10m", got %q`, raw)
+		}
+		*field(c) = d
+		return nil
 	}
+	s.show = func(c *Config) string { return field(c).String() }
+	return s
 }
 
-func intSetting[T int | int64](path, env, flag, usage string, minimum T, field func(*Config) *T) setting {
-	return setting{
-		path: path, env: env, flag: flag, usage: usage, typ: "int",
-		apply: func(c *Config, raw string) error {
-			n, err := strconv.ParseInt(raw, 10, 0)
-			if err != nil || T(n) < minimum {
-				return fmt.Errorf("must be an integer >= %d, got %q", minimum, raw)
-			}
-			*field(c) = T(n)
-			return nil
-		},
-		show: func(c *Config) string { return strconv.FormatInt(int64(*field(c)), 10) },
+func intSetting[T int | int64](path string, minimum T, field func(*Config) *T) setting {
+	s := newSetting(path, "int")
+	s.apply = func(c *Config, raw string) error {
+		n, err := strconv.ParseInt(raw, 10, 0)
+		if err != nil || T(n) < minimum {
+			return fmt.Errorf("must be an integer >= %d, got %q", minimum, raw)
+		}
+		*field(c) = T(n)
+		return nil
 	}
+	s.show = func(c *Config) string { return strconv.FormatInt(int64(*field(c)), 10) }
+	return s
 }
 
-func boolSetting(path, env, flag, usage string, field func(*Config) *bool) setting {
-	return setting{
-		path: path, env: env, flag: flag, usage: usage, typ: "bool",
-		apply: func(c *Config, raw string) error {
-			b, err := strconv.ParseBool(raw)
-			if err != nil {
-				return fmt.Errorf("must be true or false, got %q", raw)
-			}
-			*field(c) = b
-			return nil
-		},
-		show: func(c *Config) string { return strconv.FormatBool(*field(c)) },
+func boolSetting(path string, field func(*Config) *bool) setting {
+	s := newSetting(path, "bool")
+	s.apply = func(c *Config, raw string) error {
+		b, err := strconv.ParseBool(raw)
+		if err != nil {
+			return fmt.Errorf("must be true or false, got %q", raw)
+		}
+		*field(c) = b
+		return nil
 	}
+	s.show = func(c *Config) string { return strconv.FormatBool(*field(c)) }
+	return s
 }
 
 // EnvUsage lists the environment variables, the flag each matches and the

@@ -131,11 +131,11 @@ func (c *Config) validate(p *problems) {
 func (r *Redis) validate(p *problems, path string) {
 	if len(r.Name) > 63 || !connectionName.MatchString(r.Name) {
 		p.add(path+".name", "must be 1-63 lowercase letters, digits or '-', "+
-			"starting and ending with a letter or digit, such as %q, got %q", DefaultConnection, r.Name)
+			"starting and ending with a letter or digit, such as %q, got %q", metadata.DefaultConnection, r.Name)
 	}
-	if r.Addr == "" && r.Name == DefaultConnection {
+	if r.Addr == "" && r.Name == metadata.DefaultConnection {
 		p.add(path+".addr", "is required; for the connection named %s set --redis-addr or PELWARDEN_REDIS_ADDR, "+
-			"such as %q", DefaultConnection, "redis:6379")
+			"such as %q", metadata.DefaultConnection, "redis:6379")
 	} else {
 		checkDialAddr(p, path+".addr", r.Addr)
 	}

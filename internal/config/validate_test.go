@@ -32,19 +32,6 @@ func TestDefaultsAloneAskForARedisConnection(t *testing.T) {
 	require.ErrorContains(t, err, "--redis-addr")
 }
 
-func TestConnectionFindsByName(t *testing.T) {
-	t.Parallel()
-	c := valid()
-	c.Redis = append(c.Redis, config.DefaultRedis("orders", "orders:6379"))
-
-	r, ok := c.Connection("orders")
-	require.True(t, ok, "connection orders should be found")
-	require.Equal(t, "orders:6379", r.Addr)
-
-	_, ok = c.Connection("missing")
-	require.False(t, ok, "an unknown name should not be found")
-}
-
 // writeFile creates a file in a test directory and returns its path.
 func writeFile(t *testing.T, name, content string) string {
 	t.Helper()

@@ -54,12 +54,10 @@ redis:
 	require.NoError(t, err)
 	require.Equal(t, config.Default().Log, cfg.Log, "an empty section keeps its defaults")
 	require.Equal(t, config.Default().Scaler, cfg.Scaler, "a null section keeps its defaults")
-	b, ok := cfg.Connection("b")
-	require.True(t, ok)
+	b := connection(t, cfg, "b")
 	require.Equal(t, "a:6379", b.Addr, "b should inherit addr from the merged anchor")
 	require.Equal(t, 5, b.PoolSize)
-	d, ok := cfg.Connection("d")
-	require.True(t, ok)
+	d := connection(t, cfg, "d")
 	require.Equal(t, 5, d.PoolSize, "the first mapping in a merge list should win")
 	require.Equal(t, 2, d.DB, "keys only a later mapping has should still merge")
 }
@@ -134,6 +132,22 @@ func TestLoadRejectsBadYAMLNamingTheKey(t *testing.T) {
 			file: "log: [\n",
 			want: []string{`/c.yaml: is not valid YAML`},
 		},
+		"a key set twice in a hygiene target": {
+			file: "hygiene:\n  targets:\n    - {stream: a, stream: b}\n",
+			want: []string{`hygiene.targets[0].stream: is set twice, at lines 3 and 3`},
+		},
+		"list where a hygiene target value goes": {
+			file: "hygiene:\n  targets:\n    - stream: [a]\n",
+			want: []string{`hygiene.targets[0].stream: must be a string, got a list (/c.yaml:3)`},
+		},
+		"a bad value in an anchor is reported where it is written": {
+			file: "redis:\n  - &a {name: a, addr: 'a:1', poolSize: many}\n  - {<<: *a, name: b}\n",
+			want: []string{`redis[0].poolSize: must be an integer, got "many" (/c.yaml:2)`},
+		},
+		"a key that is a list": {
+			file: "log: {? [a] : debug}\n",
+			want: []string{`log: keys must be plain names, got a list (/c.yaml:1)`},
+		},
 		"every problem at once": {
 			file: "grcp: {}\nlog: {lvl: x}\nscaler: {maxTargets: x}\n",
 			want: []string{"grcp: unknown key", "log.lvl: unknown key", "scaler.maxTargets: must be an integer"},
@@ -154,16 +168,44 @@ func TestLoadRejectsBadYAMLNamingTheKey(t *testing.T) {
 
 func TestNestedAliasesCannotMakeLoadingExponential(t *testing.T) {
 	t.Parallel()
-	// Each level merges the one below ten times: 10^9 visits unbounded.
-	var b strings.Builder
-	b.WriteString("x0: &x0 {level: info}\n")
-	for i := 1; i <= 9; i++ {
-		fmt.Fprintf(&b, "x%d: &x%d {<<: [%s]}\n", i, i, strings.TrimSuffix(strings.Repeat(fmt.Sprintf("*x%d, ", i-1), 10), ", "))
+	tests := map[string]string{
+		"merge keys":    "log: {<<: *x%d}\n",
+		"alias in list": "hygiene: {targets: [*x%d]}\n",
 	}
-	b.WriteString("log: {<<: *x9}\n")
+	for name, use := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			// Each level merges the one below ten times: 10^9 visits unbounded.
+			var b strings.Builder
+			b.WriteString("x0: &x0 {level: info}\n")
+			for i := 1; i <= 9; i++ {
+				fmt.Fprintf(&b, "x%d: &x%d {<<: [%s]}\n", i, i, strings.TrimSuffix(strings.Repeat(fmt.Sprintf("*x%d, ", i-1), 10), ", "))
+			}
+			fmt.Fprintf(&b, use, 9)
 
-	_, err := config.Load(sources(nil, map[string]string{"/c.yaml": b.String()}), parseFlags(t, "--config=/c.yaml"))
-	require.ErrorContains(t, err, "/c.yaml: has more than 10000 YAML nodes once aliases are expanded")
+			_, err := config.Load(sources(nil, map[string]string{"/c.yaml": b.String()}), parseFlags(t, "--config=/c.yaml"))
+			require.ErrorContains(t, err, "/c.yaml: document contains excessive aliasing")
+		})
+	}
+}
+
+func TestAHundredConnectionsSharingOneAnchorLoad(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	b.WriteString("redis:\n  - &base\n    name: r0\n    addr: r0:6379\n    username: scaler\n    passwordFile: /pw\n" +
+		"    dialTimeout: 1s\n    readTimeout: 1s\n    writeTimeout: 1s\n    poolSize: 4\n    db: 1\n" +
+		"    tls: {enabled: true, serverName: redis}\n")
+	for i := 1; i < 100; i++ {
+		fmt.Fprintf(&b, "  - {<<: *base, name: r%d, addr: 'r%d:6379'}\n", i, i)
+	}
+	files := map[string]string{"/c.yaml": b.String(), "/pw": "secret"}
+	cfg, err := config.Load(sources(nil, files), parseFlags(t, "--config=/c.yaml"))
+	require.NoError(t, err, "the aliases a real config uses stay within yaml.v3's limit")
+	require.Len(t, cfg.Redis, 100)
+	last := cfg.Redis[99]
+	require.Equal(t, "r99:6379", last.Addr)
+	require.Equal(t, 4, last.PoolSize, "merged from the anchor")
+	require.Equal(t, "redis", last.TLS.ServerName, "merged from the anchor")
 }
 
 func TestLoadReadsHygieneTargetsFromYAML(t *testing.T) {

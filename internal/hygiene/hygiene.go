@@ -164,9 +164,7 @@ func (l *Loop) sync(ctx context.Context) {
 		case r.stop == nil:
 			rctx, cancel := context.WithCancel(ctx)
 			r.stop = cancel
-			l.wg.Add(1)
-			go func() {
-				defer l.wg.Done()
+			l.wg.Go(func() {
 				if err := l.runTarget(rctx, r); err != nil {
 					l.opts.Log.Error("hygiene target not watched; retrying", "target", r.t.Target.String(), "err", err)
 					l.mu.Lock()
@@ -175,7 +173,7 @@ func (l *Loop) sync(ctx context.Context) {
 					}
 					l.mu.Unlock()
 				}
-			}()
+			})
 		}
 	}
 }

@@ -174,15 +174,13 @@ func TestTwoHygieneInstancesActOnEachEntryOnce(t *testing.T) {
 	reps := make([]reclaim.Report, 2)
 	var wg sync.WaitGroup
 	for i, l := range loops {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			rep, err := l.Scan(context.Background(), tg)
 			if err != nil {
 				t.Error(err)
 			}
 			reps[i] = rep
-		}()
+		})
 	}
 	wg.Wait()
 	require.Equal(t, int64(n), reps[0].Counts()[redisx.Requeued]+reps[1].Counts()[redisx.Requeued], "requeued once in total")
@@ -249,9 +247,8 @@ func TestANewGhostIsReclaimedWithoutWaitingForTheScan(t *testing.T) {
 	l.Add(target(t, "ghostIdleSeconds", "0.3"), true)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); _ = l.view.Run(ctx) }()
-	go func() { defer wg.Done(); l.Run(ctx) }()
+	wg.Go(func() { _ = l.view.Run(ctx) })
+	wg.Go(func() { l.Run(ctx) })
 	defer func() { cancel(); wg.Wait() }()
 
 	time.Sleep(200 * time.Millisecond) // the first scan has run and found nothing

@@ -9,7 +9,8 @@ import (
 	"strings"
 	"time"
 	"unicode"
-	"unicode/utf8"
+
+	"github.com/pelwarden/pelwarden/internal/clip"
 )
 
 // FutureTolerance is how far ahead of Redis's clock a heartbeat may be
@@ -72,7 +73,7 @@ func ParseHeartbeat(v string) (Beat, error) {
 	}
 	at, err := parseUnix(s)
 	if err != nil {
-		return Beat{}, fmt.Errorf("heartbeat value %q %w; a heartbeat is a Unix time in seconds or milliseconds, or a JSON object with a time", truncate(v, 64), err)
+		return Beat{}, fmt.Errorf("heartbeat value %q %w; a heartbeat is a Unix time in seconds or milliseconds, or a JSON object with a time", clip.String(v, 64), err)
 	}
 	return Beat{At: at}, nil
 }
@@ -88,7 +89,7 @@ func parseJSONBeat(s string) (Beat, error) {
 			}
 			return Beat{}, fmt.Errorf("heartbeat JSON field %q must be %s, got a %s", te.Field, want, te.Value)
 		}
-		return Beat{}, fmt.Errorf("heartbeat value %q is not valid JSON: %w", truncate(s, 64), err)
+		return Beat{}, fmt.Errorf("heartbeat value %q is not valid JSON: %w", clip.String(s, 64), err)
 	}
 	var name string
 	var raw json.RawMessage
@@ -109,7 +110,7 @@ func parseJSONBeat(s string) (Beat, error) {
 	}
 	at, err := jsonTime(raw)
 	if err != nil {
-		return Beat{}, fmt.Errorf("heartbeat JSON field %q must be a Unix time in seconds or milliseconds, or an RFC 3339 string: %s %w", name, truncate(string(raw), 64), err)
+		return Beat{}, fmt.Errorf("heartbeat JSON field %q must be a Unix time in seconds or milliseconds, or an RFC 3339 string: %s %w", name, clip.String(string(raw), 64), err)
 	}
 	b := Beat{At: at, Degraded: jb.Degraded}
 	if b.Degraded {
@@ -161,20 +162,12 @@ func parseUnix(v string) (time.Time, error) {
 // cleanReason makes a worker's reason fit one line of a table: control
 // characters become spaces, and a long one is cut at a character boundary.
 func cleanReason(r string) string {
-	r = strings.TrimSpace(strings.Map(func(c rune) rune {
+	return clip.String(strings.TrimSpace(strings.Map(func(c rune) rune {
 		if unicode.IsControl(c) {
 			return ' '
 		}
 		return c
-	}, r))
-	if len(r) <= maxReasonLen {
-		return r
-	}
-	cut := maxReasonLen
-	for cut > 0 && !utf8.RuneStart(r[cut]) {
-		cut--
-	}
-	return r[:cut] + "..."
+	}, r)), maxReasonLen)
 }
 
 // heartbeatFor finds the heartbeat evidence and the owner of one consumer.

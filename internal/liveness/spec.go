@@ -175,10 +175,3 @@ func (s Spec) HeartbeatKeys(consumer string) []string {
 	}
 	return keys
 }
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
-}

@@ -192,12 +192,10 @@ func (v *View) Run(ctx context.Context) error {
 			case <-ctx.Done():
 				return nil
 			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				defer func() { <-sem }()
 				_, _ = v.refresh(ctx, e, time.Time{})
-			}()
+			})
 		}
 	}
 }

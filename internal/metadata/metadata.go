@@ -14,14 +14,18 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/pelwarden/pelwarden/internal/clip"
 	"github.com/pelwarden/pelwarden/internal/liveness"
 	"github.com/pelwarden/pelwarden/internal/policy"
 )
 
 // Defaults for metadata a trigger leaves out.
 const (
-	// DefaultConn is the connection a trigger without `redis` uses.
-	DefaultConn = "default"
+	// DefaultConnection is the Redis connection a trigger without `redis`
+	// reaches. The PELWARDEN_REDIS_* variables and --redis-* flags define
+	// the connection of this name (internal/config), so a pelwarden started
+	// with only --redis-addr serves such triggers.
+	DefaultConnection = "default"
 	// DefaultPendingEntriesCount matches KEDA's redis-streams scaler, so a
 	// moved ScaledObject scales the same.
 	DefaultPendingEntriesCount = 5
@@ -32,7 +36,11 @@ const (
 	// DefaultHeartbeatMaxAgeSeconds: three missed beats of a 10 s heartbeat.
 	DefaultHeartbeatMaxAgeSeconds = 30
 	maxSeconds                    = 366 * 24 * 3600
-	maxNameLen                    = 1024
+	// MaxNameLen is the longest stream, group, consumer or key name
+	// accepted, in bytes, here and in the Admin API.
+	MaxNameLen = 1024
+	// maxMetricName bounds a generated metric name.
+	maxMetricName = 200
 )
 
 // Request is a trigger's metadata, parsed and checked.
@@ -61,7 +69,7 @@ func (e *Error) Error() string {
 	if e.Got == "" {
 		return fmt.Sprintf("metadata %q: %s", e.Key, e.Accepted)
 	}
-	return fmt.Sprintf("metadata %q: %s, got %q", e.Key, e.Accepted, truncate(e.Got, 80))
+	return fmt.Sprintf("metadata %q: %s, got %q", e.Key, e.Accepted, clip.String(e.Got, 80))
 }
 
 // Env is what a trigger's metadata is checked against.
@@ -82,7 +90,7 @@ func Parse(md map[string]string, env Env) (Request, error) {
 	var r Request
 	conn := md["redis"]
 	if conn == "" {
-		conn = DefaultConn
+		conn = DefaultConnection
 	}
 	if !slices.Contains(env.Conns, conn) {
 		return r, &Error{Key: "redis", Accepted: "must name a configured Redis connection (" + strings.Join(env.Conns, ", ") + ")", Got: conn}
@@ -165,8 +173,8 @@ func parseHygiene(md map[string]string, stream string) (policy.Hygiene, error) {
 		h.DeadLetterStream = stream + ":dead"
 	case h.DeadLetterStream == stream:
 		return h, &Error{Key: "deadLetterStream", Accepted: "must differ from stream", Got: h.DeadLetterStream}
-	case len(h.DeadLetterStream) > maxNameLen:
-		return h, &Error{Key: "deadLetterStream", Accepted: fmt.Sprintf("must be at most %d bytes", maxNameLen)}
+	case len(h.DeadLetterStream) > MaxNameLen:
+		return h, &Error{Key: "deadLetterStream", Accepted: fmt.Sprintf("must be at most %d bytes", MaxNameLen)}
 	}
 	if v, ok := md["deliveryCountField"]; ok {
 		switch {
@@ -262,8 +270,8 @@ func parseSpec(md map[string]string, env Env) (liveness.Spec, error) {
 		return s, &Error{Key: "heartbeatKey", Accepted: "required with liveness heartbeat: a key pattern with exactly one of {consumer} or {owner}", Got: s.HeartbeatKey}
 	case !s.Heartbeat && s.HeartbeatKey != "":
 		return s, &Error{Key: "heartbeatKey", Accepted: "is used only when liveness includes heartbeat", Got: s.HeartbeatKey}
-	case len(s.HeartbeatKey) > maxNameLen:
-		return s, &Error{Key: "heartbeatKey", Accepted: fmt.Sprintf("must be at most %d bytes", maxNameLen)}
+	case len(s.HeartbeatKey) > MaxNameLen:
+		return s, &Error{Key: "heartbeatKey", Accepted: fmt.Sprintf("must be at most %d bytes", MaxNameLen)}
 	}
 	return s, parseStartGrace(md, &s)
 }
@@ -307,7 +315,7 @@ func parsePods(md map[string]string, env Env, s *liveness.Spec) error {
 		return &Error{Key: "liveness", Accepted: "kubernetes needs kubernetes.enabled in pelwarden's configuration", Got: md["liveness"]}
 	}
 	s.PodSelector = strings.TrimSpace(md["podSelector"])
-	if _, err := labels.Parse(s.PodSelector); err != nil || s.PodSelector == "" || len(s.PodSelector) > maxNameLen {
+	if _, err := labels.Parse(s.PodSelector); err != nil || s.PodSelector == "" || len(s.PodSelector) > MaxNameLen {
 		return &Error{Key: "podSelector", Accepted: "required with liveness kubernetes: a non-empty Kubernetes label selector such as app=worker", Got: md["podSelector"]}
 	}
 	s.PodNamespace = md["podNamespace"]
@@ -330,8 +338,8 @@ func requiredName(md map[string]string, key string) (string, error) {
 	switch {
 	case v == "":
 		return "", &Error{Key: key, Accepted: "is required"}
-	case len(v) > maxNameLen:
-		return "", &Error{Key: key, Accepted: fmt.Sprintf("must be at most %d bytes", maxNameLen)}
+	case len(v) > MaxNameLen:
+		return "", &Error{Key: key, Accepted: fmt.Sprintf("must be at most %d bytes", MaxNameLen)}
 	}
 	return v, nil
 }
@@ -378,12 +386,6 @@ func metricName(conn, stream, group string) string {
 			}
 		}
 	}
-	return truncate(b.String(), 200)
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n]
+	name := b.String() // ASCII only, so any cut is whole characters
+	return name[:min(len(name), maxMetricName)]
 }

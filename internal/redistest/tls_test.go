@@ -1,7 +1,6 @@
 package redistest
 
 import (
-	"crypto/tls"
 	"testing"
 	"time"
 
@@ -52,7 +51,7 @@ func TestTLSServerAnswersOnlyOverTLS(t *testing.T) {
 			require.Error(t, plain.Ping(ctx).Err(), "plaintext is refused on the TLS port")
 
 			certless := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1,
-				TLSConfig: &tls.Config{RootCAs: ca.Pool(), MinVersion: tls.VersionTLS12}})
+				TLSConfig: ca.ClientConfig(t)})
 			defer certless.Close()
 			err := certless.Ping(ctx).Err()
 			if tt.certlessAllowed {

@@ -288,9 +288,7 @@ func TestRacingReclaimersActOnEachEntryExactlyOnce(t *testing.T) {
 	var wg sync.WaitGroup
 	acted := make([]int, 2)
 	for w := range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for start := 0; start < n; start += 100 {
 				outs, err := reclaimIDs(ctx, rdb, requeue(ids[start:start+100]))
 				if err != nil {
@@ -303,7 +301,7 @@ func TestRacingReclaimersActOnEachEntryExactlyOnce(t *testing.T) {
 					}
 				}
 			}
-		}()
+		})
 	}
 	wg.Wait()
 	require.Equal(t, n, acted[0]+acted[1], "every entry acted on once in total")

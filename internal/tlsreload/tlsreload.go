@@ -117,9 +117,6 @@ func (r *Reloader) ServerConfig() *tls.Config {
 	}
 }
 
-// Leaf returns the certificate now served.
-func (r *Reloader) Leaf() *x509.Certificate { return r.current.Load().leaf }
-
 // Run checks the files every interval until ctx ends.
 func (r *Reloader) Run(ctx context.Context) {
 	tick := time.NewTicker(r.opts.Interval)

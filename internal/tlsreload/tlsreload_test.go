@@ -50,9 +50,9 @@ func server(t *testing.T, cfg *tls.Config) string {
 // With a session cache, the client tries to resume an earlier session.
 func dial(t *testing.T, addr string, ca *tlstest.CA, client *tlstest.Pair, cache ...tls.ClientSessionCache) (*x509.Certificate, error) {
 	t.Helper()
-	cfg := &tls.Config{RootCAs: ca.Pool(), MinVersion: tls.VersionTLS12}
+	cfg := ca.ClientConfig(t)
 	if client != nil {
-		cfg.Certificates = []tls.Certificate{client.TLS(t)}
+		cfg = ca.ClientConfig(t, *client)
 	}
 	if len(cache) > 0 {
 		cfg.ClientSessionCache = cache[0]
@@ -261,14 +261,20 @@ func TestRunPicksUpAChangeWithinTheInterval(t *testing.T) {
 		tlsreload.Options{Interval: 20 * time.Millisecond, MinVersion: tls.VersionTLS13, Log: slog.New(slog.DiscardHandler)},
 	)
 	require.NoError(t, err)
+	addr := server(t, r.ServerConfig())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { r.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 
+	cert, err := dial(t, addr, ca, nil)
+	require.NoError(t, err)
+	require.Equal(t, first.Cert.SerialNumber, cert.SerialNumber, "the first certificate is served at start")
 	secret.Update(t, tlstest.ServerFiles(next, nil))
-	require.Eventually(t, func() bool { return r.Leaf().SerialNumber.Cmp(next.Cert.SerialNumber) == 0 },
-		5*time.Second, 10*time.Millisecond, "Run serves the new certificate without a Reload call")
+	require.Eventually(t, func() bool {
+		cert, err := dial(t, addr, ca, nil)
+		return err == nil && cert.SerialNumber.Cmp(next.Cert.SerialNumber) == 0
+	}, 5*time.Second, 10*time.Millisecond, "a new handshake gets the new certificate without a Reload call")
 }
 
 func TestNewRefusesFilesThatMakeNoIdentity(t *testing.T) {

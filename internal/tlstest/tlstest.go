@@ -105,6 +105,17 @@ func (ca *CA) Pool() *x509.CertPool {
 	return p
 }
 
+// ClientConfig returns the tls.Config of a client that trusts only this CA
+// and presents the certificates of pairs, if any.
+func (ca *CA) ClientConfig(tb testing.TB, pairs ...Pair) *tls.Config {
+	tb.Helper()
+	cfg := &tls.Config{RootCAs: ca.Pool(), MinVersion: tls.VersionTLS12}
+	for _, p := range pairs {
+		cfg.Certificates = append(cfg.Certificates, p.TLS(tb))
+	}
+	return cfg
+}
+
 // TLS returns the pair as a tls.Certificate.
 func (p Pair) TLS(tb testing.TB) tls.Certificate {
 	tb.Helper()

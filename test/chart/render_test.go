@@ -1,6 +1,7 @@
 package chart
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -105,9 +106,9 @@ func TestChartConfigIsAcceptedByPelwardensLoader(t *testing.T) {
 			require.Equal(t, ":9090", cfg.GRPC.Addr, "the container port and probes assume gRPC on 9090")
 			require.Equal(t, ":8080", cfg.HTTP.Addr, "the container port and probes assume HTTP on 8080")
 			for conn, password := range tc.passwords {
-				r, ok := cfg.Connection(conn)
-				require.True(t, ok, "connection %s should be configured", conn)
-				require.Equal(t, password, r.Password, "connection %s should read its password from its existingSecret", conn)
+				i := slices.IndexFunc(cfg.Redis, func(r config.Redis) bool { return r.Name == conn })
+				require.NotEqual(t, -1, i, "connection %s should be configured", conn)
+				require.Equal(t, password, cfg.Redis[i].Password, "connection %s should read its password from its existingSecret", conn)
 			}
 		})
 	}
