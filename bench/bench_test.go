@@ -228,7 +228,7 @@ func BenchmarkRefresh(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if s := liveness.Build(r.Target, obs, time.Now()); s.LivePending != int64(n) {
+				if s := liveness.Build(r.Target, obs, nil, time.Now()); s.LivePending != int64(n) {
 					b.Fatalf("live pending %d, want %d", s.LivePending, n)
 				}
 				lat = append(lat, time.Since(t0))

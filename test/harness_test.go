@@ -96,6 +96,35 @@ func heartbeat(t *testing.T, rdb *redis.Client, key string, at time.Time) {
 	require.NoError(t, rdb.Set(context.Background(), key, strconv.FormatInt(at.UnixMilli(), 10), 0).Err())
 }
 
+// beatEvery writes each key's value every 100 ms until the test ends, as
+// workers that heartbeat do; value is called at each write.
+func beatEvery(t *testing.T, rdb *redis.Client, values map[string]func() string) {
+	t.Helper()
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			for k, v := range values {
+				_ = rdb.Set(ctx, k, v(), 0).Err()
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+	t.Cleanup(func() { stop(); <-done })
+	for k := range values {
+		eventually(t, time.Second, func() error { return rdb.Get(context.Background(), k).Err() })
+	}
+}
+
+// msAgo is a heartbeat value written ago.
+func msAgo(ago time.Duration) func() string {
+	return func() string { return strconv.FormatInt(time.Now().Add(-ago).UnixMilli(), 10) }
+}
+
 // metric calls GetMetrics and returns the value after checking that the
 // float and the int fields agree.
 func metric(ctx context.Context, t *testing.T, c externalscaler.ExternalScalerClient, md map[string]string) (int64, error) {

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 
 	"github.com/pelwarden/pelwarden/internal/proctest"
 	"github.com/pelwarden/pelwarden/internal/redistest"
+	pelwardenv1 "github.com/pelwarden/pelwarden/proto/pelwarden/v1"
 )
 
 // TestExampleWorkerFinishesItsOwnPELAndDeregistersOnSIGTERM runs
@@ -101,4 +104,79 @@ func pendingCount(ctx context.Context, t *testing.T, rdb *redis.Client, consumer
 	p, err := rdb.XPending(ctx, "jobs", "workers").Result()
 	require.NoError(t, err)
 	return p.Consumers[consumer]
+}
+
+// TestExampleWorkerReportsItselfDegradedAndGetsItsEntriesGivenBack: on
+// SIGUSR1 examples/worker writes a JSON heartbeat that says degraded and
+// stops taking jobs; pelwarden judges it Degraded, leaves its entries out
+// of the metric, requeues them, and keeps the consumer. SIGUSR1 again
+// makes it Alive.
+func TestExampleWorkerReportsItselfDegradedAndGetsItsEntriesGivenBack(t *testing.T) {
+	t.Parallel()
+	worker := proctest.Build(t, "../examples/worker")[0]
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	redistest.CreateGroup(t, rdb, "jobs", "workers")
+	redistest.AddJobs(t, rdb, "jobs", "", 30)
+	_, admin := startAdmin(t, srv.Addr(), hygieneTarget("liveness", "heartbeat", "heartbeatKey", "hb:{consumer}", "heartbeatMaxAgeSeconds", "2", "entryStaleSeconds", "1"))
+	z := proctest.StartEnv(t, "worker-z", worker, []string{"HOSTNAME=worker-z", "REDIS_ADDR=" + srv.Addr(), "STREAM=jobs", "GROUP=workers",
+		"LEDGER=ledger", "WORK_TIME=300ms", "BATCH=10", "HEARTBEAT_EVERY=200ms"})
+	eventually(t, 10*time.Second, func() error {
+		if n := pendingCount(ctx, t, rdb, "worker-z"); n < 5 {
+			return fmt.Errorf("worker-z holds %d entries; waiting for a batch\n%s", n, z.Tail(10))
+		}
+		return nil
+	})
+	z.Signal(syscall.SIGUSR1)
+	verdictOf := func() (*pelwardenv1.Consumer, error) {
+		res, err := admin.DescribeTarget(ctx, &pelwardenv1.DescribeTargetRequest{Target: jobsRef})
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range res.GetTarget().GetConsumers() {
+			if c.GetName() == "worker-z" {
+				return c, nil
+			}
+		}
+		return nil, fmt.Errorf("worker-z is not among the consumers")
+	}
+	eventually(t, 5*time.Second, func() error {
+		c, err := verdictOf()
+		if err == nil && c.GetVerdict() != pelwardenv1.Verdict_VERDICT_DEGRADED {
+			return fmt.Errorf("worker-z is %s: %v", c.GetVerdict(), c.GetReasons())
+		}
+		return err
+	})
+	beat, err := rdb.Get(ctx, "hb:worker-z").Result()
+	require.NoError(t, err)
+	require.Contains(t, beat, `"degraded":true`)
+	require.Contains(t, beat, "provider_quota_exhausted_until_")
+	eventually(t, 5*time.Second, func() error {
+		if n := pendingCount(ctx, t, rdb, "worker-z"); n != 0 {
+			return fmt.Errorf("worker-z still holds %d entries", n)
+		}
+		return nil
+	})
+	c, err := verdictOf()
+	require.NoError(t, err, "the degraded consumer is kept: it is alive")
+	require.Contains(t, strings.Join(c.GetReasons(), "; "), "says degraded (provider_quota_exhausted_until_")
+
+	z.Signal(syscall.SIGUSR1)
+	eventually(t, 15*time.Second, func() error {
+		n, err := rdb.HLen(ctx, "ledger").Result()
+		if err == nil && n != 30 {
+			return fmt.Errorf("%d of 30 jobs processed\n%s", n, z.Tail(10))
+		}
+		return err
+	})
+	c, err = verdictOf()
+	require.NoError(t, err)
+	require.Equal(t, pelwardenv1.Verdict_VERDICT_ALIVE, c.GetVerdict(), "healthy again: %v", c.GetReasons())
+	counts, err := rdb.HGetAll(ctx, "ledger").Result()
+	require.NoError(t, err)
+	for job, n := range counts {
+		require.Equal(t, "1", n, "job %s processed once", job)
+	}
+	z.Term()
 }

@@ -1,10 +1,11 @@
 // Command pelwarden-demo shows, on one machine in under a minute, what
 // pelwarden does. It starts a throwaway redis-server, pelwarden, a
 // producer and a few example workers (examples/worker, as real processes),
-// then SIGKILLs a worker in the middle of its jobs and later stops another
-// one gracefully. A live view shows KEDA's naive pending count next to
-// pelwarden's, the replicas each would ask for, the ghost being detected and
-// its entries coming back. It ends with a summary counted from Redis and a
+// then SIGKILLs a worker in the middle of its jobs, has another report
+// itself degraded for a while (its heartbeat says so), and later stops a
+// third one gracefully. A live view shows KEDA's naive pending count next
+// to pelwarden's, the replicas each would ask for, the ghost and the
+// degraded worker being detected and their entries coming back. It ends with a summary counted from Redis and a
 // PNG chart of the replicas over time.
 package main
 

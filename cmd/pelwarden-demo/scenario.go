@@ -30,8 +30,11 @@ const (
 // Scenario times, from the start of the producer.
 const (
 	killAt     = 6 * time.Second  // SIGKILL worker-b, once it holds a batch
+	degradeAt  = 9 * time.Second  // worker-a's provider quota runs out (SIGUSR1)
 	replaceAt  = 14 * time.Second // a new pod, worker-d, starts
+	recoverAt  = 16 * time.Second // worker-a's quota is back (SIGUSR1 again)
 	shutdownAt = 20 * time.Second // worker-c is stopped gracefully (SIGTERM)
+	steps      = 5
 )
 
 // demo runs the scenario and reports whether the books balanced.
@@ -129,6 +132,8 @@ type scenario struct {
 	started, end     time.Time
 	// stopped is when each worker was killed or told to stop.
 	stopped map[string]time.Time
+	// degradedAt is when worker-a was told its quota ran out.
+	degradedAt time.Duration
 }
 
 type event struct {
@@ -218,13 +223,23 @@ func (s *scenario) play(ctx context.Context, v *view) (bool, error) {
 			s.stopped["worker-b"] = time.Now()
 			s.note(fmt.Sprintf("worker-b SIGKILLed mid-job, holding %d entries", held))
 			step++
-		case step == 1 && el >= replaceAt:
+		case step == 1 && el >= degradeAt && (v.pendingOf(ctx, "worker-a") >= 8 || el >= degradeAt+3*time.Second):
+			held := v.pendingOf(ctx, "worker-a")
+			s.signal("worker-a", syscall.SIGUSR1)
+			s.degradedAt = el
+			s.note(fmt.Sprintf("worker-a's provider quota runs out: its heartbeat says degraded and it stops taking jobs, holding %d entries", held))
+			step++
+		case step == 2 && el >= replaceAt:
 			if err := s.startWorker("worker-d"); err != nil {
 				return false, err
 			}
 			s.note("a new pod, worker-d, starts")
 			step++
-		case step == 2 && el >= shutdownAt:
+		case step == 3 && el >= recoverAt:
+			s.signal("worker-a", syscall.SIGUSR1)
+			s.note("worker-a's quota is back: its heartbeat is plain again and it takes jobs")
+			step++
+		case step == 4 && el >= shutdownAt:
 			s.signal("worker-c", syscall.SIGTERM)
 			s.stopped["worker-c"] = time.Now()
 			s.note("worker-c gets SIGTERM: it finishes its job and calls Deregister")
@@ -237,7 +252,7 @@ func (s *scenario) play(ctx context.Context, v *view) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		if (done && step == 3) || el >= s.o.limit || ctx.Err() != nil {
+		if (done && step == steps) || el >= s.o.limit || ctx.Err() != nil {
 			s.end = time.Now()
 			return v.finish(context.WithoutCancel(ctx))
 		}

@@ -105,7 +105,7 @@ func (v *view) finish(ctx context.Context) (bool, error) {
 	fmt.Printf("\nsummary after %.1f s, counted from Redis:\n", v.s.end.Sub(v.s.started).Seconds())
 	fmt.Printf("  produced      %d jobs\n", b.produced)
 	fmt.Printf("  processed     %d jobs (%d processings: %d duplicates)\n", b.processed, b.processings, b.processings-b.processed)
-	fmt.Printf("  reclaimed     %d entries requeued from the killed worker and the departing one\n", b.reclaimed)
+	fmt.Printf("  reclaimed     %d entries requeued from the killed worker, the degraded one and the departing one\n", b.reclaimed)
 	fmt.Printf("  dead-lettered %d\n", b.deadLettered)
 	fmt.Printf("  pending       %d\n", b.pending)
 	fmt.Printf("  lost          %d\n", b.lost)
@@ -137,9 +137,9 @@ func (v *view) chart(path string) error {
 		value func(point) int
 		dash  []vg.Length
 	}{
-		{"XPENDING if nothing gave ghost entries back (KEDA's scaler alone)", func(pt point) int { return pt.rStuck }, []vg.Length{vg.Points(2), vg.Points(2)}},
-		{"XPENDING, ghosts included (KEDA's redis-streams scaler)", func(pt point) int { return pt.rNaive }, nil},
-		{"pelwarden (ghost-held entries left out)", func(pt point) int { return pt.rOurs }, []vg.Length{vg.Points(6), vg.Points(3)}},
+		{"XPENDING if nothing gave ghost and degraded entries back (KEDA's scaler alone)", func(pt point) int { return pt.rStuck }, []vg.Length{vg.Points(2), vg.Points(2)}},
+		{"XPENDING, ghosts and degraded included (KEDA's redis-streams scaler)", func(pt point) int { return pt.rNaive }, nil},
+		{"pelwarden (ghost- and degraded-held entries left out)", func(pt point) int { return pt.rOurs }, []vg.Length{vg.Points(6), vg.Points(3)}},
 	}
 	for i, sr := range series {
 		xys := make(plotter.XYs, len(v.points))
@@ -155,18 +155,19 @@ func (v *view) chart(path string) error {
 		p.Legend.Add(sr.name, l)
 	}
 	p.Legend.Top, p.Legend.Left = true, true
-	for _, e := range v.s.marks() {
-		mark, err := plotter.NewLine(plotter.XYs{{X: e.Seconds(), Y: 0}, {X: e.Seconds(), Y: maxReplicas + 1.5}})
+	var at plotter.XYLabels
+	for i, m := range v.s.marks() {
+		line, err := plotter.NewLine(plotter.XYs{{X: m.at.Seconds(), Y: 0}, {X: m.at.Seconds(), Y: maxReplicas + 1.5}})
 		if err != nil {
 			return err
 		}
-		mark.Color, mark.Dashes = plotColor(3), []vg.Length{vg.Points(1), vg.Points(3)}
-		p.Add(mark)
+		line.Color, line.Dashes = plotColor(3), []vg.Length{vg.Points(1), vg.Points(3)}
+		p.Add(line)
+		// Neighboring labels alternate in height so they never overlap.
+		at.XYs = append(at.XYs, plotter.XY{X: m.at.Seconds(), Y: maxReplicas + 1 - 0.6*float64(i%2)})
+		at.Labels = append(at.Labels, " "+m.label)
 	}
-	labels, err := plotter.NewLabels(plotter.XYLabels{
-		XYs:    []plotter.XY{{X: v.s.marks()[0].Seconds(), Y: maxReplicas + 1}, {X: replaceAt.Seconds(), Y: maxReplicas + 1}, {X: shutdownAt.Seconds(), Y: maxReplicas + 1}},
-		Labels: []string{" SIGKILL", " new pod", " SIGTERM"},
-	})
+	labels, err := plotter.NewLabels(at)
 	if err != nil {
 		return err
 	}
@@ -177,13 +178,23 @@ func (v *view) chart(path string) error {
 	return nil
 }
 
-// marks are the times of the kill, the new pod and the graceful stop.
-func (s *scenario) marks() []time.Duration {
-	kill := killAt
+// mark is one event of the scenario on the chart.
+type mark struct {
+	at    time.Duration
+	label string
+}
+
+// marks are the times of the kill, the degraded spell, the new pod and the
+// graceful stop.
+func (s *scenario) marks() []mark {
+	kill, degraded := killAt, degradeAt
 	if at, ok := s.stopped["worker-b"]; ok {
 		kill = at.Sub(s.started)
 	}
-	return []time.Duration{kill, replaceAt, shutdownAt}
+	if s.degradedAt > 0 {
+		degraded = s.degradedAt
+	}
+	return []mark{{kill, "SIGKILL"}, {degraded, "degraded"}, {replaceAt, "new pod"}, {recoverAt, "quota back"}, {shutdownAt, "SIGTERM"}}
 }
 
 // plotColor picks colors that stay apart for the color-blind: red,

@@ -32,7 +32,8 @@ type point struct {
 	at time.Duration
 	// naive is the XPENDING total that KEDA's redis-streams scaler uses;
 	// stuck adds the entries pelwarden gave back, which without it would
-	// still be pending under dead consumers; ours is pelwarden's metric.
+	// still be pending under dead or degraded consumers; ours is
+	// pelwarden's metric.
 	naive, stuck, ours    int64
 	rNaive, rStuck, rOurs int
 }
@@ -46,6 +47,7 @@ type view struct {
 
 	points    []point
 	ghosts    map[string]bool
+	degraded  map[string]bool
 	seen      map[string]bool
 	copies    int64
 	processed int64
@@ -59,7 +61,7 @@ func newView(s *scenario, addr string) (*view, error) {
 		return nil, err
 	}
 	return &view{s: s, conn: conn, keda: externalscaler.NewExternalScalerClient(conn), admin: pelwardenv1.NewAdminClient(conn),
-		ghosts: map[string]bool{}, seen: map[string]bool{}}, nil
+		ghosts: map[string]bool{}, degraded: map[string]bool{}, seen: map[string]bool{}}, nil
 }
 
 func (v *view) close() { _ = v.conn.Close() }
@@ -91,7 +93,7 @@ func (v *view) sample(ctx context.Context, at time.Duration) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	naive, ours := t.GetLivePending()+t.GetGhostPending(), t.GetLivePending()
+	naive, ours := t.GetLivePending()+t.GetGhostPending()+t.GetDegradedPending(), t.GetLivePending()
 	if v.processed, err = v.s.rdb.HLen(ctx, ledger).Result(); err != nil {
 		return false, err
 	}
@@ -134,12 +136,21 @@ func (v *view) target(ctx context.Context) (*pelwardenv1.Target, error) {
 }
 
 // noteChanges turns what changed since the last sample into events: a
-// consumer judged Ghost, entries requeued, a consumer gone.
+// consumer judged Ghost or Degraded, or Alive again, entries requeued, a
+// consumer gone.
 func (v *view) noteChanges(ctx context.Context, consumers []*pelwardenv1.Consumer) error {
 	now := map[string]bool{}
 	for _, c := range consumers {
 		now[c.GetName()] = true
 		v.seen[c.GetName()] = true
+		isDegraded := c.GetVerdict() == pelwardenv1.Verdict_VERDICT_DEGRADED
+		switch {
+		case isDegraded && !v.degraded[c.GetName()]:
+			v.s.note(fmt.Sprintf("pelwarden judges %s Degraded holding %d entries: its heartbeat says it cannot work; its entries are left out and given back once stale", c.GetName(), c.GetPending()))
+		case !isDegraded && v.degraded[c.GetName()] && c.GetVerdict() == pelwardenv1.Verdict_VERDICT_ALIVE:
+			v.s.note(fmt.Sprintf("pelwarden judges %s Alive again", c.GetName()))
+		}
+		v.degraded[c.GetName()] = isDegraded
 		if c.GetVerdict() == pelwardenv1.Verdict_VERDICT_GHOST && !v.ghosts[c.GetName()] {
 			v.ghosts[c.GetName()] = true
 			since := ""
@@ -186,7 +197,7 @@ func (v *view) draw(at time.Duration, consumers []*pelwardenv1.Consumer) {
 	fmt.Fprintf(&b, "%-52s %8s %10s\n", "", "pending", "replicas")
 	fmt.Fprintf(&b, "%-52s %8d %10d\n", "KEDA redis-streams scaler (XPENDING, ghosts included)", p.naive, p.rNaive)
 	fmt.Fprintf(&b, "%-52s %8d %10d\n", "  the same if nothing had given ghost entries back", p.stuck, p.rStuck)
-	fmt.Fprintf(&b, "%-52s %8d %10d\n\n", "pelwarden (ghost-held entries left out)", p.ours, p.rOurs)
+	fmt.Fprintf(&b, "%-52s %8d %10d\n\n", "pelwarden (ghost- and degraded-held entries left out)", p.ours, p.rOurs)
 	fmt.Fprintf(&b, "%-10s %-8s %8s  %s\n", "consumer", "verdict", "pending", "heartbeat")
 	sort.Slice(consumers, func(i, j int) bool { return consumers[i].GetName() < consumers[j].GetName() })
 	for _, c := range consumers {

@@ -40,7 +40,7 @@ func (c *cannedAdmin) record(ctx context.Context) {
 
 var cannedTarget = &pelwardenv1.Target{
 	Redis: "default", Stream: "jobs", Group: "workers", Liveness: "heartbeat|5m0s|hb:{consumer}|30s|exact",
-	LivePending: 12, GhostPending: 40, UnknownPending: 2, Lag: 7, SnapshotAgeMs: 850,
+	LivePending: 12, GhostPending: 40, UnknownPending: 2, DegradedPending: 5, Lag: 7, SnapshotAgeMs: 850,
 	Consumers: []*pelwardenv1.Consumer{
 		{Name: "worker-0", Owner: "worker-0", Verdict: pelwardenv1.Verdict_VERDICT_ALIVE, Pending: 10, IdleMs: 120, InactiveMs: -1, HeartbeatAgeMs: 2300,
 			Reasons: []string{"idle: last read attempt (120ms)", "heartbeat: fresh heartbeat at hb:worker-0 (2.3s)"}},
@@ -48,13 +48,20 @@ var cannedTarget = &pelwardenv1.Target{
 			Reasons: []string{"idle: last read attempt (12m34s)", "heartbeat: heartbeat at hb:worker-1 older than max age 30s (12m31s)"}},
 		{Name: "worker-2", Verdict: pelwardenv1.Verdict_VERDICT_UNKNOWN, Pending: 2, IdleMs: 61000, InactiveMs: -1, HeartbeatAgeMs: -1,
 			Reasons: []string{"idle: last read attempt (1m1s)", "heartbeat: heartbeat unreadable: WRONGTYPE"}},
+		{Name: "worker-3", Owner: "worker-3", Verdict: pelwardenv1.Verdict_VERDICT_DEGRADED, Pending: 5, IdleMs: 300, InactiveMs: -1, HeartbeatAgeMs: 800,
+			Reasons: []string{"idle: last read attempt (300ms)", "heartbeat: fresh heartbeat at hb:worker-3 says degraded (quota_exhausted_until_2026-05-16T12:00:00Z) (800ms)"}},
 	},
 }
 
 func (c *cannedAdmin) ListTargets(ctx context.Context, _ *pelwardenv1.ListTargetsRequest) (*pelwardenv1.ListTargetsResponse, error) {
 	c.record(ctx)
 	missing := &pelwardenv1.Target{Redis: "orders", Stream: "orders", Group: "billing", Liveness: "idle|5m0s||30s|exact", GroupMissing: true}
-	return &pelwardenv1.ListTargetsResponse{Targets: []*pelwardenv1.Target{cannedTarget, missing}}, nil
+	typo := &pelwardenv1.Target{Redis: "default", Stream: "mail", Group: "senders", Liveness: "heartbeat|5m0s|beat:{consumer}|30s|exact|startGrace|30s",
+		LivePending: 3, UnknownPending: 3, NoHeartbeatRecords: true, Consumers: []*pelwardenv1.Consumer{
+			{Name: "sender-0", Owner: "sender-0", Verdict: pelwardenv1.Verdict_VERDICT_UNKNOWN, Pending: 3, IdleMs: 90, InactiveMs: -1, HeartbeatAgeMs: -1,
+				Reasons: []string{"idle: last read attempt (90ms)", "heartbeat: no heartbeat at beat:sender-0", "heartbeat: no consumer of the group has a heartbeat record"}},
+		}}
+	return &pelwardenv1.ListTargetsResponse{Targets: []*pelwardenv1.Target{cannedTarget, typo, missing}}, nil
 }
 
 func (c *cannedAdmin) DescribeTarget(ctx context.Context, req *pelwardenv1.DescribeTargetRequest) (*pelwardenv1.DescribeTargetResponse, error) {
@@ -68,13 +75,20 @@ func (c *cannedAdmin) DescribeTarget(ctx context.Context, req *pelwardenv1.Descr
 func (c *cannedAdmin) Plan(ctx context.Context, req *pelwardenv1.PlanRequest) (*pelwardenv1.PlanResponse, error) {
 	c.record(ctx)
 	res := &pelwardenv1.PlanResponse{Target: cannedTarget, Hygiene: "requeue|30s|0s|5|jobs:dead|pelwarden-deliveries|true|false|requeue|false"}
-	if req.GetTarget().GetStream() == "orders" {
+	switch req.GetTarget().GetStream() {
+	case "orders":
 		return &pelwardenv1.PlanResponse{Target: &pelwardenv1.Target{Redis: "orders", Stream: "orders", Group: "billing", GroupMissing: true}}, nil
+	case "mail":
+		return &pelwardenv1.PlanResponse{Target: &pelwardenv1.Target{Redis: "default", Stream: "mail", Group: "senders", NoHeartbeatRecords: true},
+			Hygiene: "requeue|30s|0s|0||pelwarden-deliveries|true|false|requeue|false",
+			Steps: []*pelwardenv1.PlanStep{{Consumer: "sender-0", Verdict: pelwardenv1.Verdict_VERDICT_UNKNOWN, Action: "none",
+				Reason: "liveness is Unknown (heartbeat: no consumer of the group has a heartbeat record): hygiene never acts on it"}}}, nil
 	}
 	res.Steps = []*pelwardenv1.PlanStep{
 		{Consumer: "worker-0", Verdict: pelwardenv1.Verdict_VERDICT_ALIVE, Action: "none", Reason: "owner is alive and no hard timeout is set"},
 		{Consumer: "worker-1", Verdict: pelwardenv1.Verdict_VERDICT_GHOST, Action: "requeue", Entries: 40, DeadLetterEntries: 3, Reason: "owner is a ghost"},
 		{Consumer: "worker-2", Verdict: pelwardenv1.Verdict_VERDICT_UNKNOWN, Action: "none", Reason: "owner liveness is Unknown"},
+		{Consumer: "worker-3", Verdict: pelwardenv1.Verdict_VERDICT_DEGRADED, Action: "requeue", Entries: 5, Reason: "degraded (heartbeat: fresh heartbeat at hb:worker-3 says degraded): its stale entries are given back"},
 		{Consumer: "worker-9", Verdict: pelwardenv1.Verdict_VERDICT_GHOST, Action: "delete-consumer", Reason: "ghost with an empty PEL"},
 	}
 	return res, nil

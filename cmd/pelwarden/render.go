@@ -30,15 +30,15 @@ func targetName(redis, stream, group string) string {
 
 // renderStatus prints each target's consumers, then totals.
 func renderStatus(w io.Writer, targets []*pelwardenv1.Target) error {
-	var consumers, alive, ghost, unknown int
-	var live, held, lag int64
+	var consumers, alive, ghost, degraded, unknown int
+	var live, held, heldDegraded, lag int64
 	for i, t := range targets {
 		if i > 0 {
 			fmt.Fprintln(w)
 		}
-		fmt.Fprintf(w, "%s  lag %d%s  pending %d live, %d held by ghosts (%d unknown)\n",
+		fmt.Fprintf(w, "%s  lag %d%s  pending %d live, %d held by ghosts, %d by degraded workers (%d unknown)\n",
 			targetName(t.GetRedis(), t.GetStream(), t.GetGroup()), t.GetLag(), estimated(t.GetLagEstimated()),
-			t.GetLivePending(), t.GetGhostPending(), t.GetUnknownPending())
+			t.GetLivePending(), t.GetGhostPending(), t.GetDegradedPending(), t.GetUnknownPending())
 		switch {
 		case t.GetError() != "":
 			fmt.Fprintf(w, "  last read failed: %s\n", t.GetError())
@@ -46,8 +46,10 @@ func renderStatus(w io.Writer, targets []*pelwardenv1.Target) error {
 			fmt.Fprintln(w, "  stream not found")
 		case t.GetGroupMissing():
 			fmt.Fprintln(w, "  consumer group not found")
+		case t.GetNoHeartbeatRecords():
+			fmt.Fprintln(w, "  no consumer has a heartbeat record under heartbeatKey: the pattern is probably wrong, so all are Unknown")
 		}
-		live, held, lag = live+t.GetLivePending(), held+t.GetGhostPending(), lag+t.GetLag()
+		live, held, heldDegraded, lag = live+t.GetLivePending(), held+t.GetGhostPending(), heldDegraded+t.GetDegradedPending(), lag+t.GetLag()
 		if len(t.GetConsumers()) == 0 {
 			continue
 		}
@@ -60,6 +62,8 @@ func renderStatus(w io.Writer, targets []*pelwardenv1.Target) error {
 				alive++
 			case pelwardenv1.Verdict_VERDICT_GHOST:
 				ghost++
+			case pelwardenv1.Verdict_VERDICT_DEGRADED:
+				degraded++
 			default:
 				unknown++
 			}
@@ -75,8 +79,8 @@ func renderStatus(w io.Writer, targets []*pelwardenv1.Target) error {
 			return err
 		}
 	}
-	fmt.Fprintf(w, "\n%d targets, %d consumers: %d alive, %d ghost, %d unknown; pending %d live, %d held by ghosts; lag %d\n",
-		len(targets), consumers, alive, ghost, unknown, live, held, lag)
+	fmt.Fprintf(w, "\n%d targets, %d consumers: %d alive, %d ghost, %d degraded, %d unknown; pending %d live, %d held by ghosts, %d by degraded workers; lag %d\n",
+		len(targets), consumers, alive, ghost, degraded, unknown, live, held, heldDegraded, lag)
 	return nil
 }
 
@@ -175,6 +179,8 @@ func verdictText(v pelwardenv1.Verdict) string {
 		return "Alive"
 	case pelwardenv1.Verdict_VERDICT_GHOST:
 		return "Ghost"
+	case pelwardenv1.Verdict_VERDICT_DEGRADED:
+		return "Degraded"
 	default:
 		return "Unknown"
 	}

@@ -8,7 +8,12 @@
 //     container restarted inside the same pod finishes what it held;
 //   - on SIGTERM it stops reading, finishes the job in hand, and calls
 //     pelwarden's Deregister, which requeues what it read but did not start
-//     and deletes its consumer, so nothing waits for a ghost to be noticed.
+//     and deletes its consumer, so nothing waits for a ghost to be noticed;
+//   - when it cannot do the work (here on SIGUSR1, as a worker whose
+//     provider quota ran out), it says so in its heartbeat, a JSON object
+//     with "degraded": true and the reason, and stops taking jobs: pelwarden
+//     judges it Degraded and gives what it holds to the others. SIGUSR1
+//     again brings it back.
 //
 // Configuration is from the environment, as in a pod spec:
 //
@@ -27,6 +32,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -34,6 +40,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -103,11 +110,12 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	if err := rdb.XGroupCreateMkStream(context.WithoutCancel(ctx), cfg.stream, cfg.group, "0").Err(); err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
 		return fmt.Errorf("creating group: %w", err)
 	}
+	w := &worker{rdb: rdb, cfg: cfg, log: log, health: newHealth()}
 	hbCtx, stopHeartbeat := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopHeartbeat()
-	go heartbeat(hbCtx, rdb, cfg, log)
+	go w.health.follow(hbCtx)
+	go heartbeat(hbCtx, rdb, cfg, w.health, log)
 
-	w := &worker{rdb: rdb, cfg: cfg, log: log}
 	w.loop(ctx)
 	// Shutting down: the job in hand is done (loop returns between jobs);
 	// what was read but not started goes back through pelwarden.
@@ -121,28 +129,96 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	return nil
 }
 
-// heartbeat writes the current time, in milliseconds, until ctx ends.
-func heartbeat(ctx context.Context, rdb *redis.Client, cfg config, log *slog.Logger) {
+// heartbeat writes the current time, in milliseconds, until ctx ends; while
+// the worker is degraded, a JSON object that says so and why. A change of
+// health is written at once.
+func heartbeat(ctx context.Context, rdb *redis.Client, cfg config, h *health, log *slog.Logger) {
 	key := strings.ReplaceAll(cfg.heartbeatKey, "{consumer}", cfg.consumer)
 	tick := time.NewTicker(cfg.heartbeatEvery)
 	defer tick.Stop()
 	for {
+		var value any = time.Now().UnixMilli()
+		if reason, degraded := h.degraded(); degraded {
+			b, _ := json.Marshal(map[string]any{"time": time.Now().UnixMilli(), "degraded": true, "degradedReasons": []string{reason}})
+			value = string(b)
+		}
 		// The key expires on its own if this process dies without a word.
-		if err := rdb.Set(ctx, key, time.Now().UnixMilli(), 10*cfg.heartbeatEvery).Err(); err != nil && ctx.Err() == nil {
+		if err := rdb.Set(ctx, key, value, 10*cfg.heartbeatEvery).Err(); err != nil && ctx.Err() == nil {
 			log.Warn("heartbeat failed", "err", err)
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+		case <-h.changed:
+		}
+	}
+}
+
+// health is whether the worker can do the work; SIGUSR1 toggles it, as a
+// provider quota running out and coming back would. A change is only
+// reported between jobs (settle): pelwarden takes a degraded worker's stale
+// entries as soon as its heartbeat says so, the job in hand included, so
+// the worker says it only once it holds no job in hand.
+type health struct {
+	want    atomic.Bool // asked to be degraded
+	reason  atomic.Pointer[string]
+	changed chan struct{}
+}
+
+func newHealth() *health { return &health{changed: make(chan struct{}, 1)} }
+
+// degraded is what the heartbeat reports.
+func (h *health) degraded() (string, bool) {
+	if r := h.reason.Load(); r != nil {
+		return *r, true
+	}
+	return "", false
+}
+
+// settle makes the reported health the one asked for and says whether the
+// worker is degraded; the loop calls it between jobs.
+func (h *health) settle(log *slog.Logger) bool {
+	_, was := h.degraded()
+	want := h.want.Load()
+	switch {
+	case want && !was:
+		reason := "provider_quota_exhausted_until_" + time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
+		h.reason.Store(&reason)
+		log.Info("degraded: no more jobs until it passes", "reason", reason)
+	case !want && was:
+		h.reason.Store(nil)
+		log.Info("healthy again: taking jobs")
+	default:
+		return was
+	}
+	select {
+	case h.changed <- struct{}{}:
+	default:
+	}
+	return want
+}
+
+// follow toggles the health asked for on each SIGUSR1.
+func (h *health) follow(ctx context.Context) {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGUSR1)
+	defer signal.Stop(sig)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-sig:
+			h.want.Store(!h.want.Load())
 		}
 	}
 }
 
 type worker struct {
-	rdb *redis.Client
-	cfg config
-	log *slog.Logger
+	rdb    *redis.Client
+	cfg    config
+	log    *slog.Logger
+	health *health
 }
 
 // loop reads its own pending entries first ("0"), then new ones (">"),
@@ -151,6 +227,16 @@ type worker struct {
 func (w *worker) loop(ctx context.Context) {
 	own, from := true, "0"
 	for ctx.Err() == nil {
+		if w.health.settle(w.log) {
+			// A degraded worker takes no jobs; what it holds is given
+			// back by pelwarden once stale.
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+			own, from = true, "0"
+			continue
+		}
 		res, err := w.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
 			Group: w.cfg.group, Consumer: w.cfg.consumer, Streams: []string{w.cfg.stream, from},
 			Count: w.cfg.batch, Block: time.Second,
@@ -174,6 +260,9 @@ func (w *worker) loop(ctx context.Context) {
 		for _, m := range msgs {
 			if ctx.Err() != nil {
 				return // read but not started: Deregister requeues it
+			}
+			if w.health.settle(w.log) {
+				break // held until pelwarden gives it back
 			}
 			if err := w.process(ctx, m); err != nil {
 				w.log.Warn("job failed; it stays pending", "id", m.ID, "err", err)

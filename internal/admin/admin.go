@@ -110,6 +110,7 @@ func (s *Server) target(l liveness.Latest) *pelwardenv1.Target {
 	t.SnapshotAgeMs = s.opts.Now().Sub(snap.At).Milliseconds()
 	t.StreamMissing, t.GroupMissing = snap.StreamMissing, snap.GroupMissing
 	t.LivePending, t.GhostPending, t.UnknownPending = snap.LivePending, snap.GhostPending, snap.UnknownPending
+	t.DegradedPending, t.NoHeartbeatRecords = snap.DegradedPending, snap.NoHeartbeatRecords
 	t.Lag, t.LagEstimated = snap.Lag, snap.LagEstimated
 	for _, c := range snap.Consumers {
 		t.Consumers = append(t.Consumers, consumer(c, l.Target.Spec.Kubernetes))
@@ -143,6 +144,8 @@ func verdict(v liveness.Verdict) pelwardenv1.Verdict {
 		return pelwardenv1.Verdict_VERDICT_ALIVE
 	case liveness.Ghost:
 		return pelwardenv1.Verdict_VERDICT_GHOST
+	case liveness.Degraded:
+		return pelwardenv1.Verdict_VERDICT_DEGRADED
 	default:
 		return pelwardenv1.Verdict_VERDICT_UNKNOWN
 	}

@@ -42,6 +42,8 @@ type metrics struct {
 
 	livePending, ghostPending, unknownPending *prometheus.Desc
 	ghostConsumers, lag, lagEstimated, age    *prometheus.Desc
+	degradedPending, degradedConsumers        *prometheus.Desc
+	noHeartbeatRecords, futureHeartbeats      *prometheus.Desc
 
 	mu          sync.Mutex
 	lastMissing map[string]bool
@@ -80,14 +82,19 @@ func newMetrics(reg prometheus.Registerer, view *liveness.View, reports *admin.R
 		podWatchState: prometheus.NewDesc("pelwarden_pod_watch_state",
 			"1 for the state the pod cache of a namespace and selector is in, 0 for the others; only current answers.",
 			[]string{"namespace", "selector", "state"}, nil),
-		livePending:    judged("live_pending_entries", "Pending entries held by consumers judged Alive or Unknown (what the scaler counts), by target."),
-		ghostPending:   judged("ghost_pending_entries", "Pending entries held by consumers judged Ghost (left out of the scaler's count), by target."),
-		unknownPending: judged("unknown_pending_entries", "Pending entries held by consumers whose liveness is Unknown (counted as live), by target."),
-		ghostConsumers: judged("ghost_consumers", "Consumers judged Ghost, by target."),
-		lag:            desc("lag_entries", "Entries not yet delivered to the group (XINFO GROUPS lag, or the estimate), from its newest read."),
-		lagEstimated:   desc("lag_estimated", "1 when Redis answered a NULL lag and the lag is pelwarden's estimate, from the group's newest read."),
-		age:            judged("snapshot_age_seconds", "Age of the target's latest good snapshot."),
-		lastMissing:    make(map[string]bool),
+		livePending:       judged("live_pending_entries", "Pending entries held by consumers judged Alive or Unknown (what the scaler counts), by target."),
+		ghostPending:      judged("ghost_pending_entries", "Pending entries held by consumers judged Ghost (left out of the scaler's count), by target."),
+		unknownPending:    judged("unknown_pending_entries", "Pending entries held by consumers whose liveness is Unknown (counted as live), by target."),
+		ghostConsumers:    judged("ghost_consumers", "Consumers judged Ghost, by target."),
+		degradedPending:   judged("degraded_pending_entries", "Pending entries held by consumers judged Degraded (left out of the scaler's count, given back once stale), by target."),
+		degradedConsumers: judged("degraded_consumers", "Consumers judged Degraded: alive, but their heartbeat says they cannot do the work; by target."),
+		noHeartbeatRecords: judged("heartbeat_records_missing", "1 while heartbeats are configured but no consumer of the group has a heartbeat record "+
+			"(heartbeatKey is probably wrong): every consumer is judged Unknown and hygiene takes nothing; by target."),
+		futureHeartbeats: judged("heartbeats_in_future", "Consumers whose heartbeat is dated in the future beyond the tolerance (judged Unknown), by target."),
+		lag:              desc("lag_entries", "Entries not yet delivered to the group (XINFO GROUPS lag, or the estimate), from its newest read."),
+		lagEstimated:     desc("lag_estimated", "1 when Redis answered a NULL lag and the lag is pelwarden's estimate, from the group's newest read."),
+		age:              judged("snapshot_age_seconds", "Age of the target's latest good snapshot."),
+		lastMissing:      make(map[string]bool),
 	}
 	reg.MustRegister(m.reported, m.redisErrors, m.groupMissing, m.refreshTime, m)
 	return m
@@ -96,7 +103,7 @@ func newMetrics(reg prometheus.Registerer, view *liveness.View, reports *admin.R
 // Describe implements prometheus.Collector.
 func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{m.targetsActive, m.podWatchState, m.livePending, m.ghostPending, m.unknownPending,
-		m.ghostConsumers, m.lag, m.lagEstimated, m.age} {
+		m.ghostConsumers, m.degradedPending, m.degradedConsumers, m.noHeartbeatRecords, m.futureHeartbeats, m.lag, m.lagEstimated, m.age} {
 		ch <- d
 	}
 }
@@ -122,6 +129,10 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		gauge(m.ghostPending, float64(s.GhostPending))
 		gauge(m.unknownPending, float64(s.UnknownPending))
 		gauge(m.ghostConsumers, float64(s.GhostConsumers))
+		gauge(m.degradedPending, float64(s.DegradedPending))
+		gauge(m.degradedConsumers, float64(s.DegradedConsumers))
+		gauge(m.noHeartbeatRecords, boolFloat(s.NoHeartbeatRecords))
+		gauge(m.futureHeartbeats, float64(s.FutureHeartbeats))
 		gauge(m.age, now.Sub(s.At).Seconds())
 		if n, ok := newest[l.Target.String()]; !ok || newer(s, n) {
 			newest[l.Target.String()] = s

@@ -1,6 +1,7 @@
 // Package findings reports what looks wrong with a consumer group: shared
 // consumer names, consumers with no pod or no owner, entries bouncing
-// between deliveries, tombstones and a NULL lag. It is the detector behind
+// between deliveries, tombstones, a NULL lag, a group without any heartbeat
+// record and heartbeats dated in the future. It is the detector behind
 // pelwarden.v1.Admin/Findings.
 //
 // It reads and never writes: no finding is acted on here, and Detect sends
@@ -42,6 +43,12 @@ const (
 	// PodsUnobserved is a target whose kubernetes source cannot answer:
 	// RBAC refuses it, or its pod cache is not current.
 	PodsUnobserved Kind = 7
+	// NoHeartbeatRecords is a group with heartbeats configured in which no
+	// consumer has a heartbeat record: heartbeatKey is probably wrong.
+	NoHeartbeatRecords Kind = 8
+	// HeartbeatInFuture is a consumer whose heartbeat is dated in the
+	// future beyond liveness.FutureTolerance: a broken clock or writer.
+	HeartbeatInFuture Kind = 9
 )
 
 func (k Kind) String() string {
@@ -60,6 +67,10 @@ func (k Kind) String() string {
 		return "null-lag"
 	case PodsUnobserved:
 		return "pods-unobserved"
+	case NoHeartbeatRecords:
+		return "no-heartbeat-records"
+	case HeartbeatInFuture:
+		return "heartbeat-in-future"
 	default:
 		return fmt.Sprintf("kind(%d)", int(k))
 	}

@@ -101,6 +101,27 @@ func TestDetectFindsWhatLooksWrongAndChangesNothing(t *testing.T) {
 				redistest.Read(t, rdb, stream, group, "w-0", 1)
 				return w.Annotate, []brief{{PodsUnobserved, "", nil}}
 			}},
+		"a heartbeatKey that matches no key in a reading group is reported": {detail: "heartbeatKey beat:{consumer}",
+			target: func(t *testing.T) liveness.Target {
+				return target(t, "liveness", "heartbeat", "heartbeatKey", "beat:{consumer}")
+			},
+			setup: func(t *testing.T, rdb *redis.Client) (annotator, []brief) {
+				addEntries(t, rdb, 2)
+				// The workers beat at hb:, the trigger reads beat:.
+				require.NoError(t, rdb.Set(context.Background(), "hb:w-0", time.Now().UnixMilli(), 0).Err())
+				redistest.Read(t, rdb, stream, group, "w-0", 1)
+				redistest.Read(t, rdb, stream, group, "w-1", 1)
+				return nil, []brief{{NoHeartbeatRecords, "", nil}}
+			}},
+		"a heartbeat dated an hour ahead is reported": {target: heartbeatTarget, detail: "dated in the future",
+			setup: func(t *testing.T, rdb *redis.Client) (annotator, []brief) {
+				addEntries(t, rdb, 2)
+				require.NoError(t, rdb.Set(context.Background(), "hb:api-0", time.Now().Add(time.Hour).UnixMilli(), 0).Err())
+				require.NoError(t, rdb.Set(context.Background(), "hb:api-1", time.Now().UnixMilli(), 0).Err())
+				redistest.Read(t, rdb, stream, group, "api-0-reader", 1)
+				redistest.Read(t, rdb, stream, group, "api-1-reader", 1)
+				return nil, []brief{{HeartbeatInFuture, "api-0-reader", nil}}
+			}},
 		"a group read and acknowledged by live workers has no findings": {target: idleTarget,
 			setup: func(t *testing.T, rdb *redis.Client) (annotator, []brief) {
 				addEntries(t, rdb, 4)
@@ -230,7 +251,7 @@ func TestAMissingGroupHasNothingToReport(t *testing.T) {
 
 func TestKindsKeepTheProtoNumbers(t *testing.T) {
 	t.Parallel()
-	for _, k := range []Kind{SharedName, NoPod, Bouncing, NoOwner, Tombstone, NullLag, PodsUnobserved} {
+	for _, k := range []Kind{SharedName, NoPod, Bouncing, NoOwner, Tombstone, NullLag, PodsUnobserved, NoHeartbeatRecords, HeartbeatInFuture} {
 		require.Equal(t, int32(k), int32(k.Proto()), "kind %s", k)
 		require.NotContains(t, k.String(), "kind(")
 	}

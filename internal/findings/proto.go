@@ -22,6 +22,10 @@ func (k Kind) Proto() pelwardenv1.FindingKind {
 		return pelwardenv1.FindingKind_FINDING_KIND_NULL_LAG
 	case PodsUnobserved:
 		return pelwardenv1.FindingKind_FINDING_KIND_PODS_UNOBSERVED
+	case NoHeartbeatRecords:
+		return pelwardenv1.FindingKind_FINDING_KIND_NO_HEARTBEAT_RECORDS
+	case HeartbeatInFuture:
+		return pelwardenv1.FindingKind_FINDING_KIND_HEARTBEAT_IN_FUTURE
 	default:
 		return pelwardenv1.FindingKind_FINDING_KIND_UNSPECIFIED
 	}

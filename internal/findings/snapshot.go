@@ -8,8 +8,9 @@ import (
 )
 
 // fromSnapshot gives the findings the liveness view already knows: names
-// read after their pod went, consumers with no pod or no owner, a NULL
-// lag, and a kubernetes source that cannot answer.
+// read after their pod went, consumers with no pod or no owner, heartbeats
+// from the future, a group without heartbeat records, a NULL lag, and a
+// kubernetes source that cannot answer.
 func fromSnapshot(s *liveness.Snapshot) []Finding {
 	var out []Finding
 	spec := s.Target.Spec
@@ -28,6 +29,15 @@ func fromSnapshot(s *liveness.Snapshot) []Finding {
 		if c.Owner == "" {
 			out = append(out, Finding{Kind: NoOwner, Consumer: c.Name, Detail: noOwnerDetail(spec, c)})
 		}
+		if c.Heartbeat == liveness.HeartbeatFuture {
+			out = append(out, Finding{Kind: HeartbeatInFuture, Consumer: c.Name, Detail: fmt.Sprintf("the heartbeat is dated in the future "+
+				"beyond the %s tolerance, so a broken clock on the worker's host or a writer that stores something other than the "+
+				"current time wrote it; the consumer is judged Unknown, so its entries are counted as live and never taken, "+
+				"until its heartbeat is dated now (%s)", liveness.FutureTolerance, liveness.ReasonsString(c.Reasons))})
+		}
+	}
+	if s.NoHeartbeatRecords {
+		out = append(out, Finding{Kind: NoHeartbeatRecords, Detail: noRecordsDetail(s)})
 	}
 	if s.LagEstimated {
 		out = append(out, Finding{Kind: NullLag, Detail: fmt.Sprintf("XINFO GROUPS reports the lag as NULL, so Redis cannot count the "+
@@ -65,4 +75,16 @@ func noOwnerDetail(spec liveness.Spec, c liveness.ConsumerView) string {
 			strings.Join(missing, " and ")
 	}
 	return why + "; the consumer is judged " + c.Verdict.String() + " without an owner's evidence"
+}
+
+func noRecordsDetail(s *liveness.Snapshot) string {
+	spec := s.Target.Spec
+	example := ""
+	if len(s.Consumers) > 0 {
+		example = fmt.Sprintf(" (consumer %s: %s)", s.Consumers[0].Name, strings.Join(spec.HeartbeatKeys(s.Consumers[0].Name), ", "))
+	}
+	return fmt.Sprintf("no consumer of the group has a heartbeat record under heartbeatKey %s%s, so the pattern is probably "+
+		"wrong (or every worker's key expired at once): all %d consumers are judged Unknown, their entries count as live and "+
+		"hygiene takes none; check the pattern against the key the workers write (redis-cli --scan --pattern)",
+		spec.HeartbeatKey, example, len(s.Consumers))
 }

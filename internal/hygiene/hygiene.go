@@ -246,11 +246,13 @@ func (l *Loop) scanIfLeader(ctx context.Context, t Target, lease redisx.Lease) {
 	}
 }
 
+// ghostsHolding names the consumers whose entries are to be given back
+// (Ghost or Degraded) and that hold some: one turning so starts a scan.
 func ghostsHolding(v *liveness.View, t liveness.Target) map[string]bool {
 	out := map[string]bool{}
 	if s, ok := v.Peek(t); ok {
 		for _, c := range s.Consumers {
-			if c.Verdict == liveness.Ghost && c.Pending > 0 {
+			if c.Verdict.GivesBack() && c.Pending > 0 {
 				out[c.Name] = true
 			}
 		}

@@ -117,6 +117,8 @@ type ConsumerView struct {
 	// HeartbeatAge is the age of the consumer's heartbeat, -1 where none
 	// was read.
 	HeartbeatAge time.Duration
+	// Heartbeat is what the heartbeat source saw of the consumer.
+	Heartbeat HeartbeatState
 	// Pod is the kubernetes source's state of the owner's pod.
 	Pod PodState
 	// SharedName says the name was used after its pod went.
@@ -124,6 +126,10 @@ type ConsumerView struct {
 	// GoneAt is when the owner's pod went, for a Ghost judged so from its
 	// pod; zero otherwise.
 	GoneAt time.Time
+	// FirstSeen is when pelwarden first saw the consumer in the group, on
+	// its own clock; it is carried from snapshot to snapshot and forgotten
+	// with the consumer.
+	FirstSeen time.Time
 }
 
 // Snapshot is the judged state of one target at one moment. It is immutable
@@ -137,12 +143,23 @@ type Snapshot struct {
 	GroupMissing  bool
 	// Consumers are sorted by name.
 	Consumers []ConsumerView
-	// LivePending is the pending entries held by Alive or Unknown consumers.
+	// LivePending is the pending entries held by Alive or Unknown consumers:
+	// what the scaler counts.
 	LivePending int64
 	// GhostPending is the pending entries held by Ghost consumers.
 	GhostPending   int64
 	UnknownPending int64
-	GhostConsumers int
+	// DegradedPending is the pending entries held by Degraded consumers;
+	// like a ghost's, they are left out of LivePending.
+	DegradedPending   int64
+	GhostConsumers    int
+	DegradedConsumers int
+	// NoHeartbeatRecords says heartbeats are configured but no consumer of
+	// the group has a heartbeat record: every consumer is judged Unknown.
+	NoHeartbeatRecords bool
+	// FutureHeartbeats counts consumers whose heartbeat is dated in the
+	// future beyond FutureTolerance.
+	FutureHeartbeats int
 	// Lag is XINFO GROUPS lag or, when LagEstimated, the fallback estimate.
 	Lag             int64
 	LagEstimated    bool
@@ -153,8 +170,16 @@ type Snapshot struct {
 	PodsErr string
 }
 
-// Build judges every consumer of an observation. It is pure.
-func Build(t Target, obs Observation, now time.Time) *Snapshot {
+// gathered is one consumer's evidence before the group-wide guard is known.
+type gathered struct {
+	view ConsumerView
+	ev   Evidence
+}
+
+// Build judges every consumer of an observation. prev is the target's
+// previous snapshot (nil for the first): it carries when each consumer was
+// first seen, for the start grace. Build is pure.
+func Build(t Target, obs Observation, prev *Snapshot, now time.Time) *Snapshot {
 	s := &Snapshot{
 		Target:          t,
 		At:              now,
@@ -174,7 +199,52 @@ func Build(t Target, obs Observation, now time.Time) *Snapshot {
 	if t.Spec.Kubernetes && obs.Pods != nil {
 		s.PodsErr = obs.Pods.Err
 	}
+	var before []ConsumerView
+	if prev != nil {
+		before = prev.Consumers
+	}
+	all := gather(t.Spec, obs, before, now)
+	s.NoHeartbeatRecords = noHeartbeatRecords(t.Spec, all)
+	s.Consumers = make([]ConsumerView, 0, len(all))
+	for _, g := range all {
+		g.ev.NoGroupHeartbeats = s.NoHeartbeatRecords
+		j := Judge(t.Spec, g.ev)
+		cv := g.view
+		cv.Verdict, cv.Reasons, cv.SharedName = j.Verdict, j.Reasons, j.SharedName
+		if j.Verdict == Ghost && g.ev.Pod.State == PodGone {
+			cv.GoneAt = now.Add(-g.ev.Pod.GoneFor)
+		}
+		s.add(cv)
+	}
+	return s
+}
 
+// add counts one judged consumer into the sums.
+func (s *Snapshot) add(cv ConsumerView) {
+	switch cv.Verdict {
+	case Ghost:
+		s.GhostPending += cv.Pending
+		s.GhostConsumers++
+	case Degraded:
+		s.DegradedPending += cv.Pending
+		s.DegradedConsumers++
+	case Unknown:
+		s.UnknownPending += cv.Pending
+		s.LivePending += cv.Pending
+	default:
+		s.LivePending += cv.Pending
+	}
+	if cv.Heartbeat == HeartbeatFuture {
+		s.FutureHeartbeats++
+	}
+	s.Consumers = append(s.Consumers, cv)
+}
+
+// gather collects the evidence of every consumer of the observation, in
+// name order: those XINFO CONSUMERS lists and those only in the pending
+// summary. before is the previous snapshot's consumers, also in name
+// order, from which each keeps when it was first seen.
+func gather(spec Spec, obs Observation, before []ConsumerView, now time.Time) []gathered {
 	listed := make(map[string]ConsumerObs, len(obs.Consumers))
 	names := make([]string, 0, len(obs.Consumers)+len(obs.PendingByConsumer))
 	for _, c := range obs.Consumers {
@@ -187,42 +257,53 @@ func Build(t Target, obs Observation, now time.Time) *Snapshot {
 		}
 	}
 	slices.Sort(names)
-
-	s.Consumers = make([]ConsumerView, 0, len(names))
+	out := make([]gathered, 0, len(names))
+	b := 0
 	for _, name := range names {
 		c, ok := listed[name]
-		pending := obs.PendingByConsumer[name]
-		cv := ConsumerView{Name: name, Pending: pending, Idle: c.Idle, Inactive: c.Inactive}
+		cv := ConsumerView{Name: name, Pending: obs.PendingByConsumer[name], Idle: c.Idle, Inactive: c.Inactive, HeartbeatAge: -1, FirstSeen: now}
 		if !ok {
 			cv.Inactive = -1
 		}
-		hb, owner := heartbeatFor(t.Spec, name, obs)
-		pod := podFor(t.Spec, name, obs, now)
+		for b < len(before) && before[b].Name < name {
+			b++
+		}
+		if b < len(before) && before[b].Name == name {
+			cv.FirstSeen = before[b].FirstSeen
+		}
+		hb, owner := heartbeatFor(spec, name, obs)
+		pod := podFor(spec, name, obs, now)
 		if pod.Name != "" {
 			owner = pod.Name
 		}
-		cv.Owner, cv.HeartbeatAge, cv.Pod = owner, -1, pod.State
+		cv.Owner, cv.Pod, cv.Heartbeat = owner, pod.State, hb.State
 		if hb.State == HeartbeatFresh || hb.State == HeartbeatStale {
 			cv.HeartbeatAge = hb.Age
 		}
-		j := Judge(t.Spec, Evidence{Seen: c.Idle, Inactive: cv.Inactive, Listed: ok, Heartbeat: hb, Pod: pod})
-		cv.Verdict, cv.Reasons, cv.SharedName = j.Verdict, j.Reasons, j.SharedName
-		if j.Verdict == Ghost && pod.State == PodGone {
-			cv.GoneAt = now.Add(-pod.GoneFor)
-		}
-		switch cv.Verdict {
-		case Ghost:
-			s.GhostPending += pending
-			s.GhostConsumers++
-		case Unknown:
-			s.UnknownPending += pending
-			s.LivePending += pending
-		default:
-			s.LivePending += pending
-		}
-		s.Consumers = append(s.Consumers, cv)
+		ev := Evidence{Seen: c.Idle, Inactive: cv.Inactive, Listed: ok, Heartbeat: hb, Pod: pod, Known: max(now.Sub(cv.FirstSeen), 0)}
+		out = append(out, gathered{view: cv, ev: ev})
 	}
-	return s
+	return out
+}
+
+// noHeartbeatRecords is the guard against a wrong heartbeatKey: heartbeats
+// are configured, some consumer's key was read and found missing, and no
+// consumer of the group has a record. A group whose every key is missing
+// is judged Unknown rather than Ghost: pelwarden cannot tell a pattern
+// that matches nothing from a group whose every worker went silent, and
+// only the second may be acted on.
+func noHeartbeatRecords(spec Spec, all []gathered) bool {
+	if !spec.Heartbeat {
+		return false
+	}
+	missing := false
+	for _, g := range all {
+		if g.ev.Heartbeat.State.Record() {
+			return false
+		}
+		missing = missing || g.ev.Heartbeat.State == HeartbeatMissing
+	}
+	return missing
 }
 
 // podFor finds the pod behind a consumer: the most specific owner
@@ -249,50 +330,4 @@ func podFor(spec Spec, consumer string, obs Observation, now time.Time) Pod {
 		return out
 	}
 	return Pod{State: PodNone}
-}
-
-// heartbeatFor finds the heartbeat evidence and the owner of one consumer.
-// With an {owner} pattern the longest owner candidate whose key exists
-// decides; with prefix matching that is also how the owner is known.
-func heartbeatFor(spec Spec, consumer string, obs Observation) (Heartbeat, string) {
-	noInfo := func(string) bool { return false }
-	owner, _ := spec.Owner.Resolve(consumer, noInfo)
-	if !spec.Heartbeat {
-		return Heartbeat{}, owner
-	}
-	keys := spec.HeartbeatKeys(consumer)
-	if len(keys) == 0 {
-		return Heartbeat{State: HeartbeatError, Err: "no owner matches the consumer name under ownerMatch " + spec.Owner.String()}, ""
-	}
-	if !spec.byOwner() {
-		return readHeartbeat(spec, keys[0], obs), owner
-	}
-	cands := spec.Owner.Candidates(consumer)
-	for i, key := range keys {
-		if hb := readHeartbeat(spec, key, obs); hb.State != HeartbeatMissing {
-			return hb, cands[i]
-		}
-	}
-	return readHeartbeat(spec, keys[0], obs), owner
-}
-
-func readHeartbeat(spec Spec, key string, obs Observation) Heartbeat {
-	r, ok := obs.Heartbeats[key]
-	switch {
-	case !ok:
-		return Heartbeat{State: HeartbeatUnread, Key: key}
-	case r.Err != nil:
-		return Heartbeat{State: HeartbeatError, Key: key, Err: r.Err.Error()}
-	case !r.Exists:
-		return Heartbeat{State: HeartbeatMissing, Key: key}
-	}
-	at, err := ParseHeartbeat(r.Value)
-	if err != nil {
-		return Heartbeat{State: HeartbeatError, Key: key, Err: err.Error()}
-	}
-	age := max(obs.ServerTime.Sub(at), 0)
-	if age > spec.HeartbeatMaxAge {
-		return Heartbeat{State: HeartbeatStale, Key: key, Age: age}
-	}
-	return Heartbeat{State: HeartbeatFresh, Key: key, Age: age}
 }

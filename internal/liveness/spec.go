@@ -3,13 +3,9 @@ package liveness
 import (
 	"errors"
 	"fmt"
-	"math"
 	"regexp"
-	"strconv"
 	"strings"
 	"time"
-
-	"github.com/pelwarden/pelwarden/internal/clip"
 )
 
 // Spec is how one target judges its consumers. It is a plain value so that
@@ -26,6 +22,9 @@ type Spec struct {
 	HeartbeatKey string
 	// HeartbeatMaxAge is the age past which a heartbeat is stale.
 	HeartbeatMaxAge time.Duration
+	// StartGrace is how long a consumer new to pelwarden, read from but
+	// without a heartbeat yet, is a starting worker rather than a ghost.
+	StartGrace time.Duration
 	// Owner maps consumer names to owners; with the kubernetes source an
 	// owner is a pod name.
 	Owner OwnerMatch
@@ -63,17 +62,13 @@ func (s Spec) String() string {
 		src = append(src, string(SourceHeartbeat))
 	}
 	out := fmt.Sprintf("%s|%s|%s|%s|%s", strings.Join(src, ","), s.GhostIdle, s.HeartbeatKey, s.HeartbeatMaxAge, s.Owner)
+	if s.Heartbeat {
+		out += fmt.Sprintf("|startGrace|%s", s.StartGrace)
+	}
 	if s.Kubernetes {
 		out += fmt.Sprintf("|kubernetes|%s|%s|%s", s.PodNamespace, s.PodSelector, s.PodGrace)
 	}
 	return out
-}
-
-func (s Spec) readGrace() time.Duration {
-	if s.Idle || !s.Heartbeat {
-		return s.GhostIdle
-	}
-	return s.HeartbeatMaxAge
 }
 
 // byOwner says the heartbeat key is per owner rather than per consumer.
@@ -179,22 +174,4 @@ func (s Spec) HeartbeatKeys(consumer string) []string {
 		keys[i] = strings.ReplaceAll(s.HeartbeatKey, "{owner}", c)
 	}
 	return keys
-}
-
-// ParseHeartbeat reads a heartbeat value: a Unix time in seconds or in
-// milliseconds, integer or decimal. Values below 1e11 are seconds (1e11 s is
-// the year 5138; 1e11 ms is 1973).
-func ParseHeartbeat(v string) (time.Time, error) {
-	f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || f <= 0 {
-		return time.Time{}, fmt.Errorf("heartbeat value %q is not a positive Unix time in seconds or milliseconds", clip.String(v, 64))
-	}
-	if f < 1e11 {
-		sec, frac := math.Modf(f)
-		return time.Unix(int64(sec), int64(frac*1e9)), nil
-	}
-	if f > 1e15 {
-		return time.Time{}, fmt.Errorf("heartbeat value %q is past any Unix time in milliseconds", clip.String(v, 64))
-	}
-	return time.UnixMilli(int64(f)), nil
 }

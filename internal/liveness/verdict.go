@@ -6,7 +6,6 @@ package liveness
 
 import (
 	"fmt"
-	"strings"
 	"time"
 )
 
@@ -23,6 +22,14 @@ const (
 	// Ghost means the process behind the name is gone; its pending entries
 	// are stuck until something gives them back.
 	Ghost
+	// Degraded means a process is alive behind the name but says, in a
+	// fresh heartbeat, that it cannot do the work (a quota exhausted, a
+	// provider down). It is a verdict of its own, not a flag on Alive, so
+	// that no code that trusts Alive (a claim target, the live count) can
+	// mistake it for a working consumer: its entries are given back once
+	// stale, as a ghost's are, the scaler leaves them out, it never
+	// receives claimed entries, and it is never deleted.
+	Degraded
 )
 
 func (v Verdict) String() string {
@@ -31,9 +38,18 @@ func (v Verdict) String() string {
 		return "Alive"
 	case Ghost:
 		return "Ghost"
+	case Degraded:
+		return "Degraded"
 	default:
 		return "Unknown"
 	}
+}
+
+// GivesBack reports whether the consumer's pending entries are to be given
+// back once stale (Ghost or Degraded): the scaler leaves them out of the
+// work live consumers face, and hygiene takes them.
+func (v Verdict) GivesBack() bool {
+	return v == Ghost || v == Degraded
 }
 
 // Source names where a piece of evidence came from.
@@ -75,17 +91,33 @@ const (
 	HeartbeatMissing
 	// HeartbeatError means the read failed or the value was not a time.
 	HeartbeatError
+	// HeartbeatFuture means the value is dated more than FutureTolerance
+	// ahead of Redis's clock: a broken clock or writer, not trusted.
+	HeartbeatFuture
 )
+
+// Record reports whether the state proves a key exists under the pattern:
+// a value was read (fresh, stale, from the future, or unparsable) or the
+// read failed on the key itself.
+func (s HeartbeatState) Record() bool {
+	return s == HeartbeatFresh || s == HeartbeatStale || s == HeartbeatFuture || s == HeartbeatError
+}
 
 // Heartbeat is the heartbeat evidence for one consumer.
 type Heartbeat struct {
 	State HeartbeatState
 	// Age of the newest heartbeat (Fresh or Stale), measured on Redis's clock.
 	Age time.Duration
+	// Ahead is how far ahead of Redis's clock a HeartbeatFuture is dated.
+	Ahead time.Duration
 	// Key that was read, for the reasons.
 	Key string
 	// Err says why the state is HeartbeatError.
 	Err string
+	// Degraded and DegradedReasons are what a JSON heartbeat says of its
+	// worker's health.
+	Degraded        bool
+	DegradedReasons []string
 }
 
 // Evidence is everything the sources say about one consumer.
@@ -102,6 +134,14 @@ type Evidence struct {
 	Listed    bool
 	Heartbeat Heartbeat
 	Pod       Pod
+	// Known is how long pelwarden has known the consumer (0 on its first
+	// read of the group): a new name without a heartbeat yet is a starting
+	// worker for the start grace.
+	Known time.Duration
+	// NoGroupHeartbeats says no consumer of the group has a heartbeat
+	// record at all (Build decides it over the whole group): the key
+	// pattern is probably wrong, so no consumer is judged by it.
+	NoGroupHeartbeats bool
 }
 
 // PodState is what the kubernetes source saw of the pod behind a consumer.
@@ -155,67 +195,6 @@ type Pod struct {
 	Err string
 }
 
-// Judge combines the evidence for one consumer into a verdict.
-//
-// The rule, in order:
-//  1. A consumer missing from XINFO CONSUMERS is Unknown.
-//  2. A pod seen to go is strong evidence of death, once its grace has
-//     passed: Ghost, unless the name was read or its heartbeat written after
-//     the pod went (another process uses the name: Alive, SharedName).
-//  3. A fresh heartbeat, or a read attempt more recent than the read grace,
-//     is strong evidence of life: Alive.
-//  4. A source that could not answer makes the verdict Unknown.
-//  5. A terminating pod is finishing its work: Alive.
-//  6. With heartbeats configured, a stale or missing heartbeat is Ghost
-//     (the consumer has also not been read from within the grace, by rule
-//     3), whether or not its pod exists: a running pod may hang.
-//  7. A running pod is Alive: idle time alone does not outweigh it, since
-//     the worker may be busy with a long job.
-//  8. Otherwise (idle source, or no pod of that name), idle past ghostIdle
-//     is Ghost.
-//
-// The read grace is ghostIdle unless heartbeats are the only timed source,
-// then the heartbeat max age: a read is as good a sign of life as a
-// heartbeat.
-func Judge(spec Spec, ev Evidence) Judgement {
-	if !ev.Listed {
-		return Judgement{Verdict: Unknown, Reasons: []Reason{{Source: SourceIdle, Detail: "consumer is in the pending summary but not in XINFO CONSUMERS", Age: -1}}}
-	}
-	j := Judgement{Reasons: make([]Reason, 0, 3)}
-	seen := Reason{Source: SourceIdle, Detail: "last read attempt", Age: ev.Seen}
-	if ev.Inactive >= 0 {
-		seen.Detail = fmt.Sprintf("last read attempt; last successful read %s ago", ev.Inactive.Round(time.Millisecond))
-	}
-	j.Reasons = append(j.Reasons, seen)
-	if spec.Heartbeat {
-		j.Reasons = append(j.Reasons, heartbeatReason(spec, ev.Heartbeat))
-	}
-	if spec.Kubernetes {
-		j.Reasons = append(j.Reasons, podReason(spec, ev.Pod))
-		if ev.Pod.State == PodGone {
-			return judgeGone(spec, ev, j)
-		}
-	}
-	hb := ev.Heartbeat.State
-	switch {
-	case hb == HeartbeatFresh || ev.Seen < spec.readGrace():
-		j.Verdict = Alive
-	case spec.Heartbeat && (hb == HeartbeatError || hb == HeartbeatUnread),
-		spec.Kubernetes && ev.Pod.State == PodUnobserved:
-		j.Verdict = Unknown
-	case spec.Kubernetes && ev.Pod.State == PodTerminating:
-		j.Verdict = Alive
-	case spec.Heartbeat:
-		j.Verdict = Ghost
-	case spec.Kubernetes && ev.Pod.State == PodRunning:
-		j.Verdict = Alive
-	default:
-		j.Reasons[0].Detail += fmt.Sprintf(", past ghostIdle %s", spec.GhostIdle)
-		j.Verdict = Ghost
-	}
-	return j
-}
-
 // Judgement is a verdict with the evidence behind it.
 type Judgement struct {
 	Verdict Verdict
@@ -223,67 +202,4 @@ type Judgement struct {
 	// SharedName says the name was used after its pod went: more than one
 	// process uses it.
 	SharedName bool
-}
-
-// judgeGone is rule 2: the pod went GoneFor ago.
-func judgeGone(spec Spec, ev Evidence, j Judgement) Judgement {
-	hb := ev.Heartbeat
-	readSince := ev.Seen < ev.Pod.GoneFor
-	beatSince := spec.Heartbeat && (hb.State == HeartbeatFresh || hb.State == HeartbeatStale) && hb.Age < ev.Pod.GoneFor
-	switch {
-	case readSince || beatSince:
-		j.Verdict, j.SharedName = Alive, true
-		j.Reasons = append(j.Reasons, Reason{Source: SourceKubernetes, Detail: "the name was used after its pod went: another process shares it", Age: -1})
-	case spec.Heartbeat && (hb.State == HeartbeatError || hb.State == HeartbeatUnread):
-		j.Verdict = Unknown
-	case ev.Pod.GoneFor < spec.PodGrace:
-		j.Verdict = Alive
-	default:
-		j.Verdict = Ghost
-	}
-	return j
-}
-
-func heartbeatReason(spec Spec, hb Heartbeat) Reason {
-	switch hb.State {
-	case HeartbeatFresh:
-		return Reason{Source: SourceHeartbeat, Detail: "fresh heartbeat at " + hb.Key, Age: hb.Age}
-	case HeartbeatStale:
-		return Reason{Source: SourceHeartbeat, Detail: fmt.Sprintf("heartbeat at %s older than max age %s", hb.Key, spec.HeartbeatMaxAge), Age: hb.Age}
-	case HeartbeatMissing:
-		return Reason{Source: SourceHeartbeat, Detail: "no heartbeat at " + hb.Key, Age: -1}
-	case HeartbeatError:
-		return Reason{Source: SourceHeartbeat, Detail: "heartbeat unreadable: " + hb.Err, Age: -1}
-	default:
-		return Reason{Source: SourceHeartbeat, Detail: "heartbeat not read yet", Age: -1}
-	}
-}
-
-func podReason(spec Spec, p Pod) Reason {
-	where := fmt.Sprintf("pod %s/%s", spec.PodNamespace, p.Name)
-	switch p.State {
-	case PodNone:
-		return Reason{Source: SourceKubernetes, Detail: fmt.Sprintf("no pod matching %q is the owner", spec.PodSelector), Age: -1}
-	case PodRunning:
-		d := where + " exists"
-		if p.Restarts > 0 {
-			d += fmt.Sprintf(" (%d container restarts)", p.Restarts)
-		}
-		return Reason{Source: SourceKubernetes, Detail: d, Age: -1}
-	case PodTerminating:
-		return Reason{Source: SourceKubernetes, Detail: where + " is terminating", Age: -1}
-	case PodGone:
-		return Reason{Source: SourceKubernetes, Detail: fmt.Sprintf("%s went (grace %s)", where, spec.PodGrace), Age: p.GoneFor}
-	default:
-		return Reason{Source: SourceKubernetes, Detail: "pods unobserved: " + p.Err, Age: -1}
-	}
-}
-
-// ReasonsString joins reasons for a log line.
-func ReasonsString(rs []Reason) string {
-	parts := make([]string, len(rs))
-	for i, r := range rs {
-		parts[i] = r.String()
-	}
-	return strings.Join(parts, "; ")
 }

@@ -12,24 +12,31 @@ func idleSpec() Spec {
 }
 
 func heartbeatSpec() Spec {
-	return Spec{Heartbeat: true, HeartbeatKey: "hb:{consumer}", HeartbeatMaxAge: 5 * time.Second, GhostIdle: 60 * time.Second, Owner: OwnerMatch{mode: "exact"}}
+	return Spec{Heartbeat: true, HeartbeatKey: "hb:{consumer}", HeartbeatMaxAge: 5 * time.Second, StartGrace: 5 * time.Second,
+		GhostIdle: 60 * time.Second, Owner: OwnerMatch{mode: "exact"}}
 }
 
 // TestJudgeFollowsTheLivenessTable covers every row of the design's liveness
-// table that concerns the idle and heartbeat sources.
+// table that concerns the idle and heartbeat sources, and the rows of issue
+// 11: the heartbeat outranks a reading name, a starting worker has a
+// grace, and a group without any heartbeat record is not judged by it.
 func TestJudgeFollowsTheLivenessTable(t *testing.T) {
 	t.Parallel()
 	both := heartbeatSpec()
 	both.Idle = true
+	stale := func(age time.Duration) Heartbeat { return Heartbeat{State: HeartbeatStale, Age: age, Key: "hb:w"} }
+	missing := Heartbeat{State: HeartbeatMissing, Key: "hb:w"}
 	cases := map[string]struct {
 		spec Spec
 		ev   Evidence
 		want Verdict
+		// reason is a part of some reason that must say why.
+		reason string
 	}{
 		"only idle configured, idle past ghostIdleSeconds is Ghost": {
 			spec: idleSpec(),
 			ev:   Evidence{Listed: true, Seen: 61 * time.Second, Inactive: -1},
-			want: Ghost,
+			want: Ghost, reason: "past ghostIdle",
 		},
 		"only idle configured, idle below ghostIdleSeconds is Alive": {
 			spec: idleSpec(),
@@ -38,61 +45,104 @@ func TestJudgeFollowsTheLivenessTable(t *testing.T) {
 		},
 		"heartbeat stale past its max age (hung worker) is Ghost": {
 			spec: heartbeatSpec(),
-			ev:   Evidence{Listed: true, Seen: 30 * time.Second, Inactive: -1, Heartbeat: Heartbeat{State: HeartbeatStale, Age: 6 * time.Second}},
-			want: Ghost,
+			ev:   Evidence{Listed: true, Seen: 30 * time.Second, Inactive: -1, Known: time.Hour, Heartbeat: stale(6 * time.Second)},
+			want: Ghost, reason: "older than max age",
 		},
 		"fresh heartbeat with an entry idle ten times the stale threshold is Alive (long job)": {
 			spec: heartbeatSpec(),
 			ev:   Evidence{Listed: true, Seen: 600 * time.Second, Inactive: -1, Heartbeat: Heartbeat{State: HeartbeatFresh, Age: time.Second}},
-			want: Alive,
+			want: Alive, reason: "fresh heartbeat",
 		},
 		"heartbeat read fails is Unknown": {
 			spec: heartbeatSpec(),
 			ev:   Evidence{Listed: true, Seen: 600 * time.Second, Inactive: -1, Heartbeat: Heartbeat{State: HeartbeatError, Err: "WRONGTYPE"}},
+			want: Unknown, reason: "WRONGTYPE",
+		},
+		"heartbeat read fails while the name is read from is still Unknown": {
+			spec: heartbeatSpec(),
+			ev:   Evidence{Listed: true, Seen: 100 * time.Millisecond, Inactive: -1, Heartbeat: Heartbeat{State: HeartbeatError, Err: "WRONGTYPE"}},
 			want: Unknown,
 		},
 		"heartbeat not read yet is Unknown": {
 			spec: heartbeatSpec(),
 			ev:   Evidence{Listed: true, Seen: 600 * time.Second, Inactive: -1},
-			want: Unknown,
+			want: Unknown, reason: "not read yet",
 		},
-		"missing heartbeat key with no recent read is Ghost": {
+		"reads every second while the owner's heartbeat is stale for an hour is not Alive": {
 			spec: heartbeatSpec(),
-			ev:   Evidence{Listed: true, Seen: 10 * time.Second, Inactive: -1, Heartbeat: Heartbeat{State: HeartbeatMissing}},
+			ev:   Evidence{Listed: true, Seen: 300 * time.Millisecond, Inactive: 300 * time.Millisecond, Known: time.Hour, Heartbeat: stale(time.Hour)},
+			want: Ghost, reason: "older than max age",
+		},
+		"a stale heartbeat outranks a read even while pelwarden has just met the consumer": {
+			spec: heartbeatSpec(),
+			ev:   Evidence{Listed: true, Seen: 300 * time.Millisecond, Inactive: -1, Known: 0, Heartbeat: stale(time.Hour)},
 			want: Ghost,
 		},
-		"missing heartbeat but the name is being read from is Alive (worker without heartbeats yet)": {
+		"new consumer that reads, no heartbeat yet, known for less than the grace is Alive (starting)": {
 			spec: heartbeatSpec(),
-			ev:   Evidence{Listed: true, Seen: time.Second, Inactive: -1, Heartbeat: Heartbeat{State: HeartbeatMissing}},
-			want: Alive,
+			ev:   Evidence{Listed: true, Seen: time.Second, Inactive: -1, Known: 4 * time.Second, Heartbeat: missing},
+			want: Alive, reason: "a starting worker",
 		},
-		"heartbeat read fails but the name is being read from is Alive": {
+		"the same consumer still without a heartbeat after the grace is Ghost": {
 			spec: heartbeatSpec(),
-			ev:   Evidence{Listed: true, Seen: time.Second, Inactive: -1, Heartbeat: Heartbeat{State: HeartbeatError}},
-			want: Alive,
+			ev:   Evidence{Listed: true, Seen: time.Second, Inactive: -1, Known: 6 * time.Second, Heartbeat: missing},
+			want: Ghost, reason: "no heartbeat past the start grace",
 		},
-		"idle and heartbeat: stale heartbeat but read within ghostIdle is Alive": {
+		"a missing heartbeat of a consumer not read within the grace is Ghost at once": {
+			spec: heartbeatSpec(),
+			ev:   Evidence{Listed: true, Seen: 10 * time.Second, Inactive: -1, Known: 0, Heartbeat: missing},
+			want: Ghost,
+		},
+		"a start grace of 0 gives no grace": {
+			spec: func() Spec { s := heartbeatSpec(); s.StartGrace = 0; return s }(),
+			ev:   Evidence{Listed: true, Seen: 0, Inactive: -1, Known: 0, Heartbeat: missing},
+			want: Ghost,
+		},
+		"no consumer of the group has any heartbeat key (pattern probably wrong) is Unknown": {
+			spec: heartbeatSpec(),
+			ev:   Evidence{Listed: true, Seen: time.Hour, Inactive: -1, Known: time.Hour, Heartbeat: missing, NoGroupHeartbeats: true},
+			want: Unknown, reason: "pattern is probably wrong",
+		},
+		"a heartbeat an hour in the future is Unknown": {
+			spec: heartbeatSpec(),
+			ev:   Evidence{Listed: true, Seen: time.Hour, Inactive: -1, Known: time.Hour, Heartbeat: Heartbeat{State: HeartbeatFuture, Ahead: time.Hour, Key: "hb:w"}},
+			want: Unknown, reason: "1h0m0s ahead of Redis's clock",
+		},
+		"a fresh heartbeat that says degraded is Degraded": {
+			spec: heartbeatSpec(),
+			ev: Evidence{Listed: true, Seen: 100 * time.Millisecond, Inactive: -1, Known: time.Hour,
+				Heartbeat: Heartbeat{State: HeartbeatFresh, Age: time.Second, Key: "hb:w", Degraded: true, DegradedReasons: []string{"codex_quota_exhausted_until_2026-05-16T12:00:00Z"}}},
+			want: Degraded, reason: "says degraded (codex_quota_exhausted_until_2026-05-16T12:00:00Z)",
+		},
+		"a stale heartbeat that said degraded is Ghost": {
+			spec: heartbeatSpec(),
+			ev:   Evidence{Listed: true, Seen: time.Hour, Inactive: -1, Known: time.Hour, Heartbeat: Heartbeat{State: HeartbeatStale, Age: time.Hour, Degraded: true}},
+			want: Ghost,
+		},
+		"idle and heartbeat: a stale heartbeat outranks a read within ghostIdle": {
 			spec: both,
-			ev:   Evidence{Listed: true, Seen: 30 * time.Second, Inactive: -1, Heartbeat: Heartbeat{State: HeartbeatStale, Age: time.Minute}},
-			want: Alive,
+			ev:   Evidence{Listed: true, Seen: 30 * time.Second, Inactive: -1, Known: time.Hour, Heartbeat: stale(time.Minute)},
+			want: Ghost,
 		},
 		"idle and heartbeat: stale heartbeat and idle past ghostIdle is Ghost": {
 			spec: both,
-			ev:   Evidence{Listed: true, Seen: 61 * time.Second, Inactive: -1, Heartbeat: Heartbeat{State: HeartbeatStale, Age: time.Minute}},
+			ev:   Evidence{Listed: true, Seen: 61 * time.Second, Inactive: -1, Known: time.Hour, Heartbeat: stale(time.Minute)},
 			want: Ghost,
 		},
 		"a consumer only in the pending summary is Unknown": {
 			spec: idleSpec(),
 			ev:   Evidence{Listed: false, Seen: time.Hour},
-			want: Unknown,
+			want: Unknown, reason: "not in XINFO CONSUMERS",
 		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			j := Judge(tc.spec, tc.ev)
-			require.Equal(t, tc.want, j.Verdict, "reasons: %s", ReasonsString(j.Reasons))
+			all := ReasonsString(j.Reasons)
+			require.Equal(t, tc.want, j.Verdict, "reasons: %s", all)
 			require.NotEmpty(t, j.Reasons, "a verdict always carries its reasons")
+			require.Contains(t, all, tc.reason)
 		})
 	}
 }
@@ -156,6 +206,32 @@ func TestJudgeFollowsTheLivenessTableForPods(t *testing.T) {
 			ev:   Evidence{Listed: true, Seen: 30 * time.Second, Inactive: -1, Pod: running, Heartbeat: Heartbeat{State: HeartbeatStale, Age: 6 * time.Second}},
 			want: Ghost,
 		},
+		"pod exists and still reads every second, heartbeat stale for an hour is Ghost": {
+			spec: kubeSpec(true),
+			ev:   Evidence{Listed: true, Seen: time.Second, Inactive: -1, Pod: running, Heartbeat: Heartbeat{State: HeartbeatStale, Age: time.Hour}},
+			want: Ghost,
+		},
+		"pod exists with a degraded heartbeat is Degraded": {
+			spec: kubeSpec(true),
+			ev:   Evidence{Listed: true, Seen: time.Second, Inactive: -1, Pod: running, Heartbeat: Heartbeat{State: HeartbeatFresh, Degraded: true}},
+			want: Degraded,
+		},
+		"pod deleted but a degraded heartbeat is still written is a shared name, Degraded": {
+			spec:       kubeSpec(true),
+			ev:         Evidence{Listed: true, Seen: 20 * time.Second, Inactive: -1, Pod: gone(10 * time.Second), Heartbeat: Heartbeat{State: HeartbeatFresh, Age: time.Second, Degraded: true}},
+			want:       Degraded,
+			wantShared: true,
+		},
+		"pod deleted and the heartbeat dated in the future is Unknown": {
+			spec: kubeSpec(true),
+			ev:   Evidence{Listed: true, Seen: 20 * time.Second, Inactive: -1, Pod: gone(10 * time.Second), Heartbeat: Heartbeat{State: HeartbeatFuture, Ahead: time.Hour}},
+			want: Unknown,
+		},
+		"pod deleted in a group without heartbeat records is still Ghost: the pod is evidence of its own": {
+			spec: kubeSpec(true),
+			ev:   Evidence{Listed: true, Seen: 20 * time.Second, Inactive: -1, Pod: gone(10 * time.Second), Heartbeat: Heartbeat{State: HeartbeatMissing}, NoGroupHeartbeats: true},
+			want: Ghost,
+		},
 		"pod exists, heartbeat fresh, entry idle ten times the stale threshold is Alive (long job)": {
 			spec: kubeSpec(true),
 			ev:   Evidence{Listed: true, Seen: 300 * time.Second, Inactive: -1, Pod: running, Heartbeat: fresh},
@@ -212,38 +288,6 @@ func TestVerdictZeroValueIsUnknown(t *testing.T) {
 	var v Verdict
 	require.Equal(t, Unknown, v)
 	require.Equal(t, "Unknown", v.String())
-}
-
-func TestParseHeartbeatAcceptsSecondsAndMilliseconds(t *testing.T) {
-	t.Parallel()
-	cases := map[string]struct {
-		in      string
-		want    time.Time
-		wantErr bool
-	}{
-		"seconds":               {in: "1700000000", want: time.Unix(1700000000, 0)},
-		"fractional seconds":    {in: "1700000000.5", want: time.Unix(1700000000, 5e8)},
-		"milliseconds":          {in: "1700000000123", want: time.UnixMilli(1700000000123)},
-		"surrounding space":     {in: " 1700000000 ", want: time.Unix(1700000000, 0)},
-		"not a number":          {in: "alive", wantErr: true},
-		"negative":              {in: "-5", wantErr: true},
-		"zero":                  {in: "0", wantErr: true},
-		"beyond milliseconds":   {in: "1e18", wantErr: true},
-		"not a finite number":   {in: "NaN", wantErr: true},
-		"infinite is not alive": {in: "+Inf", wantErr: true},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			got, err := ParseHeartbeat(tc.in)
-			if tc.wantErr {
-				require.Error(t, err)
-				return
-			}
-			require.NoError(t, err)
-			require.True(t, tc.want.Equal(got), "want %v, got %v", tc.want, got)
-		})
-	}
 }
 
 func TestPrefixResolverPrefersTheLongestKnownOwner(t *testing.T) {

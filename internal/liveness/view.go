@@ -253,9 +253,9 @@ func (v *View) refresh(ctx context.Context, e *entry, notBefore time.Time) (*Sna
 		if c == nil {
 			c = &call{started: v.opts.Now(), done: make(chan struct{})}
 			e.inflight = c
-			known := consumerNames(e.snap)
+			prev := e.snap
 			e.mu.Unlock()
-			go v.read(ctx, e, c, known)
+			go v.read(ctx, e, c, prev)
 		} else {
 			e.mu.Unlock()
 		}
@@ -270,13 +270,16 @@ func (v *View) refresh(ctx context.Context, e *entry, notBefore time.Time) (*Sna
 	}
 }
 
-func (v *View) read(ctx context.Context, e *entry, c *call, known []string) {
+// read fetches e and judges it against prev, its latest good snapshot,
+// which also names the consumers whose heartbeat keys to read and carries
+// when each was first seen.
+func (v *View) read(ctx context.Context, e *entry, c *call, prev *Snapshot) {
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), v.opts.FetchTimeout)
 	defer cancel()
-	obs, err := v.fetch(fctx, e.target, known)
+	obs, err := v.fetch(fctx, e.target, consumerNames(prev))
 	now := v.opts.Now()
 	if err == nil {
-		c.snap = Build(e.target, obs, now)
+		c.snap = Build(e.target, obs, prev, now)
 	} else {
 		c.err = err
 	}

@@ -273,7 +273,27 @@ func parseSpec(md map[string]string, env Env) (liveness.Spec, error) {
 	case len(s.HeartbeatKey) > MaxNameLen:
 		return s, &Error{Key: "heartbeatKey", Accepted: fmt.Sprintf("must be at most %d bytes", MaxNameLen)}
 	}
-	return s, nil
+	return s, parseStartGrace(md, &s)
+}
+
+// parseStartGrace reads heartbeatStartGraceSeconds. Its default is the
+// heartbeat max age: a worker that beats as often as the max age demands
+// has written its first heartbeat by then.
+func parseStartGrace(md map[string]string, s *liveness.Spec) error {
+	raw, set := md["heartbeatStartGraceSeconds"]
+	switch {
+	case set && !s.Heartbeat:
+		return &Error{Key: "heartbeatStartGraceSeconds", Accepted: "is used only when liveness includes heartbeat", Got: raw}
+	case !set:
+		s.StartGrace = s.HeartbeatMaxAge
+		return nil
+	}
+	grace, err := number(md, "heartbeatStartGraceSeconds", 0, false)
+	if err != nil || grace > maxSeconds {
+		return &Error{Key: "heartbeatStartGraceSeconds", Accepted: fmt.Sprintf("must be a number of seconds >= 0 and <= %d (0: a worker must beat before its first read)", maxSeconds), Got: raw}
+	}
+	s.StartGrace = time.Duration(grace * float64(time.Second))
+	return nil
 }
 
 // DefaultPodDeletionGraceSeconds is how long a consumer whose pod went is

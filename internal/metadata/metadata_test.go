@@ -51,7 +51,12 @@ func TestParseMetadataReadsEveryKey(t *testing.T) {
 	require.True(t, r.Target.Spec.Idle && r.Target.Spec.Heartbeat)
 	require.Equal(t, 90*time.Second, r.Target.Spec.GhostIdle)
 	require.Equal(t, 7500*time.Millisecond, r.Target.Spec.HeartbeatMaxAge)
+	require.Equal(t, 7500*time.Millisecond, r.Target.Spec.StartGrace, "the start grace defaults to the heartbeat max age")
 	require.Equal(t, "prefix", r.Target.Spec.Owner.String())
+
+	r, err = Parse(base("liveness", "heartbeat", "heartbeatKey", "hb:{consumer}", "heartbeatStartGraceSeconds", "0"), testEnv)
+	require.NoError(t, err)
+	require.Zero(t, r.Target.Spec.StartGrace, "a start grace of 0 is allowed: workers beat before they read")
 }
 
 func TestParseReadsHygieneKeys(t *testing.T) {
@@ -102,6 +107,8 @@ func TestParseMetadataNamesTheBadKey(t *testing.T) {
 		"heartbeat without a key":       {md: base("liveness", "heartbeat"), key: "heartbeatKey", mention: "{consumer}"},
 		"heartbeat key with both":       {md: base("liveness", "heartbeat", "heartbeatKey", "{owner}:{consumer}"), key: "heartbeatKey", mention: "exactly one"},
 		"heartbeat key without source":  {md: base("heartbeatKey", "hb:{consumer}"), key: "heartbeatKey", mention: "only when"},
+		"start grace without heartbeat": {md: base("heartbeatStartGraceSeconds", "5"), key: "heartbeatStartGraceSeconds", mention: "only when"},
+		"negative start grace":          {md: base("liveness", "heartbeat", "heartbeatKey", "hb:{consumer}", "heartbeatStartGraceSeconds", "-1"), key: "heartbeatStartGraceSeconds", mention: ">= 0"},
 		"ghost idle not a number":       {md: base("ghostIdleSeconds", "5m"), key: "ghostIdleSeconds", mention: "seconds"},
 		"ghost idle zero":               {md: base("ghostIdleSeconds", "0"), key: "ghostIdleSeconds", mention: "> 0"},
 		"heartbeat max age over a year": {md: base("heartbeatMaxAgeSeconds", "1e12"), key: "heartbeatMaxAgeSeconds", mention: "<= 31622400"},

@@ -59,8 +59,11 @@ func (h Hygiene) String() string {
 }
 
 // ReclaimThreshold is the idle time from which an owner's entries may be
-// reclaimed, and whether any may be: a ghost's entries once stale, a live
-// owner's only past the hard timeout, an Unknown owner's never.
+// reclaimed, and whether any may be: a ghost's or a degraded owner's
+// entries once stale, a live owner's only past the hard timeout, an Unknown
+// owner's never. A degraded owner is alive but says it cannot do the work,
+// so what it holds waits for nothing; entryStaleSeconds still gives an
+// entry it is finishing the time to be acknowledged.
 //
 // A ghost known dead because its pod went at GoneAt gives up every entry
 // idle since then, stale or not: such an entry was last delivered before
@@ -75,6 +78,8 @@ func ReclaimThreshold(owner liveness.ConsumerView, h Hygiene, now time.Time) (ti
 		if !owner.GoneAt.IsZero() {
 			return min(h.EntryStale, max(now.Sub(owner.GoneAt), 0)), true
 		}
+		return h.EntryStale, true
+	case liveness.Degraded:
 		return h.EntryStale, true
 	case liveness.Alive:
 		if h.HardTimeout > 0 {
@@ -98,16 +103,20 @@ func ShouldDeleteConsumer(c liveness.ConsumerView, minIdle time.Duration, h Hygi
 	return h.DeleteGhostConsumers && h.Mode != ReclaimOff && c.Verdict == liveness.Ghost && c.Pending == 0 && c.Idle >= minIdle
 }
 
-// PickReclaimTarget chooses the consumer that receives an entry in claim
-// mode: never the owner, only Alive consumers, the freshest heartbeat first
-// (consumers with one before those without), then the fewest pending, then
-// the name, so the choice is stable.
+// PickReclaimTarget chooses the consumer that receives owner's entries in
+// claim mode: never the owner, only Alive consumers (never a Degraded,
+// Ghost or Unknown one), then the one this scan has sent the fewest
+// entries so far (claimed, by consumer; nil is none), then the freshest
+// heartbeat (consumers with one before those without), then the fewest
+// pending, then the name, so the choice is stable. The first pick of a
+// scan goes to the freshest heartbeat; the tally spreads the next ones,
+// because the snapshot's pending counts do not move within a scan.
 //
 // A consumer whose pod is terminating or has gone (Alive only for its
 // grace, or as a shared name) is never chosen: it is about to stop, and
 // the claim itself would count as a read under its name after its pod
 // went, making it look like a shared name that holds the entries.
-func PickReclaimTarget(consumers []liveness.ConsumerView, owner string) (string, bool) {
+func PickReclaimTarget(consumers []liveness.ConsumerView, owner string, claimed map[string]int64) (string, bool) {
 	var cands []liveness.ConsumerView
 	for _, c := range consumers {
 		leaving := c.Pod == liveness.PodTerminating || c.Pod == liveness.PodGone
@@ -119,6 +128,9 @@ func PickReclaimTarget(consumers []liveness.ConsumerView, owner string) (string,
 		return "", false
 	}
 	best := slices.MinFunc(cands, func(a, b liveness.ConsumerView) int {
+		if by := cmp.Compare(claimed[a.Name], claimed[b.Name]); by != 0 {
+			return by
+		}
 		ah, bh := a.HeartbeatAge >= 0, b.HeartbeatAge >= 0
 		if ah != bh {
 			if ah {
@@ -129,4 +141,24 @@ func PickReclaimTarget(consumers []liveness.ConsumerView, owner string) (string,
 		return cmp.Or(cmp.Compare(a.HeartbeatAge, b.HeartbeatAge), cmp.Compare(a.Pending, b.Pending), cmp.Compare(a.Name, b.Name))
 	})
 	return best.Name, true
+}
+
+// ClaimTally is the running count of one scan's claims, by receiving
+// consumer. The zero value (nil) picks without spreading.
+type ClaimTally map[string]int64
+
+// Pick chooses the consumer that receives owner's entries
+// (PickReclaimTarget) and counts the owner's pending entries against it, so
+// the scan's next pick goes elsewhere.
+func (t ClaimTally) Pick(consumers []liveness.ConsumerView, owner string) (string, bool) {
+	to, ok := PickReclaimTarget(consumers, owner, t)
+	if !ok || t == nil {
+		return to, ok
+	}
+	for _, c := range consumers {
+		if c.Name == owner {
+			t[to] += max(c.Pending, 1)
+		}
+	}
+	return to, ok
 }

@@ -102,6 +102,11 @@ func (p *Proc) Term() {
 	}
 }
 
+// Signal sends sig and returns at once.
+func (p *Proc) Signal(sig syscall.Signal) {
+	_ = p.cmd.Process.Signal(sig)
+}
+
 // Tail is the end of the process's output, for failure messages.
 func (p *Proc) Tail(lines int) string {
 	b, err := os.ReadFile(p.logPath)

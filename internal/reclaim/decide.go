@@ -64,9 +64,10 @@ type Step struct {
 }
 
 // Decide is what one hygiene scan does with each consumer of snap, in the
-// snapshot's order: take a ghost's entries past its threshold (and a live
-// owner's past the hard timeout), delete a ghost whose PEL is empty, and
-// leave everything else, saying why. It is pure.
+// snapshot's order: take a ghost's or a degraded owner's entries past its
+// threshold (and a live owner's past the hard timeout), delete a ghost
+// whose PEL is empty, and leave everything else, saying why. Claims are
+// spread by a running tally (policy.ClaimTally). It is pure.
 func Decide(snap *liveness.Snapshot, h policy.Hygiene, now time.Time) []Step {
 	if snap == nil || snap.StreamMissing || snap.GroupMissing {
 		return nil
@@ -74,22 +75,14 @@ func Decide(snap *liveness.Snapshot, h policy.Hygiene, now time.Time) []Step {
 	steps := make([]Step, 0, len(snap.Consumers))
 	// Claims made earlier in this decision count against their receiver,
 	// so one scan spreads its claims over the live consumers.
-	consumers := append([]liveness.ConsumerView(nil), snap.Consumers...)
+	claims := policy.ClaimTally{}
 	for _, cv := range snap.Consumers {
-		st := decideOne(cv, consumers, h, now)
-		if st.Action == Claim {
-			for i := range consumers {
-				if consumers[i].Name == st.ClaimTo {
-					consumers[i].Pending += cv.Pending
-				}
-			}
-		}
-		steps = append(steps, st)
+		steps = append(steps, decideOne(cv, snap.Consumers, claims, h, now))
 	}
 	return steps
 }
 
-func decideOne(owner liveness.ConsumerView, consumers []liveness.ConsumerView, h policy.Hygiene, now time.Time) Step {
+func decideOne(owner liveness.ConsumerView, consumers []liveness.ConsumerView, claims policy.ClaimTally, h policy.Hygiene, now time.Time) Step {
 	st := Step{Owner: owner, Action: None, rule: ruleLoop, seen: true}
 	threshold, reclaimable := policy.ReclaimThreshold(owner, h, now)
 	switch {
@@ -107,7 +100,7 @@ func decideOne(owner liveness.ConsumerView, consumers []liveness.ConsumerView, h
 		if h.Mode != policy.ReclaimClaim {
 			return st
 		}
-		if to, ok := policy.PickReclaimTarget(consumers, owner.Name); ok {
+		if to, ok := claims.Pick(consumers, owner.Name); ok {
 			st.Action, st.ClaimTo = Claim, to
 		} else if h.ClaimFallback == policy.FallbackSkip {
 			st.Action, st.Skip = None, redisx.NoLiveConsumer
@@ -165,7 +158,7 @@ func DecideOperator(snap *liveness.Snapshot, owner string, h policy.Hygiene, now
 	}
 	st := Step{Owner: cv, Action: Requeue, MinIdle: threshold, rule: ruleOperator, seen: seen, force: force, Reason: "operator's Reclaim"}
 	if claim {
-		to, ok := policy.PickReclaimTarget(consumers, owner)
+		to, ok := policy.PickReclaimTarget(consumers, owner, nil)
 		if !ok {
 			return Step{}, &Refused{Reason: fmt.Sprintf("mode claim: no consumer of the group other than %q is Alive to take the entries; use mode requeue", owner)}
 		}
@@ -193,6 +186,8 @@ func why(owner liveness.ConsumerView, h policy.Hygiene, threshold time.Duration)
 		return fmt.Sprintf("ghost: its pod went %s ago, so entries idle since then are taken", threshold.Round(time.Millisecond))
 	case owner.Verdict == liveness.Ghost:
 		return fmt.Sprintf("ghost (%s)", policy.Reasons(owner))
+	case owner.Verdict == liveness.Degraded:
+		return fmt.Sprintf("degraded (%s): its stale entries are given back", policy.Reasons(owner))
 	default:
 		return fmt.Sprintf("alive (%s), but entries idle past hardTimeoutSeconds are taken", policy.Reasons(owner))
 	}

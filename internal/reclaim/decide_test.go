@@ -28,6 +28,12 @@ func TestDecideAndExplainFollowTheLoopsRules(t *testing.T) {
 	unknown := liveness.ConsumerView{Name: "odd", Verdict: liveness.Unknown, Pending: 4}
 	podGone := ghost
 	podGone.GoneAt = now.Add(-3 * time.Second)
+	degraded := liveness.ConsumerView{Name: "deg", Verdict: liveness.Degraded, Pending: 5, Idle: time.Second, HeartbeatAge: 0,
+		Reasons: []liveness.Reason{{Source: liveness.SourceHeartbeat, Detail: "fresh heartbeat at hb:deg says degraded (quota)", Age: -1}}}
+	otherDegraded := degraded
+	otherDegraded.Name, otherDegraded.HeartbeatAge = "another-deg", -1
+	emptyDegraded := degraded
+	emptyDegraded.Pending, emptyDegraded.Idle = 0, time.Hour
 
 	claim := requeueStale
 	claim.Mode, claim.ClaimFallback = policy.ReclaimClaim, policy.FallbackRequeue
@@ -89,6 +95,19 @@ func TestDecideAndExplainFollowTheLoopsRules(t *testing.T) {
 		"a ghost whose pod went gives up entries idle since": {
 			owner: podGone, h: requeueStale, did: counts{redisx.Requeued: 10},
 			want: Explanation{Action: Requeue, Entries: 10}, reason: []string{"its pod went 3s ago"},
+		},
+		"a degraded owner's stale entries are requeued": {
+			owner: degraded, h: requeueStale, did: counts{redisx.Requeued: 2},
+			want:   Explanation{Action: Requeue, Entries: 2},
+			reason: []string{"degraded (heartbeat: fresh heartbeat at hb:deg says degraded (quota))", "2 of its 5 entries"},
+		},
+		"a degraded owner's entries are claimed to a live consumer, never another degraded one": {
+			owner: degraded, others: []liveness.ConsumerView{otherDegraded, alive}, h: claim, did: counts{redisx.Claimed: 5},
+			want: Explanation{Action: Claim, Entries: 5, ClaimTo: "live"},
+		},
+		"an empty degraded consumer is never deleted": {
+			owner: emptyDegraded, h: requeueStale,
+			want: Explanation{Action: None, Reason: "holds no entries"},
 		},
 		"an alive owner keeps its entries": {
 			owner: alive, h: requeueStale,
@@ -168,6 +187,32 @@ func TestOneDecisionSpreadsItsClaims(t *testing.T) {
 	steps := Decide(snap, h, time.Now())
 	require.Equal(t, "w1", steps[0].ClaimTo, "the emptiest first")
 	require.Equal(t, "w2", steps[1].ClaimTo, "w1 has the first ghost's 10 now")
+}
+
+// TestOneDecisionSpreadsItsClaimsFreshestFirst: three owners' entries go
+// to three live consumers, the freshest heartbeat first, then the freshest
+// of those the scan has given nothing yet; never to a degraded or stale
+// owner.
+func TestOneDecisionSpreadsItsClaimsFreshestFirst(t *testing.T) {
+	t.Parallel()
+	h := requeueStale
+	h.Mode, h.ClaimFallback = policy.ReclaimClaim, policy.FallbackRequeue
+	live := func(name string, hb time.Duration) liveness.ConsumerView {
+		return liveness.ConsumerView{Name: name, Verdict: liveness.Alive, HeartbeatAge: hb}
+	}
+	owner := func(name string, v liveness.Verdict) liveness.ConsumerView {
+		return liveness.ConsumerView{Name: name, Verdict: v, Pending: 4, HeartbeatAge: -1}
+	}
+	snap := &liveness.Snapshot{Consumers: []liveness.ConsumerView{owner("deg", liveness.Degraded),
+		live("live-a", 0), live("live-b", time.Second), live("live-c", 2*time.Second),
+		owner("stale-1", liveness.Ghost), owner("stale-2", liveness.Ghost)}}
+	got := map[string]string{}
+	for _, st := range Decide(snap, h, time.Now()) {
+		if st.Action == Claim {
+			got[st.Owner.Name] = st.ClaimTo
+		}
+	}
+	require.Equal(t, map[string]string{"deg": "live-a", "stale-1": "live-b", "stale-2": "live-c"}, got)
 }
 
 func TestAnOperatorIsRefusedWhatTheLoopWouldNotTakeWithoutForce(t *testing.T) {

@@ -30,6 +30,10 @@ const (
 	Verdict_VERDICT_UNKNOWN Verdict = 1
 	Verdict_VERDICT_ALIVE   Verdict = 2
 	Verdict_VERDICT_GHOST   Verdict = 3
+	// Alive, but its fresh heartbeat says it cannot do the work: its entries
+	// are given back once stale and left out of the scaler's count, and it
+	// never receives claimed entries.
+	Verdict_VERDICT_DEGRADED Verdict = 4
 )
 
 // Enum value maps for Verdict.
@@ -39,12 +43,14 @@ var (
 		1: "VERDICT_UNKNOWN",
 		2: "VERDICT_ALIVE",
 		3: "VERDICT_GHOST",
+		4: "VERDICT_DEGRADED",
 	}
 	Verdict_value = map[string]int32{
 		"VERDICT_UNSPECIFIED": 0,
 		"VERDICT_UNKNOWN":     1,
 		"VERDICT_ALIVE":       2,
 		"VERDICT_GHOST":       3,
+		"VERDICT_DEGRADED":    4,
 	}
 )
 
@@ -95,6 +101,12 @@ const (
 	// A target whose kubernetes source cannot answer: RBAC refuses it, or
 	// its pod cache is not current. Its consumers are Unknown meanwhile.
 	FindingKind_FINDING_KIND_PODS_UNOBSERVED FindingKind = 7
+	// Heartbeats are configured but no consumer of the group has a heartbeat
+	// record: heartbeatKey is probably wrong, so every consumer is Unknown.
+	FindingKind_FINDING_KIND_NO_HEARTBEAT_RECORDS FindingKind = 8
+	// A consumer whose heartbeat is dated in the future beyond the tolerance:
+	// a broken clock or writer; the consumer is Unknown.
+	FindingKind_FINDING_KIND_HEARTBEAT_IN_FUTURE FindingKind = 9
 )
 
 // Enum value maps for FindingKind.
@@ -108,16 +120,20 @@ var (
 		5: "FINDING_KIND_TOMBSTONE",
 		6: "FINDING_KIND_NULL_LAG",
 		7: "FINDING_KIND_PODS_UNOBSERVED",
+		8: "FINDING_KIND_NO_HEARTBEAT_RECORDS",
+		9: "FINDING_KIND_HEARTBEAT_IN_FUTURE",
 	}
 	FindingKind_value = map[string]int32{
-		"FINDING_KIND_UNSPECIFIED":     0,
-		"FINDING_KIND_SHARED_NAME":     1,
-		"FINDING_KIND_NO_POD":          2,
-		"FINDING_KIND_BOUNCING":        3,
-		"FINDING_KIND_NO_OWNER":        4,
-		"FINDING_KIND_TOMBSTONE":       5,
-		"FINDING_KIND_NULL_LAG":        6,
-		"FINDING_KIND_PODS_UNOBSERVED": 7,
+		"FINDING_KIND_UNSPECIFIED":          0,
+		"FINDING_KIND_SHARED_NAME":          1,
+		"FINDING_KIND_NO_POD":               2,
+		"FINDING_KIND_BOUNCING":             3,
+		"FINDING_KIND_NO_OWNER":             4,
+		"FINDING_KIND_TOMBSTONE":            5,
+		"FINDING_KIND_NULL_LAG":             6,
+		"FINDING_KIND_PODS_UNOBSERVED":      7,
+		"FINDING_KIND_NO_HEARTBEAT_RECORDS": 8,
+		"FINDING_KIND_HEARTBEAT_IN_FUTURE":  9,
 	}
 )
 
@@ -307,7 +323,8 @@ type Target struct {
 	SnapshotAgeMs int64 `protobuf:"varint,6,opt,name=snapshot_age_ms,json=snapshotAgeMs,proto3" json:"snapshot_age_ms,omitempty"`
 	StreamMissing bool  `protobuf:"varint,7,opt,name=stream_missing,json=streamMissing,proto3" json:"stream_missing,omitempty"`
 	GroupMissing  bool  `protobuf:"varint,8,opt,name=group_missing,json=groupMissing,proto3" json:"group_missing,omitempty"`
-	// Pending entries held by consumers judged Alive or Unknown.
+	// Pending entries held by consumers judged Alive or Unknown (what the
+	// scaler counts).
 	LivePending int64 `protobuf:"varint,9,opt,name=live_pending,json=livePending,proto3" json:"live_pending,omitempty"`
 	// Pending entries held by consumers judged Ghost.
 	GhostPending int64 `protobuf:"varint,10,opt,name=ghost_pending,json=ghostPending,proto3" json:"ghost_pending,omitempty"`
@@ -316,10 +333,17 @@ type Target struct {
 	// Entries not yet delivered to the group.
 	Lag int64 `protobuf:"varint,12,opt,name=lag,proto3" json:"lag,omitempty"`
 	// The lag is an estimate because Redis answered NULL.
-	LagEstimated  bool        `protobuf:"varint,13,opt,name=lag_estimated,json=lagEstimated,proto3" json:"lag_estimated,omitempty"`
-	Consumers     []*Consumer `protobuf:"bytes,14,rep,name=consumers,proto3" json:"consumers,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	LagEstimated bool        `protobuf:"varint,13,opt,name=lag_estimated,json=lagEstimated,proto3" json:"lag_estimated,omitempty"`
+	Consumers    []*Consumer `protobuf:"bytes,14,rep,name=consumers,proto3" json:"consumers,omitempty"`
+	// Pending entries held by consumers judged Degraded: left out of
+	// live_pending, as a ghost's are, and given back once stale.
+	DegradedPending int64 `protobuf:"varint,15,opt,name=degraded_pending,json=degradedPending,proto3" json:"degraded_pending,omitempty"`
+	// Heartbeats are configured but no consumer of the group has a heartbeat
+	// record: the key pattern is probably wrong, and every consumer is judged
+	// Unknown.
+	NoHeartbeatRecords bool `protobuf:"varint,16,opt,name=no_heartbeat_records,json=noHeartbeatRecords,proto3" json:"no_heartbeat_records,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *Target) Reset() {
@@ -448,6 +472,20 @@ func (x *Target) GetConsumers() []*Consumer {
 		return x.Consumers
 	}
 	return nil
+}
+
+func (x *Target) GetDegradedPending() int64 {
+	if x != nil {
+		return x.DegradedPending
+	}
+	return 0
+}
+
+func (x *Target) GetNoHeartbeatRecords() bool {
+	if x != nil {
+		return x.NoHeartbeatRecords
+	}
+	return false
 }
 
 // Consumer is one consumer of a group with its verdict and the reasons.
@@ -2119,7 +2157,7 @@ const file_pelwarden_v1_admin_proto_rawDesc = "" +
 	"\x05group\x18\x03 \x01(\tR\x05group\"\x14\n" +
 	"\x12ListTargetsRequest\"E\n" +
 	"\x13ListTargetsResponse\x12.\n" +
-	"\atargets\x18\x01 \x03(\v2\x14.pelwarden.v1.TargetR\atargets\"\xd0\x03\n" +
+	"\atargets\x18\x01 \x03(\v2\x14.pelwarden.v1.TargetR\atargets\"\xad\x04\n" +
 	"\x06Target\x12\x14\n" +
 	"\x05redis\x18\x01 \x01(\tR\x05redis\x12\x16\n" +
 	"\x06stream\x18\x02 \x01(\tR\x06stream\x12\x14\n" +
@@ -2135,7 +2173,9 @@ const file_pelwarden_v1_admin_proto_rawDesc = "" +
 	"\x0funknown_pending\x18\v \x01(\x03R\x0eunknownPending\x12\x10\n" +
 	"\x03lag\x18\f \x01(\x03R\x03lag\x12#\n" +
 	"\rlag_estimated\x18\r \x01(\bR\flagEstimated\x124\n" +
-	"\tconsumers\x18\x0e \x03(\v2\x16.pelwarden.v1.ConsumerR\tconsumers\"\xb0\x02\n" +
+	"\tconsumers\x18\x0e \x03(\v2\x16.pelwarden.v1.ConsumerR\tconsumers\x12)\n" +
+	"\x10degraded_pending\x18\x0f \x01(\x03R\x0fdegradedPending\x120\n" +
+	"\x14no_heartbeat_records\x18\x10 \x01(\bR\x12noHeartbeatRecords\"\xb0\x02\n" +
 	"\bConsumer\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12/\n" +
@@ -2258,12 +2298,13 @@ const file_pelwarden_v1_admin_proto_rawDesc = "" +
 	"\x06action\x18\x04 \x01(\tR\x06action\x12\x18\n" +
 	"\aentries\x18\x05 \x01(\x03R\aentries\x12\x16\n" +
 	"\x06source\x18\x06 \x01(\tR\x06source\x12\x16\n" +
-	"\x06detail\x18\a \x01(\tR\x06detail*]\n" +
+	"\x06detail\x18\a \x01(\tR\x06detail*s\n" +
 	"\aVerdict\x12\x17\n" +
 	"\x13VERDICT_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fVERDICT_UNKNOWN\x10\x01\x12\x11\n" +
 	"\rVERDICT_ALIVE\x10\x02\x12\x11\n" +
-	"\rVERDICT_GHOST\x10\x03*\xf1\x01\n" +
+	"\rVERDICT_GHOST\x10\x03\x12\x14\n" +
+	"\x10VERDICT_DEGRADED\x10\x04*\xbe\x02\n" +
 	"\vFindingKind\x12\x1c\n" +
 	"\x18FINDING_KIND_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18FINDING_KIND_SHARED_NAME\x10\x01\x12\x17\n" +
@@ -2272,7 +2313,9 @@ const file_pelwarden_v1_admin_proto_rawDesc = "" +
 	"\x15FINDING_KIND_NO_OWNER\x10\x04\x12\x1a\n" +
 	"\x16FINDING_KIND_TOMBSTONE\x10\x05\x12\x19\n" +
 	"\x15FINDING_KIND_NULL_LAG\x10\x06\x12 \n" +
-	"\x1cFINDING_KIND_PODS_UNOBSERVED\x10\a2\xe2\x05\n" +
+	"\x1cFINDING_KIND_PODS_UNOBSERVED\x10\a\x12%\n" +
+	"!FINDING_KIND_NO_HEARTBEAT_RECORDS\x10\b\x12$\n" +
+	" FINDING_KIND_HEARTBEAT_IN_FUTURE\x10\t2\xe2\x05\n" +
 	"\x05Admin\x12R\n" +
 	"\vListTargets\x12 .pelwarden.v1.ListTargetsRequest\x1a!.pelwarden.v1.ListTargetsResponse\x12[\n" +
 	"\x0eDescribeTarget\x12#.pelwarden.v1.DescribeTargetRequest\x1a$.pelwarden.v1.DescribeTargetResponse\x12R\n" +

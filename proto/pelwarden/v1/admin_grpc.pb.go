@@ -64,7 +64,8 @@ type AdminClient interface {
 	Deregister(ctx context.Context, in *DeregisterRequest, opts ...grpc.CallOption) (*DeregisterResponse, error)
 	// Findings reports what looks wrong: shared consumer names, consumers
 	// with no pod or no owner, entries bouncing between consumers,
-	// tombstones, and groups whose lag Redis reports as NULL.
+	// tombstones, groups whose lag Redis reports as NULL, groups without any
+	// heartbeat record, and heartbeats dated in the future.
 	Findings(ctx context.Context, in *FindingsRequest, opts ...grpc.CallOption) (*FindingsResponse, error)
 	// WatchEvents streams hygiene actions as they happen, from any target or
 	// from one.
@@ -212,7 +213,8 @@ type AdminServer interface {
 	Deregister(context.Context, *DeregisterRequest) (*DeregisterResponse, error)
 	// Findings reports what looks wrong: shared consumer names, consumers
 	// with no pod or no owner, entries bouncing between consumers,
-	// tombstones, and groups whose lag Redis reports as NULL.
+	// tombstones, groups whose lag Redis reports as NULL, groups without any
+	// heartbeat record, and heartbeats dated in the future.
 	Findings(context.Context, *FindingsRequest) (*FindingsResponse, error)
 	// WatchEvents streams hygiene actions as they happen, from any target or
 	// from one.
