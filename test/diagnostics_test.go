@@ -114,12 +114,12 @@ func TestTwoTargetsOnOneGroupKeepTheirOwnSeries(t *testing.T) {
 	redistest.Read(t, rdb, "jobs", "workers", "w-1", 2)
 	require.NoError(t, rdb.HSet(ctx, "hb:w-0", "at", "now").Err()) // unreadable: Unknown by heartbeat
 	time.Sleep(1100 * time.Millisecond)
-	heartbeat(t, rdb, "hb:w-1", time.Now().Add(time.Hour))
+	heartbeat(t, rdb, "hb:w-1", time.Now())
 
 	p := startPelwarden(t, srv.Addr(), nil)
 	byIdle := map[string]string{"stream": "jobs", "consumerGroup": "workers", "liveness": "idle", "ghostIdleSeconds": "3600"}
 	byHeartbeat := map[string]string{"stream": "jobs", "consumerGroup": "workers", "liveness": "heartbeat", "heartbeatKey": "hb:{consumer}",
-		"heartbeatMaxAgeSeconds": "1"}
+		"heartbeatMaxAgeSeconds": "60"}
 	for _, md := range []map[string]string{byIdle, byHeartbeat} {
 		_, err := metric(ctx, t, p.client, md)
 		require.NoError(t, err)

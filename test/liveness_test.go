@@ -242,7 +242,12 @@ func TestAMisconfiguredHeartbeatKeyChangesNothingInRedis(t *testing.T) {
 		require.Contains(t, strings.Join(c.GetReasons(), "; "), "pattern is probably wrong")
 	}
 	require.Equal(t, int64(12), res.GetTarget().GetLivePending(), "Unknown counts as live")
-	require.Contains(t, scrape(t, p.app.HTTPAddr()), `pelwarden_heartbeat_records_missing{group="workers",redis="default",stream="jobs"} 1`)
+	missing := series(scrape(t, p.app.HTTPAddr()), "pelwarden_heartbeat_records_missing")
+	require.Len(t, missing, 1, "one target, one series")
+	for labels, v := range missing {
+		require.Contains(t, labels, `group="workers"`)
+		require.Equal(t, "1", v, "the guard holds")
+	}
 	found, err := admin.Findings(ctx, &pelwardenv1.FindingsRequest{Target: jobsRef})
 	require.NoError(t, err)
 	var kinds []pelwardenv1.FindingKind
