@@ -28,6 +28,8 @@ var (
 	helmBin string
 	// chartDir is charts/pelwarden.
 	chartDir string
+	// cleanups run after every test, for files shared between tests.
+	cleanups []func()
 )
 
 // TestMain builds helm before any test runs. A missing toolchain or module
@@ -37,7 +39,11 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "chart tests:", err)
 		os.Exit(1)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	for _, c := range cleanups {
+		c()
+	}
+	os.Exit(code)
 }
 
 func setup() error {
