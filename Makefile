@@ -8,7 +8,9 @@ BUF       := $(GO) tool buf
 BENCHTIME ?= 2s
 BENCH_PEL ?= 200000,1000000
 
-.PHONY: all build test lint generate bench demo fuzz chaos image clean
+REDIS_DIRS ?= ../shared/redis
+
+.PHONY: all build test compat lint generate bench demo fuzz chaos image clean
 
 all: build
 
@@ -16,9 +18,16 @@ all: build
 build:
 	$(GO) build -trimpath -o $(BIN) ./cmd/pelwarden
 
-## test: unit, end-to-end and fuzz-seed tests against real redis-server processes
+## test: unit, end-to-end and fuzz-seed tests against real redis-server
+## processes, then the tests of tools/promtool/metricnames (its own module)
 test:
 	$(GO) test -race -count=1 -timeout 15m ./...
+	cd tools/promtool && $(GO) test -count=1 ./metricnames/
+
+## compat: the end-to-end and hygiene packages once per redis-server: the one
+## on PATH and each REDIS_DIRS/*/bin/redis-server; prints a pass/fail table
+compat:
+	bash .ci/compat $(REDIS_DIRS)
 
 ## lint: golangci-lint (pinned in tools/golangci-lint), buf lint, and buf
 ## breaking against main (changes to pelwarden.v1 must stay wire-compatible)

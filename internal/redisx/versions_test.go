@@ -69,10 +69,12 @@ func TestIdleAndInactiveFollowTheServerVersion(t *testing.T) {
 	c, ok := consumerObs(t, fetchOne(t, srv, liveness.Target{Conn: "default", Stream: "jobs", Group: "workers"}), "w1")
 	require.True(t, ok, "w1 read an entry, so every version lists it")
 	if version.AtLeast(7, 2) {
+		t.Logf("%s: idle counts from the last read attempt, inactive from the last read that delivered", version)
 		require.Less(t, c.Idle, quiet/2, "%s: the empty read reset idle", version)
 		require.GreaterOrEqual(t, c.Inactive, quiet, "%s: inactive counts from the read that delivered", version)
 		return
 	}
+	t.Logf("%s: idle counts from the last read that delivered; there is no inactive", version)
 	require.GreaterOrEqual(t, c.Idle, quiet, "%s: an empty read does not reset idle before 7.2", version)
 	require.Equal(t, time.Duration(-1), c.Inactive, "%s: no inactive field before 7.2; pelwarden reads it as unknown (-1)", version)
 }
@@ -93,10 +95,12 @@ func TestAConsumerThatNeverReceivedAnEntryIsListedFrom72(t *testing.T) {
 
 	c, listed := consumerObs(t, fetchOne(t, srv, liveness.Target{Conn: "default", Stream: "jobs", Group: "workers"}), "starting")
 	if version.AtLeast(7, 2) {
+		t.Logf("%s: a read that delivers nothing creates the consumer", version)
 		require.True(t, listed, "%s: an empty read creates the consumer", version)
 		require.Equal(t, time.Duration(-1), c.Inactive, "%s: inactive is -1 until a read delivers", version)
 		return
 	}
+	t.Logf("%s: a consumer exists only once a read delivered an entry", version)
 	require.False(t, listed, "%s: a consumer exists only once a read delivered an entry", version)
 }
 
