@@ -49,9 +49,19 @@ generate:
 bench:
 	$(GO) run ./bench/report -o bench/results.json -benchtime $(BENCHTIME) -pel $(BENCH_PEL)
 
-## demo: a throwaway redis-server and pelwarden with live and ghost workers
+## demo: a throwaway redis-server and pelwarden with live and ghost workers.
+## The first build on a machine compiles the whole dependency tree (about
+## 800 packages, 2 to 3 minutes on 2 cores, plus module downloads): it says
+## so, and counts the packages as they compile, so it does not look stuck.
 demo:
-	$(GO) run ./cmd/pelwarden-demo
+	@echo "make demo: building bin/pelwarden-demo and bin/worker; a first build compiles ~800 packages (minutes), later builds take seconds"
+	@bash -o pipefail -c '$(GO) build -v -o bin/ ./cmd/pelwarden-demo ./examples/worker 2>&1 | awk "$$PROGRESS"'
+	@echo "make demo: starting (about 35 s)"
+	./bin/pelwarden-demo
+
+# PROGRESS is the awk program that turns `go build -v` (one package a line)
+# into a count every 100 packages; lines with a space are errors, printed.
+export PROGRESS := / |^\#/ { print; next } { n++ } n % 100 == 0 { printf "make demo: %d packages compiled...\n", n; fflush() } END { if (n) printf "make demo: %d packages compiled\n", n }
 
 ## chaos: the chaos suite at full size (make test runs it at a bounded size)
 chaos:
