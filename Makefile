@@ -29,10 +29,12 @@ test:
 compat:
 	bash .ci/compat $(REDIS_DIRS)
 
-## lint: golangci-lint (pinned in tools/golangci-lint), buf lint, and buf
+## lint: golangci-lint (pinned in tools/golangci-lint) on pelwarden and on
+## tools/promtool/metricnames (its own module), buf lint, and buf
 ## breaking against main (changes to pelwarden.v1 must stay wire-compatible)
 lint:
 	$(LINT) run ./...
+	cd tools/promtool && $(GO) tool -modfile=../golangci-lint/go.mod golangci-lint run ./...
 	$(BUF) lint
 	$(BUF) breaking --against '.git#branch=main'
 

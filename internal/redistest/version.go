@@ -9,7 +9,7 @@ import (
 )
 
 // Version is the server's answer to INFO server. Tests whose expectations
-// differ between Redis versions branch on it and say which behaviour they
+// differ between Redis versions branch on it and say which behavior they
 // expect, so a run against another server shows the difference instead of
 // a test loose enough to accept either.
 type Version struct {
@@ -17,7 +17,7 @@ type Version struct {
 	Product string
 	// Release is the product's own version, such as "8.0.1" for Valkey.
 	Release string
-	// Major and Minor are redis_version's, the Redis behaviour the server
+	// Major and Minor are redis_version's, the Redis behavior the server
 	// implements: Valkey 8.0 reports 7.2.4 there, and the Redis 8.0
 	// milestones report 7.9.x.
 	Major, Minor int

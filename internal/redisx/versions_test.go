@@ -2,6 +2,7 @@ package redisx
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -14,10 +15,20 @@ import (
 )
 
 // These tests pin down where Redis versions differ in what pelwarden reads.
-// Each one asks the server for its version and states which behaviour it
+// Each one asks the server for its version and states which behavior it
 // expects of it, so `make compat` shows a difference rather than a test
 // loose enough to pass on either. (Valkey 8.0 reports redis_version 7.2.4
 // and behaves as Redis 7.2 here.)
+
+// versionedGroup starts a server with an empty stream "jobs" and its group
+// "workers", and returns the server's version.
+func versionedGroup(t *testing.T) (*redistest.Server, redistest.Version, *redis.Client) {
+	t.Helper()
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	require.NoError(t, rdb.XGroupCreateMkStream(context.Background(), "jobs", "workers", "$").Err())
+	return srv, srv.Version(t), rdb
+}
 
 // fetchOne reads target through a Reader on srv.
 func fetchOne(t *testing.T, srv *redistest.Server, target liveness.Target) liveness.Observation {
@@ -47,15 +58,12 @@ func consumerObs(t *testing.T, obs liveness.Observation, name string) (liveness.
 // inactive: pelwarden reads it as -1, unknown.
 func TestIdleAndInactiveFollowTheServerVersion(t *testing.T) {
 	t.Parallel()
-	srv := redistest.Start(t)
-	version := srv.Version(t)
-	rdb := srv.Client(t)
+	srv, version, rdb := versionedGroup(t)
 	ctx := context.Background()
-	require.NoError(t, rdb.XGroupCreateMkStream(ctx, "jobs", "workers", "$").Err())
 	require.NoError(t, rdb.XAdd(ctx, &redis.XAddArgs{Stream: "jobs", Values: []any{"job", "1"}}).Err())
 	read := func() int {
 		res, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "workers", Consumer: "w1", Streams: []string{"jobs", ">"}, Count: 1, Block: -1}).Result()
-		if err == redis.Nil {
+		if errors.Is(err, redis.Nil) {
 			return 0
 		}
 		require.NoError(t, err)
@@ -85,11 +93,8 @@ func TestIdleAndInactiveFollowTheServerVersion(t *testing.T) {
 // worker on an empty stream is invisible to XINFO CONSUMERS there.
 func TestAConsumerThatNeverReceivedAnEntryIsListedFrom72(t *testing.T) {
 	t.Parallel()
-	srv := redistest.Start(t)
-	version := srv.Version(t)
-	rdb := srv.Client(t)
+	srv, version, rdb := versionedGroup(t)
 	ctx := context.Background()
-	require.NoError(t, rdb.XGroupCreateMkStream(ctx, "jobs", "workers", "$").Err())
 	err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "workers", Consumer: "starting", Streams: []string{"jobs", ">"}, Count: 1, Block: -1}).Err()
 	require.ErrorIs(t, err, redis.Nil, "the stream is empty")
 

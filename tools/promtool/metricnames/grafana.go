@@ -32,7 +32,7 @@ type variable struct {
 }
 
 func dashboardExprs(path string) ([]Expr, error) {
-	content, err := os.ReadFile(path)
+	content, err := os.ReadFile(path) //nolint:gosec // G304: the files named on the command line are the input
 	if err != nil {
 		return nil, err
 	}
@@ -45,7 +45,7 @@ func dashboardExprs(path string) ([]Expr, error) {
 	walk = func(ps []panel) error {
 		for _, p := range ps {
 			for _, t := range p.Targets {
-				e, err := analyse("panel "+p.Title, t.Expr, substitute(t.Expr))
+				e, err := analyze("panel "+p.Title, t.Expr, substitute(t.Expr))
 				if err != nil {
 					return fmt.Errorf("%s: %w", path, err)
 				}
@@ -88,10 +88,10 @@ func variableExpr(v variable) (Expr, error) {
 	}
 	source := "variable " + v.Name
 	if m := labelValues.FindStringSubmatch(query); m != nil {
-		return analyse(source, query, substitute(m[1]))
+		return analyze(source, query, substitute(m[1]))
 	}
 	if m := queryResult.FindStringSubmatch(query); m != nil {
-		return analyse(source, query, substitute(m[1]))
+		return analyze(source, query, substitute(m[1]))
 	}
 	return Expr{}, fmt.Errorf("%s: %q is neither label_values(selector, label) nor query_result(expr)", source, query)
 }

@@ -86,7 +86,7 @@ var promql = parser.NewParser(parser.Options{})
 // ruleExprs reads a rule file the way Prometheus loads it (unknown fields
 // refused, every expression parsed).
 func ruleExprs(path string) ([]Expr, error) {
-	content, err := os.ReadFile(path)
+	content, err := os.ReadFile(path) //nolint:gosec // G304: the files named on the command line are the input
 	if err != nil {
 		return nil, err
 	}
@@ -101,7 +101,7 @@ func ruleExprs(path string) ([]Expr, error) {
 			if r.Record != "" {
 				source = "recording rule " + r.Record
 			}
-			e, err := analyse(source, r.Expr, r.Expr)
+			e, err := analyze(source, r.Expr, r.Expr)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", path, err)
 			}
@@ -111,9 +111,9 @@ func ruleExprs(path string) ([]Expr, error) {
 	return out, nil
 }
 
-// analyse parses query (expr after any substitution) and lists its
+// analyze parses query (expr after any substitution) and lists its
 // selectors.
-func analyse(source, expr, query string) (Expr, error) {
+func analyze(source, expr, query string) (Expr, error) {
 	node, err := promql.ParseExpr(query)
 	if err != nil {
 		return Expr{}, fmt.Errorf("%s: %q: %w", source, expr, err)
@@ -128,7 +128,7 @@ func analyse(source, expr, query string) (Expr, error) {
 		sel := Selector{Metric: vs.Name}
 		for _, m := range vs.LabelMatchers {
 			switch {
-			case m.Name == labels.MetricName:
+			case m.Name == model.MetricNameLabel:
 				if m.Type == labels.MatchEqual {
 					sel.Metric = m.Value
 				}
