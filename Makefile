@@ -24,7 +24,7 @@ test:
 	$(GO) test -race -count=1 -timeout 15m ./...
 	cd tools/promtool && $(GO) test -count=1 ./metricnames/
 
-## compat: the end-to-end and hygiene packages once per redis-server: the one
+## compat: the end-to-end and hygiene packages (-race) once per redis-server: the one
 ## on PATH and each REDIS_DIRS/*/bin/redis-server; prints a pass/fail table
 compat:
 	bash .ci/compat $(REDIS_DIRS)
