@@ -12,7 +12,7 @@ BUF       := $(GO) tool -modfile=tools/buf/go.mod buf
 # (plotting), the benchmark report (benchstat's parser) and the chart tests
 # (prometheus-operator's types) need. test and lint cover them after the
 # main module.
-MODULES   := cmd/pelwarden-demo bench/report test/chart
+MODULES   := cmd/pelwarden-demo bench/report test/chart tools/promtool
 BENCHTIME ?= 2s
 BENCH_PEL ?= 200000,1000000
 # KUBE_BIN is a directory with etcd and kube-apiserver binaries (as
@@ -22,7 +22,9 @@ KUBE_BIN  ?=
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 IMAGE     ?= pelwarden:dev
 
-.PHONY: all build test test-kube lint generate bench demo fuzz chaos image clean
+REDIS_DIRS ?= ../shared/redis
+
+.PHONY: all build test test-kube compat lint generate bench demo fuzz chaos image clean
 
 all: build
 
@@ -35,6 +37,12 @@ build:
 test:
 	$(GO) test -race -count=1 -timeout 15m ./...
 	set -e; for m in $(MODULES); do $(GO) -C $$m test -race -count=1 -timeout 15m ./...; done
+
+## compat: the end-to-end and hygiene packages (-race) once per redis-server:
+## the one on PATH and each REDIS_DIRS/*/bin/redis-server; prints a
+## pass/fail table
+compat:
+	bash .ci/compat $(REDIS_DIRS)
 
 ## test-kube: the real-API suite, built with the kube tag: etcd and
 ## kube-apiserver from KUBE_BIN (make test-kube KUBE_BIN=../shared/kube/bin)
@@ -75,10 +83,20 @@ bench:
 	bin/bench-report -o bench/results.json -benchtime $(BENCHTIME) -pel $(BENCH_PEL) \
 		$(if $(KUBE_BIN),-kube-bin $(abspath $(KUBE_BIN)))
 
-## demo: a throwaway redis-server and pelwarden with live and ghost workers
+## demo: a throwaway redis-server and pelwarden with live and ghost workers.
+## The first build on a machine compiles the whole dependency tree (about
+## 800 packages, 2 to 3 minutes on 2 cores, plus module downloads): it says
+## so, and counts the packages as they compile, so it does not look stuck.
 demo:
-	$(GO) -C cmd/pelwarden-demo build -o $(CURDIR)/bin/pelwarden-demo .
-	bin/pelwarden-demo
+	@echo "make demo: building bin/pelwarden-demo and bin/worker; a first build compiles ~800 packages (minutes), later builds take seconds"
+	@bash -o pipefail -c '$(GO) build -v -o bin/ ./examples/worker 2>&1 | awk "$$PROGRESS"'
+	@bash -o pipefail -c '$(GO) -C cmd/pelwarden-demo build -v -o $(CURDIR)/bin/ . 2>&1 | awk "$$PROGRESS"'
+	@echo "make demo: starting (about 35 s)"
+	./bin/pelwarden-demo
+
+# PROGRESS is the awk program that turns `go build -v` (one package a line)
+# into a count every 100 packages; lines with a space are errors, printed.
+export PROGRESS := / |^\#/ { print; next } { n++ } n % 100 == 0 { printf "make demo: %d packages compiled...\n", n; fflush() } END { if (n) printf "make demo: %d packages compiled\n", n }
 
 ## chaos: the chaos suite at full size (make test runs it at a bounded size)
 chaos:

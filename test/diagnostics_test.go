@@ -95,6 +95,8 @@ func TestUnreadableHeartbeatIsUnknownAndCountedAsLive(t *testing.T) {
 		`pelwarden_live_pending_entries` + lv + ` 3`,
 		`pelwarden_ghost_consumers` + lv + ` 1`,
 		`pelwarden_scaler_reported_value{group="workers",metric="pendingEntriesCount",redis="default",stream="jobs"} 3`,
+		`pelwarden_scaler_target_value{group="workers",metric="pendingEntriesCount",redis="default",stream="jobs"} 5`,
+		`pelwarden_shared_consumer_names` + lv + ` 0`,
 	} {
 		require.Contains(t, metrics, line)
 	}

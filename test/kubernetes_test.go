@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -90,4 +91,51 @@ func TestPodDeletionRequeuesItsEntriesWithoutWaitingForAScan(t *testing.T) {
 	got, err = metric(ctx, t, p.client, md)
 	require.NoError(t, err)
 	require.Equal(t, int64(5), got, "only the live pod's entries are pending")
+}
+
+// TestSharedConsumerNameIsExportedAsAMetric: a consumer name read from
+// after its pod went belongs to another process too; the PrometheusRule's
+// PelwardenSharedConsumerName alert counts on this gauge.
+func TestSharedConsumerNameIsExportedAsAMetric(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	redistest.CreateGroup(t, rdb, "jobs", "workers")
+	redistest.AddJobs(t, rdb, "jobs", "", 3)
+	redistest.Read(t, rdb, "jobs", "workers", "w-0", 2)
+
+	pods := fake.NewClientset(workerPod("w-0"))
+	md := map[string]string{"stream": "jobs", "consumerGroup": "workers", "liveness": "kubernetes",
+		"podSelector": "app=worker", "podNamespace": "jobs", "podDeletionGraceSeconds": "0.2"}
+	p := startPelwarden(t, srv.Addr(), func(c *config.Config) { c.Kubernetes.Enabled = true }, app.WithKubernetesClient(pods))
+	series := fmt.Sprintf(`pelwarden_shared_consumer_names{group="workers",liveness=%q,redis="default",stream="jobs"} `, livenessLabel(t, md))
+	admin := pelwardenv1.NewAdminClient(p.conn)
+	eventually(t, 5*time.Second, func() error {
+		if _, err := metric(ctx, t, p.client, md); err != nil {
+			return err
+		}
+		// A pod deleted before the informer listed it is never seen to go.
+		res, err := admin.DescribeTarget(ctx, &pelwardenv1.DescribeTargetRequest{Target: &pelwardenv1.TargetRef{Stream: "jobs", Group: "workers"}})
+		if err != nil {
+			return err
+		}
+		if cs := res.GetTarget().GetConsumers(); len(cs) != 1 || cs[0].GetPod() != "running" {
+			return fmt.Errorf("want w-0's pod running, got %v", cs)
+		}
+		if !strings.Contains(scrape(t, p.app.HTTPAddr()), series+"0") {
+			return fmt.Errorf("want %s0 while the pod runs", series)
+		}
+		return nil
+	})
+
+	require.NoError(t, pods.CoreV1().Pods("jobs").Delete(ctx, "w-0", metav1.DeleteOptions{}))
+	time.Sleep(500 * time.Millisecond)
+	redistest.Read(t, rdb, "jobs", "workers", "w-0", 1) // someone else reads under the gone pod's name
+	eventually(t, 5*time.Second, func() error {
+		if !strings.Contains(scrape(t, p.app.HTTPAddr()), series+"1") {
+			return fmt.Errorf("want %s1 once the name is read after its pod went", series)
+		}
+		return nil
+	})
 }

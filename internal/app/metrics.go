@@ -34,6 +34,7 @@ type metrics struct {
 	podSets func() []kube.SetState
 
 	reported      *prometheus.GaugeVec
+	targetValue   *prometheus.GaugeVec
 	redisErrors   *prometheus.CounterVec
 	groupMissing  *prometheus.CounterVec
 	refreshTime   prometheus.Histogram
@@ -44,6 +45,7 @@ type metrics struct {
 	ghostConsumers, lag, lagEstimated, age    *prometheus.Desc
 	degradedPending, degradedConsumers        *prometheus.Desc
 	noHeartbeatRecords, futureHeartbeats      *prometheus.Desc
+	sharedNames                               *prometheus.Desc
 
 	mu          sync.Mutex
 	lastMissing map[string]bool
@@ -64,6 +66,10 @@ func newMetrics(reg prometheus.Registerer, view *liveness.View, reports *admin.R
 		reported: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "pelwarden_scaler_reported_value",
 			Help: "The value GetMetrics last reported to KEDA, by target and metric.",
+		}, append(targetLabels, "metric")),
+		targetValue: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "pelwarden_scaler_target_value",
+			Help: "The per-replica target of the metric GetMetrics last reported (pendingEntriesCount, lagCount or backlogCount), so dashboards can show the replicas the HPA asks for.",
 		}, append(targetLabels, "metric")),
 		redisErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pelwarden_redis_errors_total",
@@ -94,16 +100,17 @@ func newMetrics(reg prometheus.Registerer, view *liveness.View, reports *admin.R
 		lag:              desc("lag_entries", "Entries not yet delivered to the group (XINFO GROUPS lag, or the estimate), from its newest read."),
 		lagEstimated:     desc("lag_estimated", "1 when Redis answered a NULL lag and the lag is pelwarden's estimate, from the group's newest read."),
 		age:              judged("snapshot_age_seconds", "Age of the target's latest good snapshot."),
+		sharedNames:      judged("shared_consumer_names", "Consumers whose name was read from after their pod went: more than one process uses the name; by target."),
 		lastMissing:      make(map[string]bool),
 	}
-	reg.MustRegister(m.reported, m.redisErrors, m.groupMissing, m.refreshTime, m)
+	reg.MustRegister(m.reported, m.targetValue, m.redisErrors, m.groupMissing, m.refreshTime, m)
 	return m
 }
 
 // Describe implements prometheus.Collector.
 func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{m.targetsActive, m.podWatchState, m.livePending, m.ghostPending, m.unknownPending,
-		m.ghostConsumers, m.degradedPending, m.degradedConsumers, m.noHeartbeatRecords, m.futureHeartbeats, m.lag, m.lagEstimated, m.age} {
+		m.ghostConsumers, m.degradedPending, m.degradedConsumers, m.noHeartbeatRecords, m.futureHeartbeats, m.lag, m.lagEstimated, m.age, m.sharedNames} {
 		ch <- d
 	}
 }
@@ -134,6 +141,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 		gauge(m.noHeartbeatRecords, boolFloat(s.NoHeartbeatRecords))
 		gauge(m.futureHeartbeats, float64(s.FutureHeartbeats))
 		gauge(m.age, now.Sub(s.At).Seconds())
+		gauge(m.sharedNames, float64(sharedNames(s)))
 		if n, ok := newest[l.Target.String()]; !ok || newer(s, n) {
 			newest[l.Target.String()] = s
 		}
@@ -190,6 +198,7 @@ func (m *metrics) refreshed(t liveness.Target, s *liveness.Snapshot, err error, 
 func (m *metrics) expired(t liveness.Target) {
 	lv := prometheus.Labels{"redis": t.Conn, "stream": t.Stream, "group": t.Group}
 	m.reported.DeletePartialMatch(lv)
+	m.targetValue.DeletePartialMatch(lv)
 	m.redisErrors.Delete(lv)
 	m.groupMissing.Delete(lv)
 	m.reports.Forget(t.GroupRef)
@@ -199,8 +208,20 @@ func (m *metrics) expired(t liveness.Target) {
 }
 
 func (m *metrics) report(r metadata.Request, metricName string, v int64) {
-	m.reported.WithLabelValues(r.Target.Conn, r.Target.Stream, r.Target.Group, r.Metric.Key()).Set(float64(v))
+	lv := []string{r.Target.Conn, r.Target.Stream, r.Target.Group, r.Metric.Key()}
+	m.reported.WithLabelValues(lv...).Set(float64(v))
+	m.targetValue.WithLabelValues(lv...).Set(r.TargetValue)
 	m.reports.Record(r, metricName, v, m.now())
+}
+
+func sharedNames(s *liveness.Snapshot) int {
+	n := 0
+	for _, c := range s.Consumers {
+		if c.SharedName {
+			n++
+		}
+	}
+	return n
 }
 
 func boolFloat(b bool) float64 {

@@ -141,7 +141,7 @@ func (s *Server) launch() error {
 	}
 	defer func() { _ = out.Close() }() // the child holds its own copy
 
-	cmd := exec.Command(s.bin, s.args()...) //nolint:gosec // G204: redis-server from PATH, our own args
+	cmd := exec.Command(s.bin, s.args()...) //nolint:gosec // G204: redis-server from PATH or PELWARDEN_REDIS_SERVER, our own args
 	cmd.Stdout = out
 	cmd.Stderr = out
 	cmd.SysProcAttr = sysProcAttr()

@@ -22,8 +22,13 @@ import (
 )
 
 const (
-	// binaryName is looked up on PATH.
+	// binaryName is looked up on PATH unless ServerEnv names a binary.
 	binaryName = "redis-server"
+
+	// ServerEnv names the redis-server binary to launch instead of the one
+	// on PATH, so one test run can be pointed at another Redis version
+	// (make compat runs the suites once per server this way).
+	ServerEnv = "PELWARDEN_REDIS_SERVER"
 
 	// stopTimeout bounds a graceful stop before it falls back to SIGKILL.
 	stopTimeout = 10 * time.Second
@@ -138,6 +143,15 @@ func (s *Server) prepare() error {
 }
 
 func lookBinary() (string, error) {
+	if path := os.Getenv(ServerEnv); path != "" {
+		// LookPath on a path with a slash checks that it is an executable
+		// file without searching PATH.
+		bin, err := exec.LookPath(path)
+		if err != nil {
+			return "", fmt.Errorf("redistest: %s=%q is not an executable redis-server: %w", ServerEnv, path, err)
+		}
+		return bin, nil
+	}
 	bin, err := exec.LookPath(binaryName)
 	if err != nil {
 		return "", fmt.Errorf("redistest: %s not found on PATH (on Debian: apt-get install redis-server): %w", binaryName, err)

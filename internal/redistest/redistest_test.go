@@ -2,6 +2,8 @@ package redistest
 
 import (
 	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -149,6 +151,7 @@ func TestStartProcessRunsWithoutTestingTBAndCloseRemovesDir(t *testing.T) {
 // Not parallel: it changes PATH for the whole process.
 func TestStartProcessFailsWhenRedisServerIsMissing(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
+	t.Setenv(ServerEnv, "")
 
 	_, err := StartProcess(Options{})
 
@@ -179,4 +182,73 @@ func TestLaunchReportsPortTakenByAnotherServer(t *testing.T) {
 
 	require.ErrorIs(t, err, errPortTaken, "a second server on %s must not pass as ready", other.Addr())
 	require.NoError(t, other.Client(t).Ping(t.Context()).Err(), "the server that owns the port keeps running")
+}
+
+// Not parallel: it changes the environment of the whole process.
+func TestServerEnvNamesTheBinaryToLaunch(t *testing.T) {
+	onPath, err := exec.LookPath(binaryName)
+	require.NoError(t, err, "redis-server on PATH")
+	t.Setenv("PATH", t.TempDir())
+	t.Setenv(ServerEnv, onPath)
+
+	s, err := StartProcess(Options{})
+
+	require.NoError(t, err, "the binary named by %s should start without redis-server on PATH", ServerEnv)
+	defer s.Close()
+	require.NoError(t, s.Client(t).Ping(t.Context()).Err())
+}
+
+// Not parallel: it changes the environment of the whole process.
+func TestServerEnvThatNamesNoExecutableIsAnError(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "redis-server")
+	t.Setenv(ServerEnv, missing)
+
+	_, err := StartProcess(Options{})
+
+	require.ErrorContains(t, err, ServerEnv+`="`+missing+`" is not an executable redis-server`)
+}
+
+func TestParseVersionReadsRedisAndValkey(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		info string
+		want Version
+		str  string
+	}{
+		"Redis 7.0":           {"# Server\r\nredis_version:7.0.15\r\nredis_mode:standalone\r\n", Version{"Redis", "7.0.15", 7, 0}, "Redis 7.0.15"},
+		"Redis 8.0 milestone": {"redis_version:7.9.224\r\n", Version{"Redis", "7.9.224", 7, 9}, "Redis 7.9.224"},
+		"Valkey 8.0":          {"redis_version:7.2.4\r\nserver_name:valkey\r\nvalkey_version:8.0.1\r\n", Version{"Valkey", "8.0.1", 7, 2}, "Valkey 8.0.1 (redis_version 7.2)"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			v, err := ParseVersion(tc.info)
+			require.NoError(t, err)
+			require.Equal(t, tc.want, v)
+			require.Equal(t, tc.str, v.String())
+		})
+	}
+}
+
+func TestParseVersionRejectsAReplyWithoutAVersion(t *testing.T) {
+	t.Parallel()
+	_, err := ParseVersion("# Server\r\nredis_mode:standalone\r\n")
+	require.ErrorContains(t, err, "no redis_version")
+	_, err = ParseVersion("redis_version:seven.two\r\n")
+	require.ErrorContains(t, err, "not numeric")
+}
+
+func TestVersionAtLeastComparesMajorThenMinor(t *testing.T) {
+	t.Parallel()
+	v := Version{Product: "Redis", Major: 7, Minor: 2}
+	require.True(t, v.AtLeast(7, 2))
+	require.True(t, v.AtLeast(6, 9))
+	require.False(t, v.AtLeast(7, 3))
+	require.False(t, v.AtLeast(8, 0))
+}
+
+func TestVersionOfARunningServerIsItsOwn(t *testing.T) {
+	t.Parallel()
+	v := Start(t).Version(t)
+	require.Contains(t, []string{"Redis", "Valkey"}, v.Product)
+	require.GreaterOrEqual(t, v.Major, 7, "pelwarden needs XINFO GROUPS lag, from Redis 7.0")
 }

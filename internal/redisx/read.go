@@ -87,6 +87,13 @@ func (r *Reader) Fetch(ctx context.Context, t liveness.Target, known []string) (
 	}
 	obs.Consumers = make([]liveness.ConsumerObs, len(consumers))
 	for i, cs := range consumers {
+		// Redis 7.2 added `inactive` (since the last read that delivered;
+		// -1 if none did) and made `idle` count from the last read attempt.
+		// Before 7.2 there is no inactive field (go-redis leaves 0) and
+		// idle counts from the last read that delivered, so an idle of 0
+		// means a delivery just now on every version. Anything else without
+		// a positive inactive is unknown (-1). Valkey 8.0 behaves as 7.2;
+		// internal/redisx/versions_test.go pins both behaviors.
 		inactive := time.Duration(-1)
 		if cs.Inactive > 0 || (cs.Inactive == 0 && cs.Idle == 0) {
 			inactive = cs.Inactive

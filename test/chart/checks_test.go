@@ -32,7 +32,8 @@ type want struct {
 	apiToken bool
 	replicas int32
 	grpcPort int32
-	// optional: ServiceMonitor, PodDisruptionBudget and NetworkPolicy.
+	// optional: ServiceMonitor, PodDisruptionBudget, NetworkPolicy,
+	// PrometheusRule and the dashboard ConfigMap.
 	optional bool
 }
 
@@ -48,6 +49,7 @@ func checkRender(objs []object, w want) error {
 		checkServices(objs, w),
 		checkRBAC(objs, w),
 		checkOptional(objs, w),
+		checkMonitoring(objs, w),
 	)
 }
 

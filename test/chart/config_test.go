@@ -89,9 +89,15 @@ func loadRendered(t *testing.T, objs []object) (config.Config, error) {
 	if err != nil {
 		return config.Config{}, err
 	}
-	cm, err := only[*corev1.ConfigMap](objs)
+	var configMaps []object
+	for _, cm := range all[*corev1.ConfigMap](objs) {
+		if _, ok := cm.Data["config.yaml"]; ok {
+			configMaps = append(configMaps, cm)
+		}
+	}
+	cm, err := only[*corev1.ConfigMap](configMaps)
 	if err != nil {
-		return config.Config{}, err
+		return config.Config{}, fmt.Errorf("ConfigMaps with config.yaml: %w", err)
 	}
 	files, err := projectedFiles(dep)
 	if err != nil {

@@ -135,6 +135,18 @@ func TestChecksFailOnABrokenChart(t *testing.T) {
 			file: "templates/servicemonitor.yaml", old: "metricRelabelings:", new: "metricRelabellings:",
 			base: allOn, problem: "unknown field",
 		},
+		"a misspelled PrometheusRule field": {
+			file: "templates/prometheusrule.yaml", old: "for: {{ $a.ghostEntriesHeld.for }}", new: "fore: {{ $a.ghostEntriesHeld.for }}",
+			base: allOn, problem: "unknown field",
+		},
+		"an alert without its runbook": {
+			file: "templates/prometheusrule.yaml", old: `{{- include "pelwarden.runbook" (list . "PelwardenHygieneErrors") }}`, new: "",
+			base: allOn, problem: "alert PelwardenHygieneErrors: annotation runbook_url is missing",
+		},
+		"a dashboard the Grafana sidecar does not pick up": {
+			file: "templates/dashboard-configmap.yaml", old: "{{ .Values.grafanaDashboard.label }}:", new: "dashboard:",
+			base: allOn, problem: "grafana_dashboard=1",
+		},
 		"a config key pelwarden does not know": {
 			file: "templates/_config.tpl", old: `"log" .Values.log`, new: `"logging" .Values.log`,
 			problem: "logging",

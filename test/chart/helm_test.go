@@ -27,6 +27,8 @@ var (
 	repoRoot string
 	// chartDir is charts/pelwarden.
 	chartDir string
+	// cleanups run after every test, for files shared between tests.
+	cleanups []func()
 )
 
 // TestMain builds helm before any test runs. A missing toolchain or module
@@ -38,7 +40,11 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	repoRoot, chartDir = helm.Root, helm.Chart()
-	os.Exit(m.Run())
+	code := m.Run()
+	for _, c := range cleanups {
+		c()
+	}
+	os.Exit(code)
 }
 
 // helmRun runs helm with its state directories in a temporary directory and

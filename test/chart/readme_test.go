@@ -44,7 +44,7 @@ func (s *valuesSchema) typeName(n *schemaNode) string {
 	if named != "" {
 		return named
 	}
-	short := map[string]string{"integer": "int", "boolean": "bool", "array": "list", "object": "object", "string": "string"}
+	short := map[string]string{"integer": "int", "number": "number", "boolean": "bool", "array": "list", "object": "object", "string": "string"}
 	switch t := r.Type.(type) {
 	case string:
 		return short[t]

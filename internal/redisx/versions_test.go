@@ -1,0 +1,135 @@
+package redisx
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pelwarden/pelwarden/internal/config"
+	"github.com/pelwarden/pelwarden/internal/liveness"
+	"github.com/pelwarden/pelwarden/internal/redistest"
+)
+
+// These tests pin down where Redis versions differ in what pelwarden reads.
+// Each one asks the server for its version and states which behavior it
+// expects of it, so `make compat` shows a difference rather than a test
+// loose enough to pass on either. (Valkey 8.0 reports redis_version 7.2.4
+// and behaves as Redis 7.2 here.)
+
+// versionedGroup starts a server with an empty stream "jobs" and its group
+// "workers", and returns the server's version.
+func versionedGroup(t *testing.T) (*redistest.Server, redistest.Version, *redis.Client) {
+	t.Helper()
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	require.NoError(t, rdb.XGroupCreateMkStream(context.Background(), "jobs", "workers", "$").Err())
+	return srv, srv.Version(t), rdb
+}
+
+// fetchOne reads target through a Reader on srv.
+func fetchOne(t *testing.T, srv *redistest.Server, target liveness.Target) liveness.Observation {
+	t.Helper()
+	conns, err := Open([]config.Redis{config.DefaultRedis(target.Conn, srv.Addr())})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conns.Close() })
+	obs, err := (&Reader{Conns: conns, LagEstimateCap: 100}).Fetch(context.Background(), target, nil)
+	require.NoError(t, err)
+	return obs
+}
+
+func consumerObs(t *testing.T, obs liveness.Observation, name string) (liveness.ConsumerObs, bool) {
+	t.Helper()
+	for _, c := range obs.Consumers {
+		if c.Name == name {
+			return c, true
+		}
+	}
+	return liveness.ConsumerObs{}, false
+}
+
+// From Redis 7.2 XINFO CONSUMERS reports `inactive` (since the last read
+// that delivered entries) and `idle` counts from the last read attempt, so
+// an empty XREADGROUP resets idle. Before 7.2 idle counts from the last
+// read that delivered, an empty read leaves it alone, and there is no
+// inactive: pelwarden reads it as -1, unknown.
+func TestIdleAndInactiveFollowTheServerVersion(t *testing.T) {
+	t.Parallel()
+	srv, version, rdb := versionedGroup(t)
+	ctx := context.Background()
+	require.NoError(t, rdb.XAdd(ctx, &redis.XAddArgs{Stream: "jobs", Values: []any{"job", "1"}}).Err())
+	read := func() int {
+		res, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "workers", Consumer: "w1", Streams: []string{"jobs", ">"}, Count: 1, Block: -1}).Result()
+		if errors.Is(err, redis.Nil) {
+			return 0
+		}
+		require.NoError(t, err)
+		return len(res[0].Messages)
+	}
+	require.Equal(t, 1, read(), "the first read delivers the entry")
+	const quiet = 1200 * time.Millisecond
+	time.Sleep(quiet)
+	require.Equal(t, 0, read(), "the second read finds nothing new")
+
+	c, ok := consumerObs(t, fetchOne(t, srv, liveness.Target{GroupRef: liveness.GroupRef{Conn: "default", Stream: "jobs", Group: "workers"}}), "w1")
+	require.True(t, ok, "w1 read an entry, so every version lists it")
+	if version.AtLeast(7, 2) {
+		t.Logf("%s: idle counts from the last read attempt, inactive from the last read that delivered", version)
+		require.Less(t, c.Idle, quiet/2, "%s: the empty read reset idle", version)
+		require.GreaterOrEqual(t, c.Inactive, quiet, "%s: inactive counts from the read that delivered", version)
+		return
+	}
+	t.Logf("%s: idle counts from the last read that delivered; there is no inactive", version)
+	require.GreaterOrEqual(t, c.Idle, quiet, "%s: an empty read does not reset idle before 7.2", version)
+	require.Equal(t, time.Duration(-1), c.Inactive, "%s: no inactive field before 7.2; pelwarden reads it as unknown (-1)", version)
+}
+
+// A consumer whose reads have delivered nothing yet: from 7.2 its first
+// XREADGROUP creates it (inactive -1, never delivered); before 7.2 it does
+// not exist in the group until a read delivers an entry, so a starting
+// worker on an empty stream is invisible to XINFO CONSUMERS there.
+func TestAConsumerThatNeverReceivedAnEntryIsListedFrom72(t *testing.T) {
+	t.Parallel()
+	srv, version, rdb := versionedGroup(t)
+	ctx := context.Background()
+	err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "workers", Consumer: "starting", Streams: []string{"jobs", ">"}, Count: 1, Block: -1}).Err()
+	require.ErrorIs(t, err, redis.Nil, "the stream is empty")
+
+	c, listed := consumerObs(t, fetchOne(t, srv, liveness.Target{GroupRef: liveness.GroupRef{Conn: "default", Stream: "jobs", Group: "workers"}}), "starting")
+	if version.AtLeast(7, 2) {
+		t.Logf("%s: a read that delivers nothing creates the consumer", version)
+		require.True(t, listed, "%s: an empty read creates the consumer", version)
+		require.Equal(t, time.Duration(-1), c.Inactive, "%s: inactive is -1 until a read delivers", version)
+		return
+	}
+	t.Logf("%s: a consumer exists only once a read delivered an entry", version)
+	require.False(t, listed, "%s: a consumer exists only once a read delivered an entry", version)
+}
+
+// An XDEL inside the group's unread range makes XINFO GROUPS answer a NULL
+// lag on every version pelwarden supports (7.0 to 8.0, Valkey 8.0);
+// pelwarden then counts the entries after last-delivered-id itself.
+func TestNullLagIsEstimatedOnEveryVersion(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	version := srv.Version(t)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	var ids []string
+	for i := range 6 {
+		id, err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: "jobs", Values: []any{"job", i}}).Result()
+		require.NoError(t, err)
+		ids = append(ids, id)
+	}
+	require.NoError(t, rdb.XGroupCreate(ctx, "jobs", "workers", "0").Err())
+	require.NoError(t, rdb.XDel(ctx, "jobs", ids[2]).Err())
+
+	obs := fetchOne(t, srv, liveness.Target{GroupRef: liveness.GroupRef{Conn: "default", Stream: "jobs", Group: "workers"}})
+
+	require.False(t, obs.LagValid, "%s: the lag is NULL after a deletion in the unread range", version)
+	require.Equal(t, int64(5), obs.LagEstimate, "%s: six added, one deleted, none delivered", version)
+	require.False(t, obs.LagEstimateCapped)
+}
