@@ -45,9 +45,9 @@ func (w *warnings) take() []string {
 // --server-side --dry-run=server` for every render case and every ci/
 // values file: a real API server defaults, validates and admits each
 // object (RBAC escalation checks, PodSecurity restricted as a warning on
-// the Deployment) and stores nothing. The one kind left out, with no
-// Prometheus Operator installed, is the all-on values' ServiceMonitor: it
-// is reported, not dropped.
+// the Deployment) and stores nothing. The kinds left out, with no
+// Prometheus Operator installed, are the all-on values' ServiceMonitor and
+// PrometheusRule: they are reported, not dropped.
 func TestRealAPIAcceptsEveryValuesRender(t *testing.T) {
 	c := kubetest.Start(t)
 	admin := c.API.Client(t)
@@ -55,7 +55,9 @@ func TestRealAPIAcceptsEveryValuesRender(t *testing.T) {
 		"pod-security.kubernetes.io/enforce": "restricted",
 		"pod-security.kubernetes.io/warn":    "restricted",
 	}
-	for _, ns := range []string{namespace, "workers"} {
+	// "monitoring" is where the all-on values put the dashboard ConfigMap,
+	// next to a Grafana.
+	for _, ns := range []string{namespace, "workers", "monitoring"} {
 		kubetest.CreateNamespace(t, admin, ns, restricted)
 	}
 	cfg := c.API.Config()
@@ -92,6 +94,8 @@ func TestRealAPIAcceptsEveryValuesRender(t *testing.T) {
 			require.Empty(t, warned.take(), "the API server warns about the render")
 		})
 	}
-	require.Equal(t, map[schema.GroupVersionKind]bool{{Group: "monitoring.coreos.com", Version: "v1", Kind: "ServiceMonitor"}: true}, notServedAll,
-		"only the ServiceMonitor is left out")
+	require.Equal(t, map[schema.GroupVersionKind]bool{
+		{Group: "monitoring.coreos.com", Version: "v1", Kind: "ServiceMonitor"}: true,
+		{Group: "monitoring.coreos.com", Version: "v1", Kind: "PrometheusRule"}: true,
+	}, notServedAll, "only the Prometheus Operator's kinds are left out")
 }
