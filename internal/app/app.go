@@ -123,7 +123,7 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 	reader := &redisx.Reader{Conns: conns, LagEstimateCap: cfg.Scaler.LagEstimateCap}
 	fetch := reader.Fetch
 	if o.kube != nil {
-		klog.SetSlogLogger(log) // client-go logs through klog; keep one log format
+		setKlogLogger(log)
 		a.pods = kube.New(o.kube, kube.Options{IdleExpiry: cfg.Scaler.TargetIdleExpiry, OnGone: a.podGone, OnCurrent: a.podsCurrent, Log: log})
 		fetch = func(ctx context.Context, t liveness.Target, known []string) (liveness.Observation, error) {
 			obs, err := reader.Fetch(ctx, t, known)
@@ -360,4 +360,14 @@ func identity(configured string) string {
 		host = "pelwarden"
 	}
 	return fmt.Sprintf("%s-%d", host, os.Getpid())
+}
+
+var klogOnce sync.Once
+
+// setKlogLogger routes client-go's klog output into log, so there is one
+// log format. klog keeps one logger per process, read unguarded by every
+// reflector, so only the first call sets it: a later one would race with
+// the reflectors of an App already running.
+func setKlogLogger(log *slog.Logger) {
+	klogOnce.Do(func() { klog.SetSlogLogger(log) })
 }
