@@ -59,6 +59,12 @@ local function job_fields(fields, name)
   return out, tonumber(count) or 0, nil
 end
 
+-- dead_tags is what a dead-letter record adds to the job's fields.
+local function dead_tags(id, key, group, consumer, deliveries)
+  return {'pelwarden-origin-id', id, 'pelwarden-origin-stream', key, 'pelwarden-group', group,
+    'pelwarden-consumer', consumer, 'pelwarden-deliveries', tostring(deliveries), 'pelwarden-reason', 'max-deliveries'}
+end
+
 -- first_of returns the first of names that fields already hold, or nil.
 local function first_of(fields, names)
   for i = 1, #fields, 2 do

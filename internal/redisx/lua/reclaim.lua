@@ -80,8 +80,7 @@ local function act(id, pel_deliveries)
   local deliveries = count + pel_deliveries
   -- Mirrors policy.ShouldDeadLetter: delivered max_deliveries times.
   if max_deliveries > 0 and deliveries >= max_deliveries then
-    local tags = {'pelwarden-origin-id', id, 'pelwarden-origin-stream', key, 'pelwarden-group', group,
-        'pelwarden-consumer', consumer, 'pelwarden-deliveries', tostring(deliveries), 'pelwarden-reason', 'max-deliveries'}
+    local tags = dead_tags(id, key, group, consumer, deliveries)
     clash = first_of(fields, tags)
     if clash then
       record(id, 'field-collision', clash, deliveries)
