@@ -1,7 +1,6 @@
 package metadata
 
 import (
-	"errors"
 	"maps"
 	"strings"
 	"testing"
@@ -40,7 +39,7 @@ func TestNumbersAreCheckedAfterConversion(t *testing.T) {
 			in := maps.Clone(tc.md)
 			_, err := Parse(tc.md, testEnv)
 			var me *Error
-			require.True(t, errors.As(err, &me), "want a metadata error, got %v", err)
+			require.ErrorAs(t, err, &me)
 			require.Equal(t, tc.key, me.Key, "error: %v", err)
 			require.Contains(t, err.Error(), tc.mention)
 			require.Equal(t, in, tc.md, "parsing does not change its input")

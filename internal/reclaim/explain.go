@@ -42,6 +42,10 @@ func Explain(res StepResult, h policy.Hygiene) Explanation {
 	if x.Entries == 0 {
 		x.Action, x.ClaimTo = None, ""
 		x.Reason = fmt.Sprintf("%s, but none of its %d entries has been idle %s yet", st.Reason, st.Owner.Pending, st.MinIdle)
+		if n := res.Counts[redisx.FieldCollision]; n > 0 {
+			x.Reason = fmt.Sprintf("%s, but %d of its %d entries hold a field pelwarden would write over (%s) and stay pending untouched",
+				st.Reason, n, st.Owner.Pending, collided(res.Failures))
+		}
 		if res.Stopped != "" {
 			x.Reason += "; " + res.Stopped
 		}
