@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/base64"
 	"os"
 	"path/filepath"
 	"strings"
@@ -170,4 +171,16 @@ func TestAnOutOfRangeStreamIDIsInvalidArgumentAndChangesNothing(t *testing.T) {
 		require.Contains(t, status.Convert(err).Message(), "ids.ids[0]")
 	}
 	require.Equal(t, before, books(t, rdb))
+}
+
+func TestAnOutOfRangePageTokenIsInvalidArgument(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	redistest.Hold(t, rdb, "jobs", "workers", "ghost", "", 2)
+	_, admin := startAdmin(t, srv.Addr(), hygieneTarget())
+	token := base64.RawURLEncoding.EncodeToString([]byte("99999999999999999999-0"))
+	_, err := admin.ListPending(context.Background(), &pelwardenv1.ListPendingRequest{Target: jobsRef, PageToken: token})
+	require.Equal(t, codes.InvalidArgument, status.Code(err), "%v", err)
+	require.Contains(t, status.Convert(err).Message(), "page_token")
 }
