@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/status"
 
 	"github.com/pelwarden/pelwarden/internal/redistest"
 	pelwardenv1 "github.com/pelwarden/pelwarden/proto/pelwarden/v1"
@@ -87,4 +88,10 @@ func TestTheHygieneLoopNeverWritesOverAFieldOfTheJob(t *testing.T) {
 		}
 	}
 	require.ElementsMatch(t, []string{"jobs gone " + jobs[0], "orders gone " + orders[0]}, collisions)
+
+	_, err = admin.Deregister(authed(), &pelwardenv1.DeregisterRequest{Target: jobsRef, Consumer: "gone"})
+	require.Error(t, err, "Deregister cannot finish while an entry would be written over")
+	require.Contains(t, status.Convert(err).Message(), "hold a field pelwarden would write over")
+	require.Equal(t, []string{jobs[0]}, pendingIDs(t, rdb, "gone"), "the entry stays, and so does its consumer")
+	require.Equal(t, ownBefore, rawEntry(t, rdb, "jobs", jobs[0]))
 }

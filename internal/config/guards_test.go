@@ -18,6 +18,7 @@ func TestValidateRefusesWhatWouldRoundToZeroOrCollide(t *testing.T) {
 		}
 		return []map[string]string{md}
 	}
+	sameToken := writeFile(t, "token", "the-same-token-0123456789")
 	tests := map[string]struct {
 		mutate func(c *config.Config)
 		want   string
@@ -30,6 +31,13 @@ func TestValidateRefusesWhatWouldRoundToZeroOrCollide(t *testing.T) {
 			`hygiene.targets[0].entryStaleSeconds: must be a number of seconds from 0.001 (1ms)`},
 		"a carry field that is pelwarden's marker": {func(c *config.Config) { c.Hygiene.Targets = target("deliveryCountField", "pelwarden-carried") },
 			`hygiene.targets[0].deliveryCountField: must not be a field pelwarden writes itself`},
+		"a worker token that is the operator's": {func(c *config.Config) {
+			c.Admin.TokenFile, c.Admin.WorkerTokenFile = sameToken, sameToken
+		}, `admin.workerTokenFile: must hold a token other than admin.tokenFile's`},
+		"an unreadable worker token file": {func(c *config.Config) { c.Admin.WorkerTokenFile = "/nonexistent/worker-token" },
+			`admin.workerTokenFile: must name a readable file holding the workers' bearer token`},
+		"a worker identity prefix that is no URI": {func(c *config.Config) { c.Admin.WorkerIdentityPrefix = "worker-" },
+			`admin.workerIdentityPrefix: must be the start of a URI SAN`},
 		"a carry field that a dead-letter record writes": {func(c *config.Config) { c.Hygiene.Targets = target("deliveryCountField", "pelwarden-origin-id") },
 			`hygiene.targets[0].deliveryCountField: must not be a field pelwarden writes itself`},
 	}

@@ -2,6 +2,7 @@ package findings
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -138,6 +139,16 @@ func TestDetectFindsWhatLooksWrongAndChangesNothing(t *testing.T) {
 				}
 				redistest.Read(t, rdb, stream, group, "a", 3)
 				return nil, []brief{{FieldCollision, "a", ids[1:]}}
+			}},
+		"a name with more owner candidates than are looked up is reported": {target: heartbeatTarget, detail: "more than 16 owner candidates",
+			setup: func(t *testing.T, rdb *redis.Client) (annotator, []brief) {
+				addEntries(t, rdb, 2)
+				long := strings.Repeat("api-", 20) + "0"
+				require.NoError(t, rdb.Set(context.Background(), "hb:"+long, time.Now().UnixMilli(), 0).Err())
+				require.NoError(t, rdb.Set(context.Background(), "hb:api-1", time.Now().UnixMilli(), 0).Err())
+				redistest.Read(t, rdb, stream, group, long, 1)
+				redistest.Read(t, rdb, stream, group, "api-1-reader", 1)
+				return nil, []brief{{HeartbeatCandidatesCut, long, nil}}
 			}},
 		"a group read and acknowledged by live workers has no findings": {target: idleTarget,
 			setup: func(t *testing.T, rdb *redis.Client) (annotator, []brief) {
