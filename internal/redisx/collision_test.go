@@ -53,6 +53,8 @@ func TestReclaimNeverWritesOverAFieldOfTheJob(t *testing.T) {
 			fields: []any{"n", "1", "n", "2", "pelwarden-carried", "n"}, carry: "n", clash: "pelwarden-carried"},
 		"a marker given twice": {
 			fields: []any{"n", "1", "pelwarden-carried", "n", "pelwarden-carried", "n"}, carry: "n", clash: "n"},
+		"a count too long to be one pelwarden wrote": {
+			fields: []any{"n", "1234567890123", "pelwarden-carried", "n"}, carry: "n", clash: "pelwarden-carried"},
 		"a dead-letter record field the job holds": {
 			fields: []any{"job", "a", "pelwarden-reason", "mine"}, carry: "pelwarden-deliveries", maxDeliveries: 1, clash: "pelwarden-reason"},
 	}
@@ -96,4 +98,31 @@ func TestARequeuedCopyCountsOnAcrossRequeuesAndKeepsEveryJobField(t *testing.T) 
 		id = redistest.Read(t, rdb, "jobs", "workers", "ghost", 1)[0]
 		require.Equal(t, outs[0].Detail, id)
 	}
+}
+
+// TestOnlyAWriteCanCollide: a claim writes no field, and a dead-letter
+// record keeps the job's fields as they are and adds pelwarden's own, so
+// the job's field named like the carry field collides with neither.
+func TestOnlyAWriteCanCollide(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client(t)
+	ctx := context.Background()
+	claimed := holdEntry(t, rdb, "payload", "a")
+	dead := holdEntry(t, rdb, "payload", "b")
+	r := Reclaim{Stream: "jobs", Group: "workers", Consumer: "ghost", CarryField: "payload", ClaimTo: "live", IDs: []string{claimed}}
+	outs, err := reclaimIDs(ctx, rdb, r)
+	require.NoError(t, err)
+	require.Equal(t, Claimed, outs[0].Outcome)
+	require.Equal(t, []any{"payload", "a"}, rawFields(t, rdb, claimed))
+
+	r = Reclaim{Stream: "jobs", Group: "workers", Consumer: "ghost", CarryField: "payload", MaxDeliveries: 1,
+		DeadLetterStream: "jobs:dead", IDs: []string{dead}}
+	outs, err = reclaimIDs(ctx, rdb, r)
+	require.NoError(t, err)
+	require.Equal(t, DeadLettered, outs[0].Outcome)
+	rec, err := rdb.XRange(ctx, "jobs:dead", "-", "+").Result()
+	require.NoError(t, err)
+	require.Len(t, rec, 1)
+	require.Equal(t, "b", rec[0].Values["payload"], "the job's payload reaches the dead-letter stream as it was")
+	require.Equal(t, "1", rec[0].Values["pelwarden-deliveries"])
 }

@@ -10,7 +10,7 @@ for i = 3, #ARGV do
   local entry = redis.call('XRANGE', key, ARGV[i], ARGV[i])
   if #entry == 1 then
     local fields, _, clash = job_fields(entry[1][2], carry)
-    if not clash and dead then clash = first_of(fields, tags) end
+    if dead then clash = clash or first_of(fields, tags) end
     if clash then
       out[#out + 1] = ARGV[i]
       out[#out + 1] = clash

@@ -30,8 +30,10 @@ end
 local marker = 'pelwarden-carried'
 
 -- job_fields splits an entry's fields into the job's own and the count an
--- earlier requeue carried, or answers the first field pelwarden would
--- write over (nil fields). An empty carry name keeps the entry whole.
+-- earlier requeue carried, and names the first field of the job a requeue
+-- would write over (clash). An empty carry name keeps the entry whole. A
+-- count has at most 12 digits, so that it never comes back from Lua in
+-- exponent form.
 local function job_fields(fields, name)
   if name == '' then
     return fields, 0, nil
@@ -50,13 +52,14 @@ local function job_fields(fields, name)
       out[#out + 1] = v
     end
   end
-  if markers == 1 and (own == marker or seen ~= 1 or not string.match(count, '^%d+$')) then
-    return nil, 0, marker
+  if markers == 1 and (own == marker or seen ~= 1 or #count > 12 or not string.match(count, '^%d+$')) then
+    return fields, 0, marker
   end
+  count = tonumber(count) or 0
   for i = 1, #out, 2 do
-    if out[i] == name or out[i] == marker then return nil, 0, out[i] end
+    if out[i] == name or out[i] == marker then return out, count, out[i] end
   end
-  return out, tonumber(count) or 0, nil
+  return out, count, nil
 end
 
 -- dead_tags is what a dead-letter record adds to the job's fields.

@@ -18,8 +18,9 @@
 --   dead-lettered  detail = id of the dead-letter record ('' in a dry run)
 --   tombstoned     the stream entry was deleted; the PEL id was acked
 --   failed         a write failed (detail says why); the entry is untouched
---   field-collision  the entry holds a field pelwarden would write (detail
---                  names it; see job_fields): the entry is untouched
+--   field-collision  the entry holds a field the requeue or the dead-letter
+--                  record would write (detail names it; see job_fields):
+--                  the entry is untouched. A claim writes no field.
 --   not-pending | owner-changed | not-idle | duplicate-id   nothing was done
 -- Each entry is finished (copy written and original acknowledged) before
 -- the next is touched, and a failing write is caught, so an error can never
@@ -73,10 +74,6 @@ local function act(id, pel_deliveries)
     return
   end
   local fields, count, clash = job_fields(entry[1][2], carry)
-  if clash then
-    record(id, 'field-collision', clash, pel_deliveries)
-    return
-  end
   local deliveries = count + pel_deliveries
   -- Mirrors policy.ShouldDeadLetter: delivered max_deliveries times.
   if max_deliveries > 0 and deliveries >= max_deliveries then
@@ -99,6 +96,8 @@ local function act(id, pel_deliveries)
   elseif claim_to ~= '' then
     claims[#claims + 1] = id
     record(id, 'claimed', claim_to, deliveries)
+  elseif clash then
+    record(id, 'field-collision', clash, deliveries)
   else
     local copy, err = write(key, with_count(fields, carry, deliveries))
     if not copy then
