@@ -1,6 +1,8 @@
 package reclaim
 
 import (
+	"strings"
+
 	"github.com/pelwarden/pelwarden/internal/events"
 	"github.com/pelwarden/pelwarden/internal/redisx"
 )
@@ -63,6 +65,7 @@ func (e *Engine) logBatch(job Job, st Step, r redisx.Result, after string) {
 		attrs = append(attrs, string(o), n)
 	}
 	failed := 0
+	var collided []string
 	for _, o := range r.Outcomes {
 		switch o.Outcome {
 		case redisx.Failed:
@@ -71,13 +74,20 @@ func (e *Engine) logBatch(job Job, st Step, r redisx.Result, after string) {
 				log.Error("entry left untouched: a write failed", "id", o.ID, "err", o.Detail)
 			}
 		case redisx.FieldCollision:
-			log.Warn("entry left pending: it holds a field pelwarden would write over", "id", o.ID, "field", o.Detail)
+			if len(collided) < 3 {
+				collided = append(collided, o.ID+" ("+o.Detail+")")
+			}
 		case redisx.DeadLettered:
 			log.Warn("entry dead-lettered", "id", o.ID, "deliveries", o.Deliveries, "deadLetterStream", job.Hygiene.DeadLetterStream, "record", o.Detail)
 		}
 	}
 	if failed > 3 {
 		log.Error("more entries left untouched in this batch: writes failed", "more", failed-3)
+	}
+	// One line per batch: a collision stays until someone changes the
+	// entry or deliveryCountField, so each scan meets it again.
+	if n := r.Counts[redisx.FieldCollision]; n > 0 {
+		log.Warn("entries left pending: they hold a field pelwarden would write over", "entries", n, "first", strings.Join(collided, ", "))
 	}
 	log.Info("reclaimed", attrs...)
 }
