@@ -32,7 +32,7 @@ func TestEveryAdminMethodIsReadOnlyOrInTheCredentialTable(t *testing.T) {
 	for _, name := range names {
 		full := "/" + pelwardenv1.Admin_ServiceDesc.ServiceName + "/" + name
 		_, guarded := requiredClass[full]
-		require.True(t, readOnly[name] != guarded, "%s must be either read-only or in requiredClass", name)
+		require.NotEqual(t, readOnly[name], guarded, "%s must be either read-only or in requiredClass", name)
 	}
 	require.Equal(t, workerClass, required(pelwardenv1.Admin_Deregister_FullMethodName, &pelwardenv1.DeregisterRequest{}))
 	require.Equal(t, operatorClass, required(pelwardenv1.Admin_Findings_FullMethodName, &pelwardenv1.FindingsRequest{SampleMs: 1}))
