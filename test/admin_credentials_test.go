@@ -150,6 +150,14 @@ func TestAWorkerCertificateMayDeregisterOnlyTheConsumerItNames(t *testing.T) {
 		require.Equal(t, before, books(t, rdb), "%s with a worker certificate changed nothing", name)
 	}
 
+	impostor := ca.Client(t, workerPrefix+"worker-b") // the name in the common name, not a URI SAN
+	conn, err = grpc.NewClient(p.app.GRPCAddr(), grpc.WithTransportCredentials(kedaCreds(t, ca.CertPEM, impostor.CertPEM, impostor.KeyPEM)))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close() })
+	_, err = pelwardenv1.NewAdminClient(conn).Deregister(ctx, &pelwardenv1.DeregisterRequest{Target: jobsRef, Consumer: "worker-b"})
+	require.Equal(t, codes.PermissionDenied, status.Code(err), "only a URI SAN names a worker: %v", err)
+	require.Equal(t, before, books(t, rdb))
+
 	res, err := admin.Deregister(ctx, &pelwardenv1.DeregisterRequest{Target: jobsRef, Consumer: "worker-a"})
 	require.NoError(t, err)
 	require.Equal(t, int64(2), res.GetRequeued())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"os"
@@ -77,7 +78,8 @@ func (a *adminAuth) authorize(ctx context.Context) (caller, error) {
 			"or admin.allowedClientIdentities to accept mTLS client certificates")
 	}
 	token, hasToken, malformed := bearerToken(ctx)
-	ids := verifiedIdentities(ctx)
+	leaf := verifiedLeaf(ctx)
+	ids := identities(leaf)
 	for _, id := range ids {
 		if a.allowed[id] {
 			return caller{class: operatorClass, who: "client certificate " + id}, nil
@@ -96,7 +98,7 @@ func (a *adminAuth) authorize(ctx context.Context) (caller, error) {
 			}
 		}
 	}
-	if c, ok := a.workerCertificate(ids); ok {
+	if c, ok := a.workerCertificate(leaf); ok {
 		return c, nil
 	}
 	switch {
@@ -113,14 +115,16 @@ func (a *adminAuth) authorize(ctx context.Context) (caller, error) {
 	return caller{}, status.Error(codes.PermissionDenied, "the bearer token does not match admin.tokenFile (nor admin.workerTokenFile)")
 }
 
-// workerCertificate is the worker a verified URI SAN under
-// admin.workerIdentityPrefix names.
-func (a *adminAuth) workerCertificate(ids []string) (caller, bool) {
-	if a.cfg.WorkerIdentityPrefix == "" {
+// workerCertificate is the worker a verified certificate's URI SAN under
+// admin.workerIdentityPrefix names. Only a URI SAN counts: a common name is
+// free text a CA may copy from a request.
+func (a *adminAuth) workerCertificate(leaf *x509.Certificate) (caller, bool) {
+	if a.cfg.WorkerIdentityPrefix == "" || leaf == nil {
 		return caller{}, false
 	}
-	for _, id := range ids {
-		if consumer, ok := strings.CutPrefix(id, a.cfg.WorkerIdentityPrefix); ok && consumer != "" && strings.Contains(id, ":") {
+	for _, u := range leaf.URIs {
+		id := u.String()
+		if consumer, ok := strings.CutPrefix(id, a.cfg.WorkerIdentityPrefix); ok && consumer != "" {
 			return caller{class: workerClass, consumer: consumer, who: "worker client certificate " + id}, true
 		}
 	}
@@ -192,10 +196,9 @@ func bearerToken(ctx context.Context) (token string, ok, malformed bool) {
 	return token, true, false
 }
 
-// verifiedIdentities lists the identities of the caller's client
-// certificate (subject common name, DNS and URI SANs), only when the TLS
+// verifiedLeaf is the caller's client certificate, only when the TLS
 // handshake verified it against the configured client CAs.
-func verifiedIdentities(ctx context.Context) []string {
+func verifiedLeaf(ctx context.Context) *x509.Certificate {
 	p, ok := peer.FromContext(ctx)
 	if !ok {
 		return nil
@@ -204,7 +207,15 @@ func verifiedIdentities(ctx context.Context) []string {
 	if !ok || len(info.State.VerifiedChains) == 0 || len(info.State.VerifiedChains[0]) == 0 {
 		return nil
 	}
-	leaf := info.State.VerifiedChains[0][0]
+	return info.State.VerifiedChains[0][0]
+}
+
+// identities lists a verified certificate's identities: subject common
+// name, DNS and URI SANs.
+func identities(leaf *x509.Certificate) []string {
+	if leaf == nil {
+		return nil
+	}
 	var ids []string
 	if leaf.Subject.CommonName != "" {
 		ids = append(ids, leaf.Subject.CommonName)
