@@ -50,7 +50,7 @@ func TestTheHygieneLoopNeverWritesOverAFieldOfTheJob(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := context.Background()
-	jobs := holdFields(t, rdb, "jobs", "gone", []any{"job", "own", "pelwarden-deliveries", "7"}, []any{"job", "plain"})
+	jobs := holdFields(t, rdb, "jobs", "gone", []any{"job", "own", "pelwarden-deliveries", "mine"}, []any{"job", "plain"})
 	orders := holdFields(t, rdb, "orders", "gone", []any{"payload", `{"order":42}`, "job", "order"})
 	ownBefore, orderBefore := rawEntry(t, rdb, "jobs", jobs[0]), rawEntry(t, rdb, "orders", orders[0])
 	_, admin := startAdmin(t, srv.Addr(), hygieneTarget(),

@@ -130,7 +130,7 @@ func TestDetectFindsWhatLooksWrongAndChangesNothing(t *testing.T) {
 				var ids []string
 				for _, fields := range [][]any{
 					{"job", "a", "pelwarden-deliveries", "1", "pelwarden-carried", "pelwarden-deliveries"}, // pelwarden's own copy
-					{"job", "b", "pelwarden-deliveries", "7"},
+					{"job", "b", "pelwarden-deliveries", "mine"},
 					{"job", "c", "pelwarden-reason", "mine"}, // written over only by a dead-letter record
 				} {
 					id, err := rdb.XAdd(context.Background(), &redis.XAddArgs{Stream: stream, Values: fields}).Result()

@@ -155,7 +155,7 @@ func TestWhatPlanReportsIsWhatTheScanDoes(t *testing.T) {
 			h: base, verdicts: ghost,
 			setup: func(t *testing.T, g group) {
 				redistest.Hold(t, g.rdb, "jobs", "workers", "ghost", "g", 2)
-				for _, fields := range [][]any{{"job", "x", "pelwarden-deliveries", "7"}, {"job", "y", "pelwarden-carried", "job"}} {
+				for _, fields := range [][]any{{"job", "x", "pelwarden-deliveries", "mine"}, {"job", "y", "pelwarden-carried", "job"}} {
 					require.NoError(t, g.rdb.XAdd(context.Background(), &redis.XAddArgs{Stream: "jobs", Values: fields}).Err())
 				}
 				redistest.Read(t, g.rdb, "jobs", "workers", "ghost", 2)

@@ -41,8 +41,8 @@ func TestReclaimNeverWritesOverAFieldOfTheJob(t *testing.T) {
 		maxDeliveries int64
 		clash         string
 	}{
-		"the job's own default carry field": {
-			fields: []any{"job", "a", "pelwarden-deliveries", "7"}, carry: "pelwarden-deliveries", clash: "pelwarden-deliveries"},
+		"the job's own default carry field, not a count": {
+			fields: []any{"job", "a", "pelwarden-deliveries", "mine"}, carry: "pelwarden-deliveries", clash: "pelwarden-deliveries"},
 		"a carry field named like the job's payload": {
 			fields: []any{"payload", `{"order":42}`}, carry: "payload", clash: "payload"},
 		"the job's own field named like the marker": {
@@ -98,6 +98,22 @@ func TestARequeuedCopyCountsOnAcrossRequeuesAndKeepsEveryJobField(t *testing.T) 
 		id = redistest.Read(t, rdb, "jobs", "workers", "ghost", 1)[0]
 		require.Equal(t, outs[0].Detail, id)
 	}
+}
+
+// TestACopyAnEarlierVersionRequeuedCountsOn: copies requeued before the
+// marker carry pelwarden-deliveries alone; that count goes on, so such an
+// entry is given back again rather than left pending for good.
+func TestACopyAnEarlierVersionRequeuedCountsOn(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client(t)
+	id := holdEntry(t, rdb, "job", "a", "pelwarden-deliveries", "2")
+	r := Reclaim{Stream: "jobs", Group: "workers", Consumer: "ghost", CarryField: "pelwarden-deliveries", IDs: []string{id}}
+	outs, err := reclaimIDs(context.Background(), rdb, r)
+	require.NoError(t, err)
+	require.Equal(t, Requeued, outs[0].Outcome)
+	require.Equal(t, int64(3), outs[0].Deliveries)
+	require.Equal(t, []any{"job", "a", "pelwarden-deliveries", "3", "pelwarden-carried", "pelwarden-deliveries"},
+		rawFields(t, rdb, outs[0].Detail), "the earlier count goes on, now with its marker")
 }
 
 // TestOnlyAWriteCanCollide: a claim writes no field, and a dead-letter

@@ -29,6 +29,13 @@ end
 -- own fields hold the carry field or the marker is a field collision.
 local marker = 'pelwarden-carried'
 
+-- legacy is the carry field copies had before the marker: the default
+-- pelwarden-deliveries, in pelwarden's own field prefix. An unmarked copy
+-- holding it once with a count is one an earlier version requeued, and its
+-- count goes on; without this rule such an entry, once stuck again, would
+-- stay pending for good. Another unmarked carry field is the job's.
+local legacy = 'pelwarden-deliveries'
+
 -- job_fields splits an entry's fields into the job's own and the count an
 -- earlier requeue carried, and names the first field of the job a requeue
 -- would write over (clash). An empty carry name keeps the entry whole. A
@@ -38,10 +45,13 @@ local function job_fields(fields, name)
   if name == '' then
     return fields, 0, nil
   end
-  local own, markers = nil, 0
+  local own, markers, legacies = nil, 0, 0
   for i = 1, #fields, 2 do
     if fields[i] == marker then own, markers = fields[i + 1], markers + 1 end
+    if fields[i] == legacy then legacies = legacies + 1 end
   end
+  local unmarked = markers == 0 and name == legacy and legacies == 1
+  if unmarked then own, markers = legacy, 1 end
   local count, seen, out = nil, 0, {}
   for i = 1, #fields, 2 do
     local f, v = fields[i], fields[i + 1]
@@ -53,7 +63,7 @@ local function job_fields(fields, name)
     end
   end
   if markers == 1 and (own == marker or seen ~= 1 or #count > 12 or not string.match(count, '^%d+$')) then
-    return fields, 0, marker
+    return fields, 0, unmarked and legacy or marker
   end
   count = tonumber(count) or 0
   for i = 1, #out, 2 do
