@@ -9,6 +9,7 @@ import (
 	"unicode"
 
 	"github.com/pelwarden/pelwarden/internal/metadata"
+	"github.com/pelwarden/pelwarden/internal/policy"
 )
 
 // EnvConfig names the environment variable that holds the config file path,
@@ -130,6 +131,17 @@ var settings = []setting{
 		withFlag("file holding the bearer token that Reclaim, DeleteConsumer and Deregister need"),
 	listSetting("admin.allowedClientIdentities", func(c *Config) *[]string { return &c.Admin.AllowedClientIdentities }).
 		withFlag("comma list of mTLS client identities (CN, DNS or URI SAN) allowed to call the mutating Admin RPCs"),
+
+	setting{
+		path: "triggers.reclaim", env: "PELWARDEN_TRIGGERS_RECLAIM", typ: "string",
+		apply: func(c *Config, raw string) error { c.Triggers.Reclaim = policy.ReclaimMode(raw); return nil },
+		show:  func(c *Config) string { return string(c.Triggers.Reclaim) },
+	}.withFlagNamed("trigger-reclaim", "the most a trigger's metadata may ask for: off (metrics only) or requeue (enrol its group in hygiene within triggers.rules)"),
+	durationSetting("triggers.floors.entryStale", func(c *Config) *time.Duration { return &c.Triggers.Floors.EntryStale }),
+	durationSetting("triggers.floors.ghostIdle", func(c *Config) *time.Duration { return &c.Triggers.Floors.GhostIdle }),
+	durationSetting("triggers.floors.heartbeatMaxAge", func(c *Config) *time.Duration { return &c.Triggers.Floors.HeartbeatMaxAge }),
+	intSetting("triggers.quotas.scalerTargetsPerNamespace", 1, func(c *Config) *int { return &c.Triggers.Quotas.ScalerTargetsPerNamespace }),
+	intSetting("triggers.quotas.hygieneTargetsPerNamespace", 1, func(c *Config) *int { return &c.Triggers.Quotas.HygieneTargetsPerNamespace }),
 
 	stringSetting("redis[default].addr", func(c *Config) *string { return &defaultRedis(c).Addr }).
 		withFlagNamed("redis-addr", "address host:port of the Redis connection named default"),
