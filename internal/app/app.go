@@ -32,10 +32,12 @@ import (
 	"github.com/pelwarden/pelwarden/internal/kube"
 	"github.com/pelwarden/pelwarden/internal/liveness"
 	"github.com/pelwarden/pelwarden/internal/metadata"
+	"github.com/pelwarden/pelwarden/internal/policy"
 	"github.com/pelwarden/pelwarden/internal/reclaim"
 	"github.com/pelwarden/pelwarden/internal/redisx"
 	"github.com/pelwarden/pelwarden/internal/scaler"
 	"github.com/pelwarden/pelwarden/internal/tlsreload"
+	"github.com/pelwarden/pelwarden/internal/trigger"
 	pelwardenv1 "github.com/pelwarden/pelwarden/proto/pelwarden/v1"
 )
 
@@ -57,6 +59,8 @@ type App struct {
 
 	wakers  map[string]*redisx.Waker
 	hygiene *hygiene.Loop
+	// triggers admits trigger metadata and enrols groups in hygiene.
+	triggers *trigger.Registry
 	pods    *kube.Watcher
 	ready   readiness
 	// tls follows the gRPC certificate files; nil when grpc.tls is off.
@@ -173,12 +177,21 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 		Log:          log,
 		Engine:       engine,
 	}, reg)
-	for _, md := range cfg.Hygiene.Targets {
+	a.triggers = trigger.New(trigger.Options{
+		Policy: cfg.Triggers, Expiry: cfg.Scaler.TargetIdleExpiry, MaxTriggers: 2 * cfg.Scaler.MaxTargets, Log: log,
+		Enrol: func(t liveness.Target, h policy.Hygiene, permanent bool) error {
+			a.hygiene.Add(hygiene.Target{Target: t, Hygiene: h}, permanent)
+			return nil
+		},
+	}, reg)
+	for i, md := range cfg.Hygiene.Targets {
 		r, err := metadata.Parse(md, metadata.Env{Conns: conns.Names(), Kubernetes: cfg.Kubernetes.Enabled})
-		if err != nil { // Validate has already refused these
+		if err == nil { // Validate has already refused bad ones
+			err = a.triggers.AddConfig(i, r)
+		}
+		if err != nil {
 			return nil, err
 		}
-		a.hygiene.Add(hygiene.Target{Target: r.Target, Hygiene: r.Hygiene}, true)
 	}
 
 	for _, name := range conns.Names() {
@@ -197,9 +210,7 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 			return w.Arm(ctx, stream)
 		},
 		Reported: m.report,
-		Hygiene: func(r metadata.Request) {
-			a.hygiene.Add(hygiene.Target{Target: r.Target, Hygiene: r.Hygiene}, false)
-		},
+		Admit:    a.triggers.Admit,
 		Log: log,
 	})
 
@@ -265,6 +276,7 @@ func (a *App) Run(ctx context.Context) error {
 	}
 	wg.Go(func() { a.watchReadiness(bg) })
 	wg.Go(func() { a.hygiene.Run(bg) })
+	wg.Go(func() { a.triggers.Run(bg) })
 	if a.pods != nil {
 		wg.Go(func() { a.pods.Run(bg) })
 	}
