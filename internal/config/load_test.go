@@ -290,6 +290,7 @@ func TestFlagsAndVariablesAreNamedAfterTheirConfigPaths(t *testing.T) {
 		"redis-tls-cert":                  "PELWARDEN_REDIS_TLS_CERT",
 		"redis-tls-key":                   "PELWARDEN_REDIS_TLS_KEY",
 		"config":                          "PELWARDEN_CONFIG",
+		"triggers-reclaim":                "PELWARDEN_TRIGGERS_RECLAIM",
 	}
 	set := pflag.NewFlagSet("serve", pflag.ContinueOnError)
 	config.NewFlags(set)
