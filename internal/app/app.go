@@ -226,7 +226,7 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 	a.hs = health.NewServer()
 	healthpb.RegisterHealthServer(a.grpc, a.hs)
 	adminServer, err := admin.New(admin.Options{
-		View: a.view, Conns: conns, Hygiene: a.hygiene.Lookup, Engine: engine, Events: bus, Reports: reports,
+		View: a.view, Conns: conns, Hygiene: a.hygiene.Lookup, Provenance: a.triggers.Describe, Engine: engine, Events: bus, Reports: reports,
 		RequestTimeout: cfg.Scaler.RequestTimeout, Log: log,
 	})
 	if err != nil {

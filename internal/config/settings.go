@@ -140,8 +140,8 @@ var settings = []setting{
 	durationSetting("triggers.floors.entryStale", func(c *Config) *time.Duration { return &c.Triggers.Floors.EntryStale }),
 	durationSetting("triggers.floors.ghostIdle", func(c *Config) *time.Duration { return &c.Triggers.Floors.GhostIdle }),
 	durationSetting("triggers.floors.heartbeatMaxAge", func(c *Config) *time.Duration { return &c.Triggers.Floors.HeartbeatMaxAge }),
-	intSetting("triggers.quotas.scalerTargetsPerNamespace", 1, func(c *Config) *int { return &c.Triggers.Quotas.ScalerTargetsPerNamespace }),
-	intSetting("triggers.quotas.hygieneTargetsPerNamespace", 1, func(c *Config) *int { return &c.Triggers.Quotas.HygieneTargetsPerNamespace }),
+	intSetting("triggers.quotas.scalerTargets", 1, func(c *Config) *int { return &c.Triggers.Quotas.ScalerTargets }),
+	intSetting("triggers.quotas.hygieneTargets", 1, func(c *Config) *int { return &c.Triggers.Quotas.HygieneTargets }),
 
 	stringSetting("redis[default].addr", func(c *Config) *string { return &defaultRedis(c).Addr }).
 		withFlagNamed("redis-addr", "address host:port of the Redis connection named default"),

@@ -53,13 +53,13 @@ type TriggerFloors struct {
 // TriggerQuotas bound each ScaledObject namespace. Targets from
 // hygiene.targets never count.
 type TriggerQuotas struct {
-	// ScalerTargetsPerNamespace is the most distinct targets (connection,
+	// ScalerTargets is the most distinct targets (connection,
 	// stream, group and liveness settings) one namespace's triggers may
 	// have the scaler watch at once. Default 1000; at least 1.
-	ScalerTargetsPerNamespace int `yaml:"scalerTargetsPerNamespace"`
-	// HygieneTargetsPerNamespace is the most groups one namespace's
+	ScalerTargets int `yaml:"scalerTargets"`
+	// HygieneTargets is the most groups one namespace's
 	// triggers may enrol in the hygiene loop at once. Default 20; at least 1.
-	HygieneTargetsPerNamespace int `yaml:"hygieneTargetsPerNamespace"`
+	HygieneTargets int `yaml:"hygieneTargets"`
 }
 
 // TriggerRule grants the ScaledObject namespaces it names access to Redis
@@ -84,7 +84,7 @@ func defaultTriggers() Triggers {
 	return Triggers{
 		Reclaim: policy.ReclaimOff,
 		Floors:  TriggerFloors{EntryStale: 30 * time.Second, GhostIdle: time.Minute, HeartbeatMaxAge: 10 * time.Second},
-		Quotas:  TriggerQuotas{ScalerTargetsPerNamespace: 1000, HygieneTargetsPerNamespace: 20},
+		Quotas:  TriggerQuotas{ScalerTargets: 1000, HygieneTargets: 20},
 		Rules:   []TriggerRule{{Namespaces: []string{"*"}, Redis: []string{"*"}}},
 	}
 }
@@ -105,8 +105,8 @@ func (c *Config) validateTriggers(p *problems) {
 			p.add(field, "must be a positive duration of at most %s, such as %q, got %q", maxFloor, "30s", d)
 		}
 	}
-	checkAtLeastOne(p, "triggers.quotas.scalerTargetsPerNamespace", int64(t.Quotas.ScalerTargetsPerNamespace))
-	checkAtLeastOne(p, "triggers.quotas.hygieneTargetsPerNamespace", int64(t.Quotas.HygieneTargetsPerNamespace))
+	checkAtLeastOne(p, "triggers.quotas.scalerTargets", int64(t.Quotas.ScalerTargets))
+	checkAtLeastOne(p, "triggers.quotas.hygieneTargets", int64(t.Quotas.HygieneTargets))
 	enrols := false
 	for i, r := range t.Rules {
 		at := fmt.Sprintf("triggers.rules[%d]", i)

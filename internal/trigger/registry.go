@@ -171,9 +171,9 @@ func (g *Registry) admit(id ID, r metadata.Request, now time.Time) error {
 	}
 	key := r.Target.Key()
 	switch {
-	case sp.targets[key] == 0 && len(sp.targets) >= q.ScalerTargetsPerNamespace:
-		return &Refusal{Code: codes.ResourceExhausted, Rule: fmt.Sprintf("namespace %q already has %d scaler targets (triggers.quotas.scalerTargetsPerNamespace)", ns, len(sp.targets))}
-	case sp.triggers >= 4*q.ScalerTargetsPerNamespace || len(g.entries) >= g.opts.MaxTriggers:
+	case sp.targets[key] == 0 && len(sp.targets) >= q.ScalerTargets:
+		return &Refusal{Code: codes.ResourceExhausted, Rule: fmt.Sprintf("namespace %q already has %d scaler targets (triggers.quotas.scalerTargets)", ns, len(sp.targets))}
+	case sp.triggers >= 4*q.ScalerTargets || len(g.entries) >= g.opts.MaxTriggers:
 		return &Refusal{Code: codes.ResourceExhausted, Rule: fmt.Sprintf("too many distinct triggers (namespace %q has %d); they are forgotten after scaler.targetIdleExpiry", ns, sp.triggers)}
 	}
 	g.spaces[ns] = sp
@@ -193,8 +193,8 @@ func (g *Registry) enrol(e *entry, sp *space, now time.Time, retry bool) {
 	e.refusal = g.check(e)
 	ref := e.req.Target.GroupRef
 	grp := g.groups[ref]
-	if e.refusal == nil && (grp == nil || grp.config == nil) && sp.groups[ref] == 0 && len(sp.groups) >= g.opts.Policy.Quotas.HygieneTargetsPerNamespace {
-		e.refusal = &Refusal{Code: codes.ResourceExhausted, Rule: fmt.Sprintf("namespace %q already has %d hygiene targets (triggers.quotas.hygieneTargetsPerNamespace)", e.id.Namespace, len(sp.groups))}
+	if e.refusal == nil && (grp == nil || grp.config == nil) && sp.groups[ref] == 0 && len(sp.groups) >= g.opts.Policy.Quotas.HygieneTargets {
+		e.refusal = &Refusal{Code: codes.ResourceExhausted, Rule: fmt.Sprintf("namespace %q already has %d hygiene targets (triggers.quotas.hygieneTargets)", e.id.Namespace, len(sp.groups))}
 	}
 	if e.refusal == nil {
 		grp = g.group(ref)
