@@ -1,0 +1,87 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/kedacore/keda/v2/pkg/scalers/externalscaler"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pelwarden/pelwarden/internal/config"
+	"github.com/pelwarden/pelwarden/internal/redistest"
+	pelwardenv1 "github.com/pelwarden/pelwarden/proto/pelwarden/v1"
+)
+
+// TestTwoScaledObjectsGetTheConservativeSettingsWhicheverArrivesLast: a
+// careful trigger (entries stale after 30 s) and an eager one (0.3 s) name
+// one group. In both orders the group is scanned with 30 s, DescribeTarget
+// says it came from the careful one, and the ghost's entries, idle far past
+// 0.3 s, stay where they are.
+func TestTwoScaledObjectsGetTheConservativeSettingsWhicheverArrivesLast(t *testing.T) {
+	t.Parallel()
+	careful := soObj("jobs", "careful", legit("entryStaleSeconds", "30", "maxDeliveries", "5"))
+	eager := soObj("jobs", "eager", legit("maxDeliveries", "0", "deleteGhostConsumers", "true", "dryRun", "false"))
+	for name, order := range map[string][2]string{"careful first": {"careful", "eager"}, "eager first": {"eager", "careful"}} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			_, rdb := victim(t)
+			p := startPelwarden(t, rdbAddr(rdb), policyTune)
+			refs := map[string]*externalscaler.ScaledObjectRef{"careful": careful, "eager": eager}
+			before := readBooks(t, rdb) // the ghost's entries are fresh: neither setting acts before both arrived
+			for _, so := range order {
+				requireMetricServed(t, p.client, refs[so])
+			}
+			time.Sleep(scansPass)
+			require.Equal(t, before, readBooks(t, rdb), "nothing is requeued at 0.3 s")
+			res, err := pelwardenv1.NewAdminClient(p.conn).DescribeTarget(context.Background(), &pelwardenv1.DescribeTargetRequest{Target: jobsRef})
+			require.NoError(t, err)
+			sources := map[string]*pelwardenv1.SettingSource{}
+			for _, s := range res.GetHygieneSources() {
+				sources[s.GetSetting()] = s
+			}
+			require.Equal(t, "30", sources["entryStaleSeconds"].GetValue())
+			require.Equal(t, "trigger jobs/careful", sources["entryStaleSeconds"].GetSource())
+			require.Equal(t, "0", sources["maxDeliveries"].GetValue(), "0 (never dead-letter) wins over 5")
+			require.Equal(t, "trigger jobs/eager", sources["maxDeliveries"].GetSource())
+			require.ElementsMatch(t, []string{"trigger jobs/careful", "trigger jobs/eager"}, res.GetHygieneTriggers())
+			require.Contains(t, res.GetHygiene(), "entryStaleSeconds=30")
+		})
+	}
+}
+
+// TestTriggerSettingsDoNotOutliveTheirCaller: a trigger that enrols a
+// group and goes away is forgotten after scaler.targetIdleExpiry; a ghost
+// that appears later keeps its entries, because nobody asks any more.
+func TestTriggerSettingsDoNotOutliveTheirCaller(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	redistest.CreateGroup(t, rdb, "jobs", "workers")
+	redistest.AddJobs(t, rdb, "jobs", "", 6)
+	redistest.CreateGroup(t, rdb, "payments", "billing")
+	p := startPelwarden(t, srv.Addr(), func(c *config.Config) {
+		policyTune(c)
+		c.Scaler.TargetIdleExpiry = time.Second
+	})
+	admin := pelwardenv1.NewAdminClient(p.conn)
+	md := legit("liveness", "idle", "ghostIdleSeconds", "0.6", "heartbeatKey", "", "heartbeatMaxAgeSeconds", "")
+	delete(md, "heartbeatKey")
+	delete(md, "heartbeatMaxAgeSeconds")
+	requireMetricServed(t, p.client, soObj("jobs", "passer-by", md))
+	res, err := admin.DescribeTarget(context.Background(), &pelwardenv1.DescribeTargetRequest{Target: jobsRef})
+	require.NoError(t, err)
+	require.NotEmpty(t, res.GetHygiene(), "the trigger enrolled the group")
+	eventually(t, 5*time.Second, func() error {
+		res, err := admin.DescribeTarget(context.Background(), &pelwardenv1.DescribeTargetRequest{Target: jobsRef})
+		if err == nil && res.GetHygiene() != "" {
+			return errors.New("hygiene still looks after the group")
+		}
+		return err
+	})
+	redistest.Read(t, rdb, "jobs", "workers", "ghost-0", 3)
+	before := readBooks(t, rdb)
+	time.Sleep(scansPass) // the ghost is idle past 0.6 s and its entries past 0.3 s
+	require.Equal(t, before, readBooks(t, rdb), "no scan acts for a trigger that has gone")
+}
