@@ -43,7 +43,7 @@ func testConfig(redisAddr string) config.Config {
 	r := config.DefaultRedis("default", redisAddr)
 	r.DialTimeout, r.ReadTimeout, r.WriteTimeout = 300*time.Millisecond, 300*time.Millisecond, 300*time.Millisecond
 	cfg.Redis = []config.Redis{r}
-	// Most suites enrol groups from triggers with sub-second thresholds;
+	// Most suites enroll groups from triggers with sub-second thresholds;
 	// the policy tests (policy_test.go) set the shipped floors again.
 	cfg.Triggers.Reclaim = policy.ReclaimRequeue
 	cfg.Triggers.Rules = []config.TriggerRule{{Namespaces: []string{"*"}, Redis: []string{"*"}, HygieneStreams: []string{"*"}}}

@@ -51,7 +51,7 @@ func TestTwoScaledObjectsGetTheConservativeSettingsWhicheverArrivesLast(t *testi
 	}
 }
 
-// TestTriggerSettingsDoNotOutliveTheirCaller: a trigger that enrols a
+// TestTriggerSettingsDoNotOutliveTheirCaller: a trigger that enrolls a
 // group and goes away is forgotten after scaler.targetIdleExpiry; a ghost
 // that appears later keeps its entries, because nobody asks any more.
 func TestTriggerSettingsDoNotOutliveTheirCaller(t *testing.T) {

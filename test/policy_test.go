@@ -21,7 +21,7 @@ import (
 )
 
 // policyTune is a trigger policy like one an operator would write: the
-// jobs namespace may enrol its jobs* streams, every namespace may read
+// jobs namespace may enroll its jobs* streams, every namespace may read
 // metrics from the default connection. The floors are the shipped ones
 // divided by 100, so that a legitimate trigger acts within a test and a
 // refused one visibly does not.

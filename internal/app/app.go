@@ -59,10 +59,10 @@ type App struct {
 
 	wakers  map[string]*redisx.Waker
 	hygiene *hygiene.Loop
-	// triggers admits trigger metadata and enrols groups in hygiene.
+	// triggers admits trigger metadata and enrolls groups in hygiene.
 	triggers *trigger.Registry
-	pods    *kube.Watcher
-	ready   readiness
+	pods     *kube.Watcher
+	ready    readiness
 	// tls follows the gRPC certificate files; nil when grpc.tls is off.
 	tls *tlsreload.Reloader
 }
@@ -179,7 +179,7 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 	}, reg)
 	a.triggers = trigger.New(trigger.Options{
 		Policy: cfg.Triggers, Expiry: cfg.Scaler.TargetIdleExpiry, MaxTriggers: 2 * cfg.Scaler.MaxTargets, Log: log,
-		Enrol: func(t liveness.Target, h policy.Hygiene, permanent bool) error {
+		Enroll: func(t liveness.Target, h policy.Hygiene, permanent bool) error {
 			a.hygiene.Add(hygiene.Target{Target: t, Hygiene: h}, permanent)
 			return nil
 		},
@@ -211,7 +211,7 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 		},
 		Reported: m.report,
 		Admit:    a.triggers.Admit,
-		Log: log,
+		Log:      log,
 	})
 
 	creds, err := a.grpcCredentials(reg)

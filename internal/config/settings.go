@@ -136,7 +136,7 @@ var settings = []setting{
 		path: "triggers.reclaim", env: "PELWARDEN_TRIGGERS_RECLAIM", typ: "string",
 		apply: func(c *Config, raw string) error { c.Triggers.Reclaim = policy.ReclaimMode(raw); return nil },
 		show:  func(c *Config) string { return string(c.Triggers.Reclaim) },
-	}.withFlag("the most a trigger's metadata may ask for: off (metrics only) or requeue (enrol its group in hygiene within triggers.rules)"),
+	}.withFlag("the most a trigger's metadata may ask for: off (metrics only) or requeue (enroll its group in hygiene within triggers.rules)"),
 	durationSetting("triggers.floors.entryStale", func(c *Config) *time.Duration { return &c.Triggers.Floors.EntryStale }),
 	durationSetting("triggers.floors.ghostIdle", func(c *Config) *time.Duration { return &c.Triggers.Floors.GhostIdle }),
 	durationSetting("triggers.floors.heartbeatMaxAge", func(c *Config) *time.Duration { return &c.Triggers.Floors.HeartbeatMaxAge }),

@@ -18,7 +18,7 @@ import (
 type Triggers struct {
 	// Reclaim is the most a trigger may ask for: off (default; triggers
 	// only read metrics) or requeue (a trigger with `reclaim: requeue` may
-	// enrol its group in the hygiene loop, within rules, floors and
+	// enroll its group in the hygiene loop, within rules, floors and
 	// quotas). Claim is never a trigger's to ask.
 	Reclaim policy.ReclaimMode `yaml:"reclaim"`
 	// Floors are the shortest liveness and staleness thresholds a trigger
@@ -28,9 +28,9 @@ type Triggers struct {
 	// namespace cannot use up scaler.maxTargets for the others.
 	Quotas TriggerQuotas `yaml:"quotas"`
 	// Rules say which ScaledObject namespaces may reach which Redis
-	// connections, and enrol which streams in hygiene. A namespace no rule
+	// connections, and enroll which streams in hygiene. A namespace no rule
 	// names may reach no connection. Default: one rule letting every
-	// namespace read metrics from every connection and enrol no stream.
+	// namespace read metrics from every connection and enroll no stream.
 	Rules []TriggerRule `yaml:"rules"`
 }
 
@@ -58,7 +58,7 @@ type TriggerQuotas struct {
 	// have the scaler watch at once. Default 1000; at least 1.
 	ScalerTargets int `yaml:"scalerTargets"`
 	// HygieneTargets is the most groups one namespace's
-	// triggers may enrol in the hygiene loop at once. Default 20; at least 1.
+	// triggers may enroll in the hygiene loop at once. Default 20; at least 1.
 	HygieneTargets int `yaml:"hygieneTargets"`
 }
 
@@ -72,7 +72,7 @@ type TriggerRule struct {
 	// from. At least one; each must match a configured connection.
 	Redis []string `yaml:"redis"`
 	// HygieneStreams are globs of the streams, on those connections, whose
-	// groups the namespaces' triggers may enrol in hygiene when
+	// groups the namespaces' triggers may enroll in hygiene when
 	// triggers.reclaim is requeue. Empty: none.
 	HygieneStreams []string `yaml:"hygieneStreams"`
 }
@@ -107,7 +107,7 @@ func (c *Config) validateTriggers(p *problems) {
 	}
 	checkAtLeastOne(p, "triggers.quotas.scalerTargets", int64(t.Quotas.ScalerTargets))
 	checkAtLeastOne(p, "triggers.quotas.hygieneTargets", int64(t.Quotas.HygieneTargets))
-	enrols := false
+	enrolls := false
 	for i, r := range t.Rules {
 		at := fmt.Sprintf("triggers.rules[%d]", i)
 		checkGlobs(p, at+".namespaces", r.Namespaces, true)
@@ -118,10 +118,10 @@ func (c *Config) validateTriggers(p *problems) {
 				p.add(fmt.Sprintf("%s.redis[%d]", at, j), "matches no connection named in redis, got %q", g)
 			}
 		}
-		enrols = enrols || len(r.HygieneStreams) > 0
+		enrolls = enrolls || len(r.HygieneStreams) > 0
 	}
-	if t.Reclaim == policy.ReclaimRequeue && !enrols {
-		p.add("triggers.reclaim", "is requeue but no triggers.rules entry has hygieneStreams, so no trigger could enrol a group; add one such as {namespaces: [jobs], redis: [default], hygieneStreams: [\"jobs*\"]}")
+	if t.Reclaim == policy.ReclaimRequeue && !enrolls {
+		p.add("triggers.reclaim", "is requeue but no triggers.rules entry has hygieneStreams, so no trigger could enroll a group; add one such as {namespaces: [jobs], redis: [default], hygieneStreams: [\"jobs*\"]}")
 	}
 }
 

@@ -158,4 +158,3 @@ func boolean(md map[string]string, key string, def bool) (bool, error) {
 	}
 	return v, nil
 }
-

@@ -40,11 +40,11 @@ type Options struct {
 	// metric name KEDA asked for.
 	Reported func(r metadata.Request, metricName string, value int64)
 	// Admit, when set, is told of every request after its metadata parsed
-	// (internal/trigger): it enrols the targets whose metadata asks for
+	// (internal/trigger): it enrolls the targets whose metadata asks for
 	// reclaim, within the operator's policy. Its error refuses the request;
 	// a refused hygiene request is not an error, so the metric is served.
 	Admit func(namespace, name string, md map[string]string, r metadata.Request) error
-	Log     *slog.Logger
+	Log   *slog.Logger
 }
 
 // Server implements externalscaler.ExternalScalerServer.
@@ -207,7 +207,7 @@ func (s *Server) parse(ref *externalscaler.ScaledObjectRef) (metadata.Request, e
 }
 
 // admit passes a request to the trigger policy, which may refuse it (a
-// connection the namespace may not reach, a full quota) and enrols the
+// connection the namespace may not reach, a full quota) and enrolls the
 // groups that requests ask to reclaim.
 func (s *Server) admit(ref *externalscaler.ScaledObjectRef, r metadata.Request) error {
 	if s.opts.Admit == nil {

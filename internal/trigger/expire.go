@@ -50,7 +50,7 @@ func (g *Registry) Sweep() {
 	}
 	for _, e := range g.entries {
 		if e.refusal != nil && e.refusal.Code == codes.ResourceExhausted {
-			g.enrol(e, g.spaces[e.id.Namespace], now, true)
+			g.enroll(e, g.spaces[e.id.Namespace], now, true)
 		}
 	}
 }
@@ -94,4 +94,3 @@ func (g *Registry) Describe(ref liveness.GroupRef) (GroupView, bool) {
 	slices.SortFunc(v.Refused, func(a, b RefusedTrigger) int { return strings.Compare(a.From, b.From) })
 	return v, ok || len(v.Refused) > 0
 }
-

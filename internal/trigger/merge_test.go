@@ -51,8 +51,8 @@ func TestMergeTakesTheMostConservativeSettingOfEach(t *testing.T) {
 			check: func(t *testing.T, e Effective) { require.Equal(t, 10*time.Minute, e.Target.Spec.GhostIdle) },
 		},
 		"longest heartbeat max age and start grace": {
-			a: []string{"liveness", "heartbeat", "heartbeatKey", "hb:{consumer}", "heartbeatMaxAgeSeconds", "20", "heartbeatStartGraceSeconds", "50"},
-			b: []string{"liveness", "heartbeat", "heartbeatKey", "hb:{consumer}", "heartbeatMaxAgeSeconds", "40"},
+			a:       []string{"liveness", "heartbeat", "heartbeatKey", "hb:{consumer}", "heartbeatMaxAgeSeconds", "20", "heartbeatStartGraceSeconds", "50"},
+			b:       []string{"liveness", "heartbeat", "heartbeatKey", "hb:{consumer}", "heartbeatMaxAgeSeconds", "40"},
 			setting: "heartbeatMaxAgeSeconds", value: "40", from: "b",
 			check: func(t *testing.T, e Effective) {
 				require.Equal(t, 40*time.Second, e.Target.Spec.HeartbeatMaxAge)
@@ -61,8 +61,8 @@ func TestMergeTakesTheMostConservativeSettingOfEach(t *testing.T) {
 			},
 		},
 		"longest pod deletion grace": {
-			a: []string{"liveness", "kubernetes", "podSelector", "app=w", "podDeletionGraceSeconds", "2"},
-			b: []string{"liveness", "kubernetes", "podSelector", "app=w", "podDeletionGraceSeconds", "8"},
+			a:       []string{"liveness", "kubernetes", "podSelector", "app=w", "podDeletionGraceSeconds", "2"},
+			b:       []string{"liveness", "kubernetes", "podSelector", "app=w", "podDeletionGraceSeconds", "8"},
 			setting: "podDeletionGraceSeconds", value: "8", from: "b",
 			check: func(t *testing.T, e Effective) { require.Equal(t, 8*time.Second, e.Target.Spec.PodGrace) },
 		},
@@ -117,8 +117,8 @@ func TestMergeTakesTheMostConservativeSettingOfEach(t *testing.T) {
 			},
 		},
 		"different heartbeat keys force a dry run": {
-			a: []string{"liveness", "heartbeat", "heartbeatKey", "hb:{consumer}"},
-			b: []string{"liveness", "heartbeat", "heartbeatKey", "nothing:{consumer}"},
+			a:       []string{"liveness", "heartbeat", "heartbeatKey", "hb:{consumer}"},
+			b:       []string{"liveness", "heartbeat", "heartbeatKey", "nothing:{consumer}"},
 			setting: "dryRun", value: "true", from: "conflicting liveness settings",
 		},
 	}

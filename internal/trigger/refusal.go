@@ -48,8 +48,8 @@ func (rs rules) reaches(ns, conn string) bool {
 	return false
 }
 
-// enrols says some rule lets namespace ns enrol stream on conn in hygiene.
-func (rs rules) enrols(ns, conn, stream string) bool {
+// enrolls says some rule lets namespace ns enroll stream on conn in hygiene.
+func (rs rules) enrolls(ns, conn, stream string) bool {
 	for _, r := range rs {
 		if match(r.Namespaces, ns) && match(r.Redis, conn) && match(r.HygieneStreams, stream) {
 			return true

@@ -21,10 +21,10 @@ import (
 	"github.com/pelwarden/pelwarden/internal/policy"
 )
 
-// EnrolFunc hands a group's effective settings to the hygiene loop;
+// EnrollFunc hands a group's effective settings to the hygiene loop;
 // permanent marks a target from configuration. An error (the loop is
 // full) refuses the trigger that caused the call.
-type EnrolFunc func(t liveness.Target, h policy.Hygiene, permanent bool) error
+type EnrollFunc func(t liveness.Target, h policy.Hygiene, permanent bool) error
 
 // Options configures a Registry.
 type Options struct {
@@ -36,7 +36,7 @@ type Options struct {
 	// namespaces; each namespace may have at most four per scaler target
 	// of its quota.
 	MaxTriggers int
-	Enrol       EnrolFunc
+	Enroll      EnrollFunc
 	Log         *slog.Logger
 	Now         func() time.Time
 }
@@ -182,14 +182,14 @@ func (g *Registry) admit(id ID, r metadata.Request, now time.Time) error {
 	sp.triggers++
 	sp.targets[key]++
 	if r.HygieneErr != nil || r.Hygiene.Mode != policy.ReclaimOff {
-		g.enrol(e, sp, now, false)
+		g.enroll(e, sp, now, false)
 	}
 	return nil
 }
 
-// enrol admits e's hygiene request, or records why not; a retry that is
+// enroll admits e's hygiene request, or records why not; a retry that is
 // refused again is neither counted nor logged again.
-func (g *Registry) enrol(e *entry, sp *space, now time.Time, retry bool) {
+func (g *Registry) enroll(e *entry, sp *space, now time.Time, retry bool) {
 	e.refusal = g.check(e)
 	ref := e.req.Target.GroupRef
 	grp := g.groups[ref]
@@ -232,8 +232,8 @@ func (g *Registry) check(e *entry) *Refusal {
 	s := r.Target.Spec
 	for _, f := range []struct {
 		key, floor string
-		on      bool
-		v, min  time.Duration
+		on         bool
+		v, min     time.Duration
 	}{
 		{"entryStaleSeconds", "entryStale", true, r.Hygiene.EntryStale, p.Floors.EntryStale},
 		{"ghostIdleSeconds", "ghostIdle", s.Idle, s.GhostIdle, p.Floors.GhostIdle},
@@ -244,8 +244,8 @@ func (g *Registry) check(e *entry) *Refusal {
 			return &Refusal{Code: codes.InvalidArgument, Key: f.key, Rule: fmt.Sprintf("must be at least %s for a trigger that asks for reclaim (triggers.floors.%s), got %s", seconds(f.min), f.floor, seconds(f.v))}
 		}
 	}
-	if !g.rules.enrols(e.id.Namespace, r.Target.Conn, r.Target.Stream) {
-		return &Refusal{Code: codes.PermissionDenied, Key: "stream", Rule: fmt.Sprintf("namespace %q may not enrol stream %q of connection %q in hygiene: no triggers.rules entry's hygieneStreams matches it", e.id.Namespace, r.Target.Stream, r.Target.Conn)}
+	if !g.rules.enrolls(e.id.Namespace, r.Target.Conn, r.Target.Stream) {
+		return &Refusal{Code: codes.PermissionDenied, Key: "stream", Rule: fmt.Sprintf("namespace %q may not enroll stream %q of connection %q in hygiene: no triggers.rules entry's hygieneStreams matches it", e.id.Namespace, r.Target.Stream, r.Target.Conn)}
 	}
 	return nil
 }
@@ -271,7 +271,7 @@ func (g *Registry) push(grp *group, now time.Time) error {
 	}
 	grp.eff = Merge(members)
 	grp.pushed = now
-	return g.opts.Enrol(grp.eff.Target, grp.eff.Hygiene, grp.config != nil)
+	return g.opts.Enroll(grp.eff.Target, grp.eff.Hygiene, grp.config != nil)
 }
 
 // leave takes e out of its group, which is merged again without it; a

@@ -27,7 +27,7 @@ type loop struct {
 	n   int
 }
 
-func (l *loop) enrol(t liveness.Target, h policy.Hygiene, _ bool) error {
+func (l *loop) enroll(t liveness.Target, h policy.Hygiene, _ bool) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.got[t.GroupRef] = h
@@ -36,11 +36,10 @@ func (l *loop) enrol(t liveness.Target, h policy.Hygiene, _ bool) error {
 }
 
 type fixture struct {
-	reg   *Registry
-	loop  *loop
-	now   time.Time
-	prom  *prometheus.Registry
-	rules []config.TriggerRule
+	reg  *Registry
+	loop *loop
+	now  time.Time
+	prom *prometheus.Registry
 }
 
 func newFixture(t *testing.T, tune func(*config.Triggers)) *fixture {
@@ -55,7 +54,7 @@ func newFixture(t *testing.T, tune func(*config.Triggers)) *fixture {
 	if tune != nil {
 		tune(&p)
 	}
-	f.reg = New(Options{Policy: p, Expiry: time.Minute, MaxTriggers: 1000, Enrol: f.loop.enrol,
+	f.reg = New(Options{Policy: p, Expiry: time.Minute, MaxTriggers: 1000, Enroll: f.loop.enroll,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: func() time.Time { return f.now }}, f.prom)
 	return f
 }
