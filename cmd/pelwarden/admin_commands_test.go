@@ -69,12 +69,24 @@ func (c *cannedAdmin) DescribeTarget(ctx context.Context, req *pelwardenv1.Descr
 	if req.GetTarget().GetStream() != "jobs" {
 		return nil, status.Error(codes.NotFound, "no target default/"+req.GetTarget().GetStream()+"/"+req.GetTarget().GetGroup())
 	}
-	return &pelwardenv1.DescribeTargetResponse{Target: cannedTarget}, nil
+	return &pelwardenv1.DescribeTargetResponse{Target: cannedTarget, Hygiene: cannedSettings, HygieneSources: cannedSources,
+		HygieneTriggers: []string{"trigger jobs/careful", "trigger jobs/eager"},
+		RefusedTriggers: []*pelwardenv1.TriggerRefusal{{Trigger: "trigger intruder/so", Code: "PermissionDenied", Key: "stream",
+			Message: `namespace "intruder" may not enroll stream "jobs" of connection "default" in hygiene: no triggers.rules entry's hygieneStreams matches it`}},
+	}, nil
+}
+
+const cannedSettings = "requeue|60s|0s|0||pelwarden-deliveries|false|false|requeue|false"
+
+var cannedSources = []*pelwardenv1.SettingSource{
+	{Setting: "entryStaleSeconds", Value: "60", Source: "trigger jobs/careful"},
+	{Setting: "maxDeliveries", Value: "0", Source: "trigger jobs/eager"},
+	{Setting: "deleteGhostConsumers", Value: "false", Source: "trigger jobs/careful"},
 }
 
 func (c *cannedAdmin) Plan(ctx context.Context, req *pelwardenv1.PlanRequest) (*pelwardenv1.PlanResponse, error) {
 	c.record(ctx)
-	res := &pelwardenv1.PlanResponse{Target: cannedTarget, Hygiene: "requeue|30s|0s|5|jobs:dead|pelwarden-deliveries|true|false|requeue|false"}
+	res := &pelwardenv1.PlanResponse{Target: cannedTarget, Hygiene: "requeue|30s|0s|5|jobs:dead|pelwarden-deliveries|true|false|requeue|false", HygieneSources: cannedSources}
 	switch req.GetTarget().GetStream() {
 	case "orders":
 		return &pelwardenv1.PlanResponse{Target: &pelwardenv1.Target{Redis: "orders", Stream: "orders", Group: "billing", GroupMissing: true}}, nil

@@ -247,7 +247,11 @@ func renderHygiene(w io.Writer, res *pelwardenv1.DescribeTargetResponse) error {
 		return err
 	}
 	for _, r := range res.GetRefusedTriggers() {
-		fmt.Fprintf(w, "  refused %s: %s %s\n", r.GetTrigger(), r.GetCode(), clip.String(r.GetMessage(), 2*maxReason))
+		key := ""
+		if r.GetKey() != "" {
+			key = " " + r.GetKey() + ":"
+		}
+		fmt.Fprintf(w, "  refused %s: %s%s %s\n", r.GetTrigger(), r.GetCode(), key, clip.String(r.GetMessage(), 2*maxReason))
 	}
 	return nil
 }
