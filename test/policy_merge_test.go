@@ -26,10 +26,17 @@ func TestTwoScaledObjectsGetTheConservativeSettingsWhicheverArrivesLast(t *testi
 	for name, order := range map[string][2]string{"careful first": {"careful", "eager"}, "eager first": {"eager", "careful"}} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			_, rdb := victim(t)
+			_, rdb := victimWithoutGhost(t)
 			p := startPelwarden(t, rdbAddr(rdb), policyTune)
 			refs := map[string]*externalscaler.ScaledObjectRef{"careful": careful, "eager": eager}
-			before := readBooks(t, rdb) // the ghost's entries are fresh: neither setting acts before both arrived
+			// The ghost's entries are fresh when both triggers arrive, so
+			// the eager one alone cannot act in between.
+			redistest.Read(t, rdb, "jobs", "workers", "ghost-0", 3)
+			for _, so := range order {
+				_, err := p.client.GetMetricSpec(context.Background(), refs[so])
+				require.NoError(t, err)
+			}
+			before := readBooks(t, rdb)
 			for _, so := range order {
 				requireMetricServed(t, p.client, refs[so])
 			}
