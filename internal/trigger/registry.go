@@ -6,6 +6,7 @@
 package trigger
 
 import (
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"log/slog"
@@ -225,8 +226,10 @@ func (g *Registry) check(e *entry) *Refusal {
 	if p.Reclaim != policy.ReclaimRequeue {
 		return &Refusal{Code: codes.PermissionDenied, Key: "reclaim", Rule: "trigger-driven hygiene is off (triggers.reclaim: off); list the group in hygiene.targets, or ask the operator to allow it"}
 	}
-	if err := metadata.CheckTriggerHygiene(r.Hygiene, r.Target.Stream); err != nil {
-		me := err.(*metadata.Error) //nolint:errorlint,forcetypeassert // CheckTriggerHygiene returns only *metadata.Error
+	// ParseTrigger has checked this already; checked again here so that
+	// no parse path can hand the loop a config-only setting.
+	var me *metadata.Error
+	if err := metadata.CheckTriggerHygiene(r.Hygiene, r.Target.Stream); errors.As(err, &me) {
 		return &Refusal{Code: codes.InvalidArgument, Key: me.Key, Rule: me.Accepted}
 	}
 	s := r.Target.Spec

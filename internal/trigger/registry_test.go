@@ -195,3 +195,25 @@ func TestAKnownTriggerCostsNoAllocation(t *testing.T) {
 	allocs := testing.AllocsPerRun(100, func() { _ = f.reg.Admit("jobs", "so", m, r) })
 	require.Zero(t, allocs)
 }
+
+// BenchmarkAdmitKnownTrigger is the registry's share of every KEDA poll.
+func BenchmarkAdmitKnownTrigger(b *testing.B) {
+	f := &fixture{loop: &loop{got: map[liveness.GroupRef]policy.Hygiene{}}, now: time.Unix(1_700_000_000, 0)}
+	p := config.Default().Triggers
+	p.Reclaim = policy.ReclaimRequeue
+	p.Rules = []config.TriggerRule{{Namespaces: []string{"*"}, Redis: []string{"*"}, HygieneStreams: []string{"*"}}}
+	f.reg = New(Options{Policy: p, Expiry: time.Minute, MaxTriggers: 10, Enroll: f.loop.enroll,
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: func() time.Time { return f.now }}, prometheus.NewRegistry())
+	m := md("scalerAddress", "pelwarden.pelwarden.svc:9090", "pendingEntriesCount", "5")
+	r, err := metadata.ParseTrigger(m, metadata.Env{Conns: []string{"default"}, Namespace: "jobs"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := f.reg.Admit("jobs", "so", m, r); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = f.reg.Admit("jobs", "so", m, r)
+	}
+}
