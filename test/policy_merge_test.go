@@ -8,6 +8,8 @@ import (
 
 	"github.com/kedacore/keda/v2/pkg/scalers/externalscaler"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/pelwarden/pelwarden/internal/config"
 	"github.com/pelwarden/pelwarden/internal/redistest"
@@ -91,4 +93,37 @@ func TestTriggerSettingsDoNotOutliveTheirCaller(t *testing.T) {
 	before := readBooks(t, rdb)
 	time.Sleep(scansPass) // the ghost is idle past 0.6 s and its entries past 0.3 s
 	require.Equal(t, before, readBooks(t, rdb), "no scan acts for a trigger that has gone")
+}
+
+// TestCheckTriggerAnswersAsTheScalerWouldAndRegistersNothing: the lint
+// RPC gives the verdicts the scaler would, and leaves no trace.
+func TestCheckTriggerAnswersAsTheScalerWouldAndRegistersNothing(t *testing.T) {
+	t.Parallel()
+	_, rdb := victim(t)
+	before := readBooks(t, rdb)
+	p := startPelwarden(t, rdbAddr(rdb), policyTune)
+	admin := pelwardenv1.NewAdminClient(p.conn)
+	ctx := context.Background()
+	cases := map[string]struct {
+		namespace string
+		md        map[string]string
+		code      string
+		refusal   string // the refused hygiene key, or ""
+	}{
+		"admitted":             {namespace: "jobs", md: legit(), code: "OK"},
+		"config-only key":      {namespace: "jobs", md: legit("deleteOriginal", "true"), code: "OK", refusal: "deleteOriginal"},
+		"foreign namespace":    {namespace: "intruder", md: legit(), code: "OK", refusal: "stream"},
+		"unknown connection":   {namespace: "jobs", md: legit("redis", "nope"), code: "InvalidArgument"},
+		"malformed metric key": {namespace: "jobs", md: legit("pendingEntriesCount", "0"), code: "InvalidArgument"},
+	}
+	for name, tc := range cases {
+		res, err := admin.CheckTrigger(ctx, &pelwardenv1.CheckTriggerRequest{Namespace: tc.namespace, Metadata: tc.md})
+		require.NoError(t, err, name)
+		require.Equal(t, tc.code, res.GetCode(), "%s: %s", name, res.GetMessage())
+		require.Equal(t, tc.refusal, res.GetHygieneRefusal().GetKey(), name)
+	}
+	time.Sleep(scansPass)
+	require.Equal(t, before, readBooks(t, rdb), "the admitted trigger was only checked, not enrolled")
+	_, err := admin.DescribeTarget(ctx, &pelwardenv1.DescribeTargetRequest{Target: jobsRef})
+	require.Equal(t, codes.NotFound, status.Code(err), "no target was registered: %v", err)
 }

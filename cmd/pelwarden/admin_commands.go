@@ -22,6 +22,7 @@ func adminCommands(env func(string) (string, bool), stderr io.Writer) []*cobra.C
 		newReclaimCommand(env, stderr),
 		newDeregisterCommand(env, stderr),
 		newFindingsCommand(env, stderr),
+		newCheckTriggerCommand(env, stderr),
 	}
 }
 

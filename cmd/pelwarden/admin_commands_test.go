@@ -232,3 +232,46 @@ func TestAdminCommandErrors(t *testing.T) {
 		})
 	}
 }
+
+func (c *cannedAdmin) CheckTrigger(ctx context.Context, req *pelwardenv1.CheckTriggerRequest) (*pelwardenv1.CheckTriggerResponse, error) {
+	c.record(ctx)
+	md := req.GetMetadata()
+	switch {
+	case md["redis"] == "orders":
+		return &pelwardenv1.CheckTriggerResponse{Code: "PermissionDenied", Message: `metadata "redis": namespace "` + req.GetNamespace() + `" may not reach connection "orders"`}, nil
+	case md["deleteOriginal"] != "":
+		return &pelwardenv1.CheckTriggerResponse{Code: "OK", AsksHygiene: true, HygieneRefusal: &pelwardenv1.TriggerRefusal{
+			Code: "InvalidArgument", Key: "deleteOriginal", Message: "deletes entries: set it in hygiene.targets of pelwarden's configuration; trigger metadata may not"}}, nil
+	}
+	return &pelwardenv1.CheckTriggerResponse{Code: "OK", AsksHygiene: md["reclaim"] != ""}, nil
+}
+
+func TestCheckTriggerExitsOneWhenAnyPartIsRefused(t *testing.T) {
+	t.Parallel()
+	_, addr := startCanned(t)
+	cases := map[string]struct {
+		md             string
+		code           int
+		stdout, stderr string
+	}{
+		"admitted":          {md: "stream=jobs,consumerGroup=workers,reclaim=requeue", code: exitOK, stdout: "metric   served\nhygiene  admitted\n"},
+		"metrics only":      {md: "stream=jobs,consumerGroup=workers", code: exitOK, stdout: "metric   served\nhygiene  not asked for\n"},
+		"hygiene refused":   {md: "stream=jobs,consumerGroup=workers,reclaim=requeue,deleteOriginal=true", code: exitFailure, stdout: "hygiene  refused InvalidArgument deleteOriginal: deletes entries", stderr: "pelwarden: InvalidArgument: hygiene refused: deletes entries"},
+		"connection denied": {md: "redis=orders,stream=jobs,consumerGroup=workers", code: exitFailure, stdout: "metric   refused PermissionDenied", stderr: "pelwarden: PermissionDenied: metadata \"redis\""},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			r := runAdmin(t, nil, "check-trigger", "--server", addr, "--namespace", "jobs", "--metadata", tc.md)
+			require.Equal(t, tc.code, r.code, "stderr: %s", r.stderr)
+			require.Contains(t, r.stdout, tc.stdout)
+			if tc.stderr == "" {
+				require.Empty(t, r.stderr)
+			} else {
+				require.Contains(t, r.stderr, tc.stderr)
+			}
+		})
+	}
+	r := runAdmin(t, nil, "check-trigger", "--server", addr)
+	require.Equal(t, exitUsage, r.code, "--metadata is required")
+}

@@ -38,6 +38,9 @@ type Options struct {
 	// Provenance says where a group's hygiene settings came from and which
 	// triggers were refused (internal/trigger); nil means nothing is known.
 	Provenance func(liveness.GroupRef) (trigger.GroupView, bool)
+	// CheckTrigger serves CheckTrigger; nil answers that every trigger is
+	// admitted.
+	CheckTrigger CheckFunc
 	// Engine executes every change an operator or a worker asks for.
 	Engine *reclaim.Engine
 	// Events serves WatchEvents and the recent events of DescribeTarget;
@@ -72,6 +75,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.Hygiene == nil {
 		opts.Hygiene = func(string, string, string) (hygiene.Target, bool) { return hygiene.Target{}, false }
+	}
+	if opts.CheckTrigger == nil {
+		opts.CheckTrigger = func(string, map[string]string) trigger.CheckResult { return trigger.CheckResult{} }
 	}
 	if opts.Events == nil {
 		opts.Events = events.NewBus(events.Options{}, prometheus.NewRegistry())

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
@@ -226,7 +227,15 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 	a.hs = health.NewServer()
 	healthpb.RegisterHealthServer(a.grpc, a.hs)
 	adminServer, err := admin.New(admin.Options{
-		View: a.view, Conns: conns, Hygiene: a.hygiene.Lookup, Provenance: a.triggers.Describe, Engine: engine, Events: bus, Reports: reports,
+		View: a.view, Conns: conns, Hygiene: a.hygiene.Lookup, Provenance: a.triggers.Describe, Engine: engine,
+		CheckTrigger: func(namespace string, md map[string]string) trigger.CheckResult {
+			env := metadata.Env{Conns: conns.Names(), Namespace: namespace, Kubernetes: cfg.Kubernetes.Enabled}
+			r, err := metadata.ParseTrigger(md, env)
+			if err != nil {
+				return trigger.CheckResult{Denied: &trigger.Refusal{Code: codes.InvalidArgument, Rule: err.Error()}}
+			}
+			return a.triggers.Check(namespace, r)
+		}, Events: bus, Reports: reports,
 		RequestTimeout: cfg.Scaler.RequestTimeout, Log: log,
 	})
 	if err != nil {

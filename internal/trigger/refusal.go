@@ -8,6 +8,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/pelwarden/pelwarden/internal/config"
+	"github.com/pelwarden/pelwarden/internal/metadata"
+	"github.com/pelwarden/pelwarden/internal/policy"
 )
 
 // Refusal is why a trigger's request was not admitted, with the gRPC code
@@ -67,4 +69,31 @@ func match(globs []string, name string) bool {
 		}
 	}
 	return false
+}
+
+// CheckResult is what a trigger would get: Denied refuses every RPC of it;
+// Hygiene refuses only its hygiene request, and is nil when that would be
+// admitted or it asks for none.
+type CheckResult struct {
+	Denied, Hygiene *Refusal
+}
+
+// Check answers what Admit would for a new trigger of namespace, without
+// registering it and without quotas (they depend on what else runs).
+func (g *Registry) Check(namespace string, r metadata.Request) CheckResult {
+	if denied := g.reach(namespace, r.Target.Conn); denied != nil {
+		return CheckResult{Denied: denied}
+	}
+	if r.HygieneErr == nil && r.Hygiene.Mode == policy.ReclaimOff {
+		return CheckResult{}
+	}
+	return CheckResult{Hygiene: g.check(&entry{id: ID{Namespace: namespace}, req: r})}
+}
+
+// reach refuses a namespace that no rule lets reach conn.
+func (g *Registry) reach(namespace, conn string) *Refusal {
+	if g.rules.reaches(namespace, conn) {
+		return nil
+	}
+	return &Refusal{Code: codes.PermissionDenied, Key: "redis", Rule: fmt.Sprintf("namespace %q may not reach connection %q: no triggers.rules entry names both", namespace, conn)}
 }

@@ -163,8 +163,8 @@ func (g *Registry) hash(md map[string]string) uint64 {
 
 func (g *Registry) admit(id ID, r metadata.Request, now time.Time) error {
 	ns, conn, q := id.Namespace, r.Target.Conn, g.opts.Policy.Quotas
-	if !g.rules.reaches(ns, conn) {
-		return &Refusal{Code: codes.PermissionDenied, Key: "redis", Rule: fmt.Sprintf("namespace %q may not reach connection %q: no triggers.rules entry names both", ns, conn)}
+	if denied := g.reach(ns, conn); denied != nil {
+		return denied
 	}
 	sp := g.spaces[ns]
 	if sp == nil {

@@ -2332,6 +2332,136 @@ func (x *Event) GetDetail() string {
 	return ""
 }
 
+// CheckTriggerRequest is a trigger as KEDA would send it.
+type CheckTriggerRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The ScaledObject's namespace.
+	Namespace string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// The trigger's metadata.
+	Metadata      map[string]string `protobuf:"bytes,2,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckTriggerRequest) Reset() {
+	*x = CheckTriggerRequest{}
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckTriggerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckTriggerRequest) ProtoMessage() {}
+
+func (x *CheckTriggerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckTriggerRequest.ProtoReflect.Descriptor instead.
+func (*CheckTriggerRequest) Descriptor() ([]byte, []int) {
+	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *CheckTriggerRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *CheckTriggerRequest) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+// CheckTriggerResponse is what the trigger would get.
+type CheckTriggerResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "OK", or the gRPC code every ExternalScaler RPC of the trigger would
+	// answer with (InvalidArgument, PermissionDenied).
+	Code string `protobuf:"bytes,1,opt,name=code,proto3" json:"code,omitempty"`
+	// The error message, when code is not OK.
+	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// Whether the trigger asks for hygiene (reclaim set and not off).
+	AsksHygiene bool `protobuf:"varint,3,opt,name=asks_hygiene,json=asksHygiene,proto3" json:"asks_hygiene,omitempty"`
+	// Why its hygiene request would be refused; unset when it would be
+	// admitted or it asks for none. The metric is served either way.
+	HygieneRefusal *TriggerRefusal `protobuf:"bytes,4,opt,name=hygiene_refusal,json=hygieneRefusal,proto3" json:"hygiene_refusal,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *CheckTriggerResponse) Reset() {
+	*x = CheckTriggerResponse{}
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckTriggerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckTriggerResponse) ProtoMessage() {}
+
+func (x *CheckTriggerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckTriggerResponse.ProtoReflect.Descriptor instead.
+func (*CheckTriggerResponse) Descriptor() ([]byte, []int) {
+	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *CheckTriggerResponse) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
+func (x *CheckTriggerResponse) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *CheckTriggerResponse) GetAsksHygiene() bool {
+	if x != nil {
+		return x.AsksHygiene
+	}
+	return false
+}
+
+func (x *CheckTriggerResponse) GetHygieneRefusal() *TriggerRefusal {
+	if x != nil {
+		return x.HygieneRefusal
+	}
+	return nil
+}
+
 var File_pelwarden_v1_admin_proto protoreflect.FileDescriptor
 
 const file_pelwarden_v1_admin_proto_rawDesc = "" +
@@ -2498,7 +2628,18 @@ const file_pelwarden_v1_admin_proto_rawDesc = "" +
 	"\x06action\x18\x04 \x01(\tR\x06action\x12\x18\n" +
 	"\aentries\x18\x05 \x01(\x03R\aentries\x12\x16\n" +
 	"\x06source\x18\x06 \x01(\tR\x06source\x12\x16\n" +
-	"\x06detail\x18\a \x01(\tR\x06detail*s\n" +
+	"\x06detail\x18\a \x01(\tR\x06detail\"\xbd\x01\n" +
+	"\x13CheckTriggerRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12K\n" +
+	"\bmetadata\x18\x02 \x03(\v2/.pelwarden.v1.CheckTriggerRequest.MetadataEntryR\bmetadata\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xae\x01\n" +
+	"\x14CheckTriggerResponse\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12!\n" +
+	"\fasks_hygiene\x18\x03 \x01(\bR\vasksHygiene\x12E\n" +
+	"\x0fhygiene_refusal\x18\x04 \x01(\v2\x1c.pelwarden.v1.TriggerRefusalR\x0ehygieneRefusal*s\n" +
 	"\aVerdict\x12\x17\n" +
 	"\x13VERDICT_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fVERDICT_UNKNOWN\x10\x01\x12\x11\n" +
@@ -2515,7 +2656,7 @@ const file_pelwarden_v1_admin_proto_rawDesc = "" +
 	"\x15FINDING_KIND_NULL_LAG\x10\x06\x12 \n" +
 	"\x1cFINDING_KIND_PODS_UNOBSERVED\x10\a\x12%\n" +
 	"!FINDING_KIND_NO_HEARTBEAT_RECORDS\x10\b\x12$\n" +
-	" FINDING_KIND_HEARTBEAT_IN_FUTURE\x10\t2\xe2\x05\n" +
+	" FINDING_KIND_HEARTBEAT_IN_FUTURE\x10\t2\xb9\x06\n" +
 	"\x05Admin\x12R\n" +
 	"\vListTargets\x12 .pelwarden.v1.ListTargetsRequest\x1a!.pelwarden.v1.ListTargetsResponse\x12[\n" +
 	"\x0eDescribeTarget\x12#.pelwarden.v1.DescribeTargetRequest\x1a$.pelwarden.v1.DescribeTargetResponse\x12R\n" +
@@ -2525,7 +2666,8 @@ const file_pelwarden_v1_admin_proto_rawDesc = "" +
 	"\x0eDeleteConsumer\x12#.pelwarden.v1.DeleteConsumerRequest\x1a$.pelwarden.v1.DeleteConsumerResponse\x12O\n" +
 	"\n" +
 	"Deregister\x12\x1f.pelwarden.v1.DeregisterRequest\x1a .pelwarden.v1.DeregisterResponse\x12I\n" +
-	"\bFindings\x12\x1d.pelwarden.v1.FindingsRequest\x1a\x1e.pelwarden.v1.FindingsResponse\x12T\n" +
+	"\bFindings\x12\x1d.pelwarden.v1.FindingsRequest\x1a\x1e.pelwarden.v1.FindingsResponse\x12U\n" +
+	"\fCheckTrigger\x12!.pelwarden.v1.CheckTriggerRequest\x1a\".pelwarden.v1.CheckTriggerResponse\x12T\n" +
 	"\vWatchEvents\x12 .pelwarden.v1.WatchEventsRequest\x1a!.pelwarden.v1.WatchEventsResponse0\x01B?Z=github.com/pelwarden/pelwarden/proto/pelwarden/v1;pelwardenv1b\x06proto3"
 
 var (
@@ -2541,7 +2683,7 @@ func file_pelwarden_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_pelwarden_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_pelwarden_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_pelwarden_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_pelwarden_v1_admin_proto_goTypes = []any{
 	(Verdict)(0),                   // 0: pelwarden.v1.Verdict
 	(FindingKind)(0),               // 1: pelwarden.v1.FindingKind
@@ -2575,7 +2717,10 @@ var file_pelwarden_v1_admin_proto_goTypes = []any{
 	(*WatchEventsRequest)(nil),     // 29: pelwarden.v1.WatchEventsRequest
 	(*WatchEventsResponse)(nil),    // 30: pelwarden.v1.WatchEventsResponse
 	(*Event)(nil),                  // 31: pelwarden.v1.Event
-	nil,                            // 32: pelwarden.v1.ReclaimResponse.CountsEntry
+	(*CheckTriggerRequest)(nil),    // 32: pelwarden.v1.CheckTriggerRequest
+	(*CheckTriggerResponse)(nil),   // 33: pelwarden.v1.CheckTriggerResponse
+	nil,                            // 34: pelwarden.v1.ReclaimResponse.CountsEntry
+	nil,                            // 35: pelwarden.v1.CheckTriggerRequest.MetadataEntry
 }
 var file_pelwarden_v1_admin_proto_depIdxs = []int32{
 	5,  // 0: pelwarden.v1.ListTargetsResponse.targets:type_name -> pelwarden.v1.Target
@@ -2596,7 +2741,7 @@ var file_pelwarden_v1_admin_proto_depIdxs = []int32{
 	0,  // 15: pelwarden.v1.PlanStep.verdict:type_name -> pelwarden.v1.Verdict
 	2,  // 16: pelwarden.v1.ReclaimRequest.target:type_name -> pelwarden.v1.TargetRef
 	19, // 17: pelwarden.v1.ReclaimRequest.ids:type_name -> pelwarden.v1.EntryIds
-	32, // 18: pelwarden.v1.ReclaimResponse.counts:type_name -> pelwarden.v1.ReclaimResponse.CountsEntry
+	34, // 18: pelwarden.v1.ReclaimResponse.counts:type_name -> pelwarden.v1.ReclaimResponse.CountsEntry
 	21, // 19: pelwarden.v1.ReclaimResponse.outcomes:type_name -> pelwarden.v1.EntryOutcome
 	2,  // 20: pelwarden.v1.DeleteConsumerRequest.target:type_name -> pelwarden.v1.TargetRef
 	2,  // 21: pelwarden.v1.DeregisterRequest.target:type_name -> pelwarden.v1.TargetRef
@@ -2607,29 +2752,33 @@ var file_pelwarden_v1_admin_proto_depIdxs = []int32{
 	2,  // 26: pelwarden.v1.WatchEventsRequest.target:type_name -> pelwarden.v1.TargetRef
 	31, // 27: pelwarden.v1.WatchEventsResponse.event:type_name -> pelwarden.v1.Event
 	2,  // 28: pelwarden.v1.Event.target:type_name -> pelwarden.v1.TargetRef
-	3,  // 29: pelwarden.v1.Admin.ListTargets:input_type -> pelwarden.v1.ListTargetsRequest
-	7,  // 30: pelwarden.v1.Admin.DescribeTarget:input_type -> pelwarden.v1.DescribeTargetRequest
-	12, // 31: pelwarden.v1.Admin.ListPending:input_type -> pelwarden.v1.ListPendingRequest
-	15, // 32: pelwarden.v1.Admin.Plan:input_type -> pelwarden.v1.PlanRequest
-	18, // 33: pelwarden.v1.Admin.Reclaim:input_type -> pelwarden.v1.ReclaimRequest
-	22, // 34: pelwarden.v1.Admin.DeleteConsumer:input_type -> pelwarden.v1.DeleteConsumerRequest
-	24, // 35: pelwarden.v1.Admin.Deregister:input_type -> pelwarden.v1.DeregisterRequest
-	26, // 36: pelwarden.v1.Admin.Findings:input_type -> pelwarden.v1.FindingsRequest
-	29, // 37: pelwarden.v1.Admin.WatchEvents:input_type -> pelwarden.v1.WatchEventsRequest
-	4,  // 38: pelwarden.v1.Admin.ListTargets:output_type -> pelwarden.v1.ListTargetsResponse
-	8,  // 39: pelwarden.v1.Admin.DescribeTarget:output_type -> pelwarden.v1.DescribeTargetResponse
-	13, // 40: pelwarden.v1.Admin.ListPending:output_type -> pelwarden.v1.ListPendingResponse
-	16, // 41: pelwarden.v1.Admin.Plan:output_type -> pelwarden.v1.PlanResponse
-	20, // 42: pelwarden.v1.Admin.Reclaim:output_type -> pelwarden.v1.ReclaimResponse
-	23, // 43: pelwarden.v1.Admin.DeleteConsumer:output_type -> pelwarden.v1.DeleteConsumerResponse
-	25, // 44: pelwarden.v1.Admin.Deregister:output_type -> pelwarden.v1.DeregisterResponse
-	27, // 45: pelwarden.v1.Admin.Findings:output_type -> pelwarden.v1.FindingsResponse
-	30, // 46: pelwarden.v1.Admin.WatchEvents:output_type -> pelwarden.v1.WatchEventsResponse
-	38, // [38:47] is the sub-list for method output_type
-	29, // [29:38] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	35, // 29: pelwarden.v1.CheckTriggerRequest.metadata:type_name -> pelwarden.v1.CheckTriggerRequest.MetadataEntry
+	10, // 30: pelwarden.v1.CheckTriggerResponse.hygiene_refusal:type_name -> pelwarden.v1.TriggerRefusal
+	3,  // 31: pelwarden.v1.Admin.ListTargets:input_type -> pelwarden.v1.ListTargetsRequest
+	7,  // 32: pelwarden.v1.Admin.DescribeTarget:input_type -> pelwarden.v1.DescribeTargetRequest
+	12, // 33: pelwarden.v1.Admin.ListPending:input_type -> pelwarden.v1.ListPendingRequest
+	15, // 34: pelwarden.v1.Admin.Plan:input_type -> pelwarden.v1.PlanRequest
+	18, // 35: pelwarden.v1.Admin.Reclaim:input_type -> pelwarden.v1.ReclaimRequest
+	22, // 36: pelwarden.v1.Admin.DeleteConsumer:input_type -> pelwarden.v1.DeleteConsumerRequest
+	24, // 37: pelwarden.v1.Admin.Deregister:input_type -> pelwarden.v1.DeregisterRequest
+	26, // 38: pelwarden.v1.Admin.Findings:input_type -> pelwarden.v1.FindingsRequest
+	32, // 39: pelwarden.v1.Admin.CheckTrigger:input_type -> pelwarden.v1.CheckTriggerRequest
+	29, // 40: pelwarden.v1.Admin.WatchEvents:input_type -> pelwarden.v1.WatchEventsRequest
+	4,  // 41: pelwarden.v1.Admin.ListTargets:output_type -> pelwarden.v1.ListTargetsResponse
+	8,  // 42: pelwarden.v1.Admin.DescribeTarget:output_type -> pelwarden.v1.DescribeTargetResponse
+	13, // 43: pelwarden.v1.Admin.ListPending:output_type -> pelwarden.v1.ListPendingResponse
+	16, // 44: pelwarden.v1.Admin.Plan:output_type -> pelwarden.v1.PlanResponse
+	20, // 45: pelwarden.v1.Admin.Reclaim:output_type -> pelwarden.v1.ReclaimResponse
+	23, // 46: pelwarden.v1.Admin.DeleteConsumer:output_type -> pelwarden.v1.DeleteConsumerResponse
+	25, // 47: pelwarden.v1.Admin.Deregister:output_type -> pelwarden.v1.DeregisterResponse
+	27, // 48: pelwarden.v1.Admin.Findings:output_type -> pelwarden.v1.FindingsResponse
+	33, // 49: pelwarden.v1.Admin.CheckTrigger:output_type -> pelwarden.v1.CheckTriggerResponse
+	30, // 50: pelwarden.v1.Admin.WatchEvents:output_type -> pelwarden.v1.WatchEventsResponse
+	41, // [41:51] is the sub-list for method output_type
+	31, // [31:41] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_pelwarden_v1_admin_proto_init() }
@@ -2647,7 +2796,7 @@ func file_pelwarden_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pelwarden_v1_admin_proto_rawDesc), len(file_pelwarden_v1_admin_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   31,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
