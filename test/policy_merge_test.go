@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -126,4 +127,41 @@ func TestCheckTriggerAnswersAsTheScalerWouldAndRegistersNothing(t *testing.T) {
 	require.Equal(t, before, readBooks(t, rdb), "the admitted trigger was only checked, not enrolled")
 	_, err := admin.DescribeTarget(ctx, &pelwardenv1.DescribeTargetRequest{Target: jobsRef})
 	require.Equal(t, codes.NotFound, status.Code(err), "no target was registered: %v", err)
+}
+
+// TestOneNamespaceCannotUseUpAnothersQuota: a namespace that enrolls more
+// groups than its hygiene quota is refused the rest, and past its scaler
+// quota gets ResourceExhausted; another namespace still enrolls and polls.
+func TestOneNamespaceCannotUseUpAnothersQuota(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	p := startPelwarden(t, srv.Addr(), func(c *config.Config) {
+		policyTune(c)
+		c.Triggers.Quotas = config.TriggerQuotas{ScalerTargets: 3, HygieneTargets: 2}
+		c.Triggers.Rules = []config.TriggerRule{{Namespaces: []string{"*"}, Redis: []string{"*"}, HygieneStreams: []string{"*"}}}
+	})
+	ctx := context.Background()
+	admin := pelwardenv1.NewAdminClient(p.conn)
+	rdb := srv.Client(t)
+	for i, stream := range []string{"jobs", "jobs-1", "jobs-2"} {
+		redistest.CreateGroup(t, rdb, stream, "workers")
+		_, err := p.client.GetMetrics(ctx, &externalscaler.GetMetricsRequest{ScaledObjectRef: soObj("flood", fmt.Sprint("so-", i), legit("stream", stream))})
+		require.NoError(t, err, "within the scaler quota the metric is served")
+	}
+	_, err := p.client.GetMetricSpec(ctx, soObj("flood", "so-3", legit("stream", "jobs-3")))
+	require.Equal(t, codes.ResourceExhausted, status.Code(err), "past the scaler quota: %v", err)
+	require.Contains(t, err.Error(), "triggers.quotas.scalerTargets")
+
+	res, err := admin.DescribeTarget(ctx, &pelwardenv1.DescribeTargetRequest{Target: &pelwardenv1.TargetRef{Stream: "jobs-2", Group: "workers"}})
+	require.NoError(t, err)
+	require.Len(t, res.GetRefusedTriggers(), 1, "the third group is past the hygiene quota")
+	require.Equal(t, "ResourceExhausted", res.GetRefusedTriggers()[0].GetCode())
+	require.Contains(t, res.GetRefusedTriggers()[0].GetMessage(), "triggers.quotas.hygieneTargets")
+
+	_, err = p.client.GetMetricSpec(ctx, soObj("jobs", "workers", legit("stream", "jobs-2")))
+	require.NoError(t, err)
+	res, err = admin.DescribeTarget(ctx, &pelwardenv1.DescribeTargetRequest{Target: &pelwardenv1.TargetRef{Stream: "jobs-2", Group: "workers"}})
+	require.NoError(t, err)
+	require.Equal(t, []string{"trigger jobs/workers"}, res.GetHygieneTriggers(), "another namespace enrolls the same group")
+	require.NotEmpty(t, res.GetHygiene())
 }
