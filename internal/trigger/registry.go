@@ -138,7 +138,7 @@ func (g *Registry) Admit(namespace, name string, md map[string]string, r metadat
 		if e.refusal != nil {
 			g.refused[e.refusal.Code].Inc()
 		}
-		if grp := g.groups[r.Target.GroupRef]; e.hygiene && grp.config == nil && now.Sub(grp.pushed) > g.opts.Expiry/8 {
+		if grp := g.groups[e.req.Target.GroupRef]; e.hygiene && grp.config == nil && now.Sub(grp.pushed) > g.opts.Expiry/8 {
 			_ = g.push(grp, now) // keeps the loop's target from expiring; the settings are unchanged
 		}
 		return nil
