@@ -98,6 +98,12 @@ The Admin RPCs that change a group (Reclaim, DeleteConsumer, Deregister)
 are refused until admin.tokenFile (--admin-token-file) or
 admin.allowedClientIdentities names who may call them.
 
+A ScaledObject's trigger metadata asks for hygiene only as far as the
+triggers section allows: by default (--triggers-reclaim off) triggers read
+metrics only, and groups to look after are listed in hygiene.targets.
+Deleting originals, the carry field, another dead-letter stream, hard
+timeouts and claim are never a trigger's to ask.
+
 Environment variables (variable, flag, config path it sets):
 `
 
