@@ -19,7 +19,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
@@ -33,7 +32,6 @@ import (
 	"github.com/pelwarden/pelwarden/internal/kube"
 	"github.com/pelwarden/pelwarden/internal/liveness"
 	"github.com/pelwarden/pelwarden/internal/metadata"
-	"github.com/pelwarden/pelwarden/internal/policy"
 	"github.com/pelwarden/pelwarden/internal/reclaim"
 	"github.com/pelwarden/pelwarden/internal/redisx"
 	"github.com/pelwarden/pelwarden/internal/scaler"
@@ -178,21 +176,8 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 		Log:          log,
 		Engine:       engine,
 	}, reg)
-	a.triggers = trigger.New(trigger.Options{
-		Policy: cfg.Triggers, Expiry: cfg.Scaler.TargetIdleExpiry, MaxTriggers: 2 * cfg.Scaler.MaxTargets, Log: log,
-		Enroll: func(t liveness.Target, h policy.Hygiene, permanent bool) error {
-			a.hygiene.Add(hygiene.Target{Target: t, Hygiene: h}, permanent)
-			return nil
-		},
-	}, reg)
-	for i, md := range cfg.Hygiene.Targets {
-		r, err := metadata.Parse(md, metadata.Env{Conns: conns.Names(), Kubernetes: cfg.Kubernetes.Enabled})
-		if err == nil { // Validate has already refused bad ones
-			err = a.triggers.AddConfig(i, r)
-		}
-		if err != nil {
-			return nil, err
-		}
+	if err := a.newTriggers(cfg, conns.Names(), reg); err != nil {
+		return nil, err
 	}
 
 	for _, name := range conns.Names() {
@@ -228,14 +213,7 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 	healthpb.RegisterHealthServer(a.grpc, a.hs)
 	adminServer, err := admin.New(admin.Options{
 		View: a.view, Conns: conns, Hygiene: a.hygiene.Lookup, Provenance: a.triggers.Describe, Engine: engine,
-		CheckTrigger: func(namespace string, md map[string]string) trigger.CheckResult {
-			env := metadata.Env{Conns: conns.Names(), Namespace: namespace, Kubernetes: cfg.Kubernetes.Enabled}
-			r, err := metadata.ParseTrigger(md, env)
-			if err != nil {
-				return trigger.CheckResult{Denied: &trigger.Refusal{Code: codes.InvalidArgument, Rule: err.Error()}}
-			}
-			return a.triggers.Check(namespace, r)
-		}, Events: bus, Reports: reports,
+		CheckTrigger: a.checkTrigger, Events: bus, Reports: reports,
 		RequestTimeout: cfg.Scaler.RequestTimeout, Log: log,
 	})
 	if err != nil {
