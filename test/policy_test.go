@@ -145,6 +145,17 @@ func requireMetricServed(t *testing.T, c externalscaler.ExternalScalerClient, re
 	require.Equal(t, want.GetMetricValues()[0].GetMetricValue(), got.GetMetricValues()[0].GetMetricValue())
 	_, err = c.IsActive(ctx, ref)
 	require.NoError(t, err)
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	specs, err := c.StreamMetricSpec(sctx, ref)
+	require.NoError(t, err)
+	first, err := specs.Recv()
+	require.NoError(t, err, "StreamMetricSpec answers too")
+	require.Equal(t, plainSpec.GetMetricSpecs()[0].GetMetricName(), first.GetMetricSpecs()[0].GetMetricName())
+	active, err := c.StreamIsActive(sctx, ref)
+	require.NoError(t, err)
+	_, err = active.Recv()
+	require.NoError(t, err, "StreamIsActive answers too")
 }
 
 // requireRefused finds the trigger among the refused ones of jobs/workers
