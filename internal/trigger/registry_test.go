@@ -4,6 +4,7 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -216,4 +217,38 @@ func BenchmarkAdmitKnownTrigger(b *testing.B) {
 	for b.Loop() {
 		_ = f.reg.Admit("jobs", "so", m, r)
 	}
+}
+
+func TestARefusedTriggerIsLoggedOncePerRegistrationNotPerPoll(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, nil)
+	var buf syncBuffer
+	f.reg.opts.Log = slog.New(slog.NewTextHandler(&buf, nil))
+	for range 50 {
+		require.NoError(t, f.admit(t, "jobs", "so", md("deleteOriginal", "true")))
+	}
+	require.Equal(t, 1, strings.Count(buf.String(), "trigger hygiene refused"), buf.String())
+	require.Contains(t, buf.String(), "deleteOriginal")
+	require.InDelta(t, 50, testutil.ToFloat64(f.reg.refused[codes.InvalidArgument]), 0, "the counter counts every refused request")
+	f.now = f.now.Add(2 * time.Minute)
+	f.reg.Sweep()
+	require.NoError(t, f.admit(t, "jobs", "so", md("deleteOriginal", "true")))
+	require.Equal(t, 2, strings.Count(buf.String(), "trigger hygiene refused"), "again once the trigger was forgotten")
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
