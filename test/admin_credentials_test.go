@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -26,30 +25,6 @@ const (
 	workerToken  = "e2e-worker-token-0123456789"
 	workerPrefix = "spiffe://e2e.local/pelwarden/worker/"
 )
-
-// books is everything a mutating call could change in a group: the
-// stream's entries with their fields, the PEL with owners and delivery
-// counts, the consumers, and the dead-letter stream.
-func books(t *testing.T, rdb *redis.Client) []any {
-	t.Helper()
-	ctx := context.Background()
-	stream, err := rdb.XRange(ctx, "jobs", "-", "+").Result()
-	require.NoError(t, err)
-	pel, err := rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: "jobs", Group: "workers", Start: "-", End: "+", Count: 10000}).Result()
-	require.NoError(t, err)
-	for i := range pel {
-		pel[i].Idle = 0
-	}
-	consumers, err := rdb.XInfoConsumers(ctx, "jobs", "workers").Result()
-	require.NoError(t, err)
-	names := make([]string, len(consumers))
-	for i, c := range consumers {
-		names[i] = c.Name
-	}
-	dead, err := rdb.XRange(ctx, "jobs:dead", "-", "+").Result()
-	require.NoError(t, err)
-	return []any{stream, pel, names, dead}
-}
 
 func bearer(token string) context.Context {
 	return metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+token)
@@ -94,12 +69,12 @@ func TestAWorkerTokenMayDeregisterAndNothingElse(t *testing.T) {
 	})
 	admin := pelwardenv1.NewAdminClient(p.conn)
 
-	before := books(t, rdb)
+	before := readBooks(t, rdb)
 	for name, call := range operatorCalls(admin) {
 		err := call(bearer(workerToken))
 		require.Equal(t, codes.PermissionDenied, status.Code(err), "%s: %v", name, err)
 		require.Contains(t, status.Convert(err).Message(), "allows only Deregister", name)
-		require.Equal(t, before, books(t, rdb), "%s with the worker token changed nothing", name)
+		require.Equal(t, before, readBooks(t, rdb), "%s with the worker token changed nothing", name)
 	}
 
 	res, err := admin.Deregister(bearer(workerToken), &pelwardenv1.DeregisterRequest{Target: jobsRef, Consumer: "leaving"})
@@ -139,15 +114,15 @@ func TestAWorkerCertificateMayDeregisterOnlyTheConsumerItNames(t *testing.T) {
 	admin := pelwardenv1.NewAdminClient(conn)
 	ctx := context.Background()
 
-	before := books(t, rdb)
+	before := readBooks(t, rdb)
 	_, err = admin.Deregister(ctx, &pelwardenv1.DeregisterRequest{Target: jobsRef, Consumer: "worker-b"})
 	require.Equal(t, codes.PermissionDenied, status.Code(err), "%v", err)
 	require.Contains(t, status.Convert(err).Message(), `may deregister consumer "worker-a" only`)
-	require.Equal(t, before, books(t, rdb), "worker-b's PEL and everything else unchanged")
+	require.Equal(t, before, readBooks(t, rdb), "worker-b's PEL and everything else unchanged")
 	for name, call := range operatorCalls(admin) {
 		err := call(ctx)
 		require.Equal(t, codes.PermissionDenied, status.Code(err), "%s: %v", name, err)
-		require.Equal(t, before, books(t, rdb), "%s with a worker certificate changed nothing", name)
+		require.Equal(t, before, readBooks(t, rdb), "%s with a worker certificate changed nothing", name)
 	}
 
 	impostor := ca.Client(t, workerPrefix+"worker-b") // the name in the common name, not a URI SAN
@@ -156,7 +131,7 @@ func TestAWorkerCertificateMayDeregisterOnlyTheConsumerItNames(t *testing.T) {
 	t.Cleanup(func() { _ = conn.Close() })
 	_, err = pelwardenv1.NewAdminClient(conn).Deregister(ctx, &pelwardenv1.DeregisterRequest{Target: jobsRef, Consumer: "worker-b"})
 	require.Equal(t, codes.PermissionDenied, status.Code(err), "only a URI SAN names a worker: %v", err)
-	require.Equal(t, before, books(t, rdb))
+	require.Equal(t, before, readBooks(t, rdb))
 
 	res, err := admin.Deregister(ctx, &pelwardenv1.DeregisterRequest{Target: jobsRef, Consumer: "worker-a"})
 	require.NoError(t, err)
@@ -171,14 +146,14 @@ func TestAnOutOfRangeStreamIDIsInvalidArgumentAndChangesNothing(t *testing.T) {
 	rdb := srv.Client(t)
 	redistest.Hold(t, rdb, "jobs", "workers", "ghost", "", 2)
 	_, admin := startAdmin(t, srv.Addr(), hygieneTarget())
-	before := books(t, rdb)
+	before := readBooks(t, rdb)
 	for _, id := range []string{"99999999999999999999-0", "1-18446744073709551616", strings.Repeat("9", 30) + "-1"} {
 		_, err := admin.Reclaim(authed(), &pelwardenv1.ReclaimRequest{Target: jobsRef, Force: true,
 			Selector: &pelwardenv1.ReclaimRequest_Ids{Ids: &pelwardenv1.EntryIds{Ids: []string{id}}}})
 		require.Equal(t, codes.InvalidArgument, status.Code(err), "%s: %v", id, err)
 		require.Contains(t, status.Convert(err).Message(), "ids.ids[0]")
 	}
-	require.Equal(t, before, books(t, rdb))
+	require.Equal(t, before, readBooks(t, rdb))
 }
 
 func TestAnOutOfRangePageTokenIsInvalidArgument(t *testing.T) {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/pelwarden/pelwarden/internal/app"
 	"github.com/pelwarden/pelwarden/internal/config"
+	"github.com/pelwarden/pelwarden/internal/policy"
 )
 
 // pelwarden is one running instance with a KEDA client connected to it.
@@ -42,6 +43,11 @@ func testConfig(redisAddr string) config.Config {
 	r := config.DefaultRedis("default", redisAddr)
 	r.DialTimeout, r.ReadTimeout, r.WriteTimeout = 300*time.Millisecond, 300*time.Millisecond, 300*time.Millisecond
 	cfg.Redis = []config.Redis{r}
+	// Most suites enroll groups from triggers with sub-second thresholds;
+	// the policy tests (policy_test.go) set the shipped floors again.
+	cfg.Triggers.Reclaim = policy.ReclaimRequeue
+	cfg.Triggers.Rules = []config.TriggerRule{{Namespaces: []string{"*"}, Redis: []string{"*"}, HygieneStreams: []string{"*"}}}
+	cfg.Triggers.Floors = config.TriggerFloors{EntryStale: time.Millisecond, GhostIdle: time.Millisecond, HeartbeatMaxAge: time.Millisecond}
 	return cfg
 }
 

@@ -26,7 +26,7 @@ func TestTriggerNumbersAreCheckedAfterConversion(t *testing.T) {
 	p := startPelwarden(t, srv.Addr(), nil)
 	admin := pelwardenv1.NewAdminClient(p.conn)
 	ctx := context.Background()
-	before := books(t, rdb)
+	before := readBooks(t, rdb)
 
 	cases := map[string]struct {
 		kv  []string
@@ -53,5 +53,5 @@ func TestTriggerNumbersAreCheckedAfterConversion(t *testing.T) {
 	targets, err := admin.ListTargets(ctx, &pelwardenv1.ListTargetsRequest{})
 	require.NoError(t, err)
 	require.Empty(t, targets.GetTargets(), "no refused trigger registered a target")
-	require.Equal(t, before, books(t, rdb), "entries, PEL and consumers unchanged")
+	require.Equal(t, before, readBooks(t, rdb), "entries, PEL and consumers unchanged")
 }

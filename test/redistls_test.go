@@ -138,9 +138,16 @@ func TestPelwardenWorksAgainstTLSRedisAsALeastPrivilegeUser(t *testing.T) {
 	heartbeat(t, rdb, "hb:ghost", time.Now().Add(-time.Hour))
 	time.Sleep(1100 * time.Millisecond) // the ghosts' reads pass the 1 s grace
 
-	p := runPelwarden(t, r.config(t, r.mount.Path("password")), insecure.NewCredentials())
 	live := map[string]string{"stream": "orders", "consumerGroup": "workers",
 		"liveness": "heartbeat", "heartbeatKey": "hb:{consumer}", "heartbeatMaxAgeSeconds": "1"}
+	// Claim and deleteOriginal are the configuration's to ask for, never
+	// a trigger's.
+	claim := cloneWith(live, "reclaim", "claim", "entryStaleSeconds", "0.1")
+	requeue := cloneWith(live, "stream", "jobs", "reclaim", "requeue", "entryStaleSeconds", "0.1",
+		"deleteOriginal", "true", "lagCount", "1")
+	cfg := r.config(t, r.mount.Path("password"))
+	cfg.Hygiene.Targets = []map[string]string{claim, requeue}
+	p := runPelwarden(t, cfg, insecure.NewCredentials())
 	v, err := metric(ctx, t, p.client, live)
 	require.NoError(t, err)
 	require.Equal(t, int64(1), v, "the ghost's 4 entries are left out")
@@ -149,13 +156,6 @@ func TestPelwardenWorksAgainstTLSRedisAsALeastPrivilegeUser(t *testing.T) {
 	require.Equal(t, int64(5), v, "the NULL lag is estimated by a script")
 	requireWakerPushes(t, p, rdb)
 
-	claim := cloneWith(live, "reclaim", "claim", "entryStaleSeconds", "0.1")
-	requeue := cloneWith(live, "stream", "jobs", "reclaim", "requeue", "entryStaleSeconds", "0.1",
-		"deleteOriginal", "true", "lagCount", "1")
-	for _, md := range []map[string]string{claim, requeue} {
-		_, err := metric(ctx, t, p.client, md) // asks for reclaim
-		require.NoError(t, err)
-	}
 	eventually(t, 10*time.Second, func() error { return ghostsGone(ctx, rdb) })
 	v, err = metric(ctx, t, p.client, claim)
 	require.NoError(t, err)

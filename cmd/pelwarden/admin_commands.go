@@ -22,6 +22,7 @@ func adminCommands(env func(string) (string, bool), stderr io.Writer) []*cobra.C
 		newReclaimCommand(env, stderr),
 		newDeregisterCommand(env, stderr),
 		newFindingsCommand(env, stderr),
+		newCheckTriggerCommand(env, stderr),
 	}
 }
 
@@ -69,6 +70,7 @@ func statusOnce(s *session, live bool) error {
 	ctx, cancel := s.call()
 	defer cancel()
 	var targets []*pelwardenv1.Target
+	var described *pelwardenv1.DescribeTargetResponse
 	if ref := s.flags.target(); ref != nil {
 		res, err := s.client.DescribeTarget(ctx, &pelwardenv1.DescribeTargetRequest{Target: ref})
 		if err != nil {
@@ -77,7 +79,7 @@ func statusOnce(s *session, live bool) error {
 		if s.flags.output == "json" {
 			return printJSON(s.out, res)
 		}
-		targets = []*pelwardenv1.Target{res.GetTarget()}
+		targets, described = []*pelwardenv1.Target{res.GetTarget()}, res
 	} else {
 		res, err := s.client.ListTargets(ctx, &pelwardenv1.ListTargetsRequest{})
 		if err != nil {
@@ -92,7 +94,10 @@ func statusOnce(s *session, live bool) error {
 		clearScreen(s.out)
 		fmt.Fprintf(s.out, "pelwarden status at %s (every refresh; Ctrl-C to stop)\n\n", time.Now().Format(time.TimeOnly))
 	}
-	return renderStatus(s.out, targets)
+	if err := renderStatus(s.out, targets); err != nil {
+		return err
+	}
+	return renderHygiene(s.out, described)
 }
 
 // clearScreen clears a terminal between --watch frames; a pipe or file

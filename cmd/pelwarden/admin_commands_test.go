@@ -69,12 +69,24 @@ func (c *cannedAdmin) DescribeTarget(ctx context.Context, req *pelwardenv1.Descr
 	if req.GetTarget().GetStream() != "jobs" {
 		return nil, status.Error(codes.NotFound, "no target default/"+req.GetTarget().GetStream()+"/"+req.GetTarget().GetGroup())
 	}
-	return &pelwardenv1.DescribeTargetResponse{Target: cannedTarget}, nil
+	return &pelwardenv1.DescribeTargetResponse{Target: cannedTarget, Hygiene: cannedSettings, HygieneSources: cannedSources,
+		HygieneTriggers: []string{"trigger jobs/careful", "trigger jobs/eager"},
+		RefusedTriggers: []*pelwardenv1.TriggerRefusal{{Trigger: "trigger intruder/so", Code: "PermissionDenied", Key: "stream",
+			Message: `namespace "intruder" may not enroll stream "jobs" of connection "default" in hygiene: no triggers.rules entry's hygieneStreams matches it`}},
+	}, nil
+}
+
+const cannedSettings = "requeue|60s|0s|0||pelwarden-deliveries|false|false|requeue|false"
+
+var cannedSources = []*pelwardenv1.SettingSource{
+	{Setting: "entryStaleSeconds", Value: "60", Source: "trigger jobs/careful"},
+	{Setting: "maxDeliveries", Value: "0", Source: "trigger jobs/eager"},
+	{Setting: "deleteGhostConsumers", Value: "false", Source: "trigger jobs/careful"},
 }
 
 func (c *cannedAdmin) Plan(ctx context.Context, req *pelwardenv1.PlanRequest) (*pelwardenv1.PlanResponse, error) {
 	c.record(ctx)
-	res := &pelwardenv1.PlanResponse{Target: cannedTarget, Hygiene: "requeue|30s|0s|5|jobs:dead|pelwarden-deliveries|true|false|requeue|false"}
+	res := &pelwardenv1.PlanResponse{Target: cannedTarget, Hygiene: "requeue|30s|0s|5|jobs:dead|pelwarden-deliveries|true|false|requeue|false", HygieneSources: cannedSources}
 	switch req.GetTarget().GetStream() {
 	case "orders":
 		return &pelwardenv1.PlanResponse{Target: &pelwardenv1.Target{Redis: "orders", Stream: "orders", Group: "billing", GroupMissing: true}}, nil
@@ -219,4 +231,47 @@ func TestAdminCommandErrors(t *testing.T) {
 			require.Contains(t, errOut.String(), tc.wantStderr)
 		})
 	}
+}
+
+func (c *cannedAdmin) CheckTrigger(ctx context.Context, req *pelwardenv1.CheckTriggerRequest) (*pelwardenv1.CheckTriggerResponse, error) {
+	c.record(ctx)
+	md := req.GetMetadata()
+	switch {
+	case md["redis"] == "orders":
+		return &pelwardenv1.CheckTriggerResponse{Code: "PermissionDenied", Message: `metadata "redis": namespace "` + req.GetNamespace() + `" may not reach connection "orders"`}, nil
+	case md["deleteOriginal"] != "":
+		return &pelwardenv1.CheckTriggerResponse{Code: "OK", AsksHygiene: true, HygieneRefusal: &pelwardenv1.TriggerRefusal{
+			Code: "InvalidArgument", Key: "deleteOriginal", Message: "deletes entries: set it in hygiene.targets of pelwarden's configuration; trigger metadata may not"}}, nil
+	}
+	return &pelwardenv1.CheckTriggerResponse{Code: "OK", AsksHygiene: md["reclaim"] != ""}, nil
+}
+
+func TestCheckTriggerExitsOneWhenAnyPartIsRefused(t *testing.T) {
+	t.Parallel()
+	_, addr := startCanned(t)
+	cases := map[string]struct {
+		md             string
+		code           int
+		stdout, stderr string
+	}{
+		"admitted":          {md: "stream=jobs,consumerGroup=workers,reclaim=requeue", code: exitOK, stdout: "metric   served\nhygiene  admitted\n"},
+		"metrics only":      {md: "stream=jobs,consumerGroup=workers", code: exitOK, stdout: "metric   served\nhygiene  not asked for\n"},
+		"hygiene refused":   {md: "stream=jobs,consumerGroup=workers,reclaim=requeue,deleteOriginal=true", code: exitFailure, stdout: "hygiene  refused InvalidArgument deleteOriginal: deletes entries", stderr: "pelwarden: InvalidArgument: hygiene refused: deletes entries"},
+		"connection denied": {md: "redis=orders,stream=jobs,consumerGroup=workers", code: exitFailure, stdout: "metric   refused PermissionDenied", stderr: "pelwarden: PermissionDenied: metadata \"redis\""},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			r := runAdmin(t, nil, "check-trigger", "--server", addr, "--namespace", "jobs", "--metadata", tc.md)
+			require.Equal(t, tc.code, r.code, "stderr: %s", r.stderr)
+			require.Contains(t, r.stdout, tc.stdout)
+			if tc.stderr == "" {
+				require.Empty(t, r.stderr)
+			} else {
+				require.Contains(t, r.stderr, tc.stderr)
+			}
+		})
+	}
+	r := runAdmin(t, nil, "check-trigger", "--server", addr)
+	require.Equal(t, exitUsage, r.code, "--metadata is required")
 }

@@ -100,6 +100,12 @@ admin.allowedClientIdentities names who may call them. A worker's
 credential, admin.workerTokenFile (--admin-worker-token-file) or a client
 certificate under admin.workerIdentityPrefix, allows Deregister only.
 
+A ScaledObject's trigger metadata asks for hygiene only as far as the
+triggers section allows: by default (--triggers-reclaim off) triggers read
+metrics only, and groups to look after are listed in hygiene.targets.
+Deleting originals, the carry field, another dead-letter stream, hard
+timeouts and claim are never a trigger's to ask.
+
 Environment variables (variable, flag, config path it sets):
 `
 

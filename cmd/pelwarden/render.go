@@ -93,6 +93,9 @@ func renderPlans(w io.Writer, plans []*pelwardenv1.PlanResponse) error {
 		}
 		t := p.GetTarget()
 		fmt.Fprintf(w, "%s  hygiene %s\n", targetName(t.GetRedis(), t.GetStream(), t.GetGroup()), or(p.GetHygiene(), "-"))
+		if err := renderSources(w, p.GetHygieneSources()); err != nil {
+			return err
+		}
 		if len(p.GetSteps()) == 0 {
 			fmt.Fprintln(w, "  nothing to do")
 			continue
@@ -215,4 +218,40 @@ func or(s, def string) string {
 		return def
 	}
 	return s
+}
+
+// renderSources prints where each hygiene setting came from.
+func renderSources(w io.Writer, sources []*pelwardenv1.SettingSource) error {
+	if len(sources) == 0 {
+		return nil
+	}
+	tw := newTable(w)
+	fmt.Fprintln(tw, "  SETTING\tVALUE\tFROM")
+	for _, src := range sources {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", src.GetSetting(), or(src.GetValue(), "-"), src.GetSource())
+	}
+	return tw.Flush()
+}
+
+// renderHygiene prints a target's hygiene settings, where they came from,
+// and the triggers whose hygiene request the policy refused.
+func renderHygiene(w io.Writer, res *pelwardenv1.DescribeTargetResponse) error {
+	if res.GetHygiene() == "" && len(res.GetRefusedTriggers()) == 0 {
+		return nil
+	}
+	fmt.Fprintf(w, "\nhygiene %s\n", or(res.GetHygiene(), "- (not looked after)"))
+	if c := res.GetHygieneConflict(); c != "" {
+		fmt.Fprintf(w, "  dry run: %s\n", c)
+	}
+	if err := renderSources(w, res.GetHygieneSources()); err != nil {
+		return err
+	}
+	for _, r := range res.GetRefusedTriggers() {
+		key := ""
+		if r.GetKey() != "" {
+			key = " " + r.GetKey() + ":"
+		}
+		fmt.Fprintf(w, "  refused %s: %s%s %s\n", r.GetTrigger(), r.GetCode(), key, clip.String(r.GetMessage(), 2*maxReason))
+	}
+	return nil
 }

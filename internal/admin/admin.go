@@ -24,6 +24,7 @@ import (
 	"github.com/pelwarden/pelwarden/internal/reclaim"
 	"github.com/pelwarden/pelwarden/internal/redisx"
 	"github.com/pelwarden/pelwarden/internal/rpcstatus"
+	"github.com/pelwarden/pelwarden/internal/trigger"
 	pelwardenv1 "github.com/pelwarden/pelwarden/proto/pelwarden/v1"
 )
 
@@ -34,6 +35,12 @@ type Options struct {
 	// Hygiene returns the target the hygiene loop looks after for a group;
 	// nil means none.
 	Hygiene func(conn, stream, group string) (hygiene.Target, bool)
+	// Provenance says where a group's hygiene settings came from and which
+	// triggers were refused (internal/trigger); nil means nothing is known.
+	Provenance func(liveness.GroupRef) (trigger.GroupView, bool)
+	// CheckTrigger serves CheckTrigger; nil answers that every trigger is
+	// admitted.
+	CheckTrigger CheckFunc
 	// Engine executes every change an operator or a worker asks for.
 	Engine *reclaim.Engine
 	// Events serves WatchEvents and the recent events of DescribeTarget;
@@ -68,6 +75,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.Hygiene == nil {
 		opts.Hygiene = func(string, string, string) (hygiene.Target, bool) { return hygiene.Target{}, false }
+	}
+	if opts.CheckTrigger == nil {
+		opts.CheckTrigger = func(string, map[string]string) trigger.CheckResult { return trigger.CheckResult{} }
 	}
 	if opts.Events == nil {
 		opts.Events = events.NewBus(events.Options{}, prometheus.NewRegistry())

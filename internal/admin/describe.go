@@ -33,6 +33,7 @@ func (s *Server) DescribeTarget(ctx context.Context, req *pelwardenv1.DescribeTa
 	if h, looked := s.settings(g); looked {
 		out.Hygiene = h.Describe()
 	}
+	s.describeProvenance(g, out)
 	return out, nil
 }
 

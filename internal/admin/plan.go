@@ -59,6 +59,9 @@ func (s *Server) Plan(ctx context.Context, req *pelwardenv1.PlanRequest) (*pelwa
 	}
 	h, looked := s.settings(g)
 	out := &pelwardenv1.PlanResponse{Target: s.target(liveness.Latest{Target: lt, Snapshot: snap}), Hygiene: h.Describe()}
+	if v, ok := s.provenance(g); ok && looked {
+		out.HygieneSources = settingSources(v)
+	}
 	if !looked {
 		out.Hygiene = "hygiene does not look after this group; planned as a trigger with reclaim requeue and the defaults would be: " + out.Hygiene
 	}

@@ -36,6 +36,7 @@ import (
 	"github.com/pelwarden/pelwarden/internal/redisx"
 	"github.com/pelwarden/pelwarden/internal/scaler"
 	"github.com/pelwarden/pelwarden/internal/tlsreload"
+	"github.com/pelwarden/pelwarden/internal/trigger"
 	pelwardenv1 "github.com/pelwarden/pelwarden/proto/pelwarden/v1"
 )
 
@@ -57,8 +58,10 @@ type App struct {
 
 	wakers  map[string]*redisx.Waker
 	hygiene *hygiene.Loop
-	pods    *kube.Watcher
-	ready   readiness
+	// triggers admits trigger metadata and enrolls groups in hygiene.
+	triggers *trigger.Registry
+	pods     *kube.Watcher
+	ready    readiness
 	// tls follows the gRPC certificate files; nil when grpc.tls is off.
 	tls *tlsreload.Reloader
 }
@@ -173,12 +176,8 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 		Log:          log,
 		Engine:       engine,
 	}, reg)
-	for _, md := range cfg.Hygiene.Targets {
-		r, err := metadata.Parse(md, metadata.Env{Conns: conns.Names(), Kubernetes: cfg.Kubernetes.Enabled})
-		if err != nil { // Validate has already refused these
-			return nil, err
-		}
-		a.hygiene.Add(hygiene.Target{Target: r.Target, Hygiene: r.Hygiene}, true)
+	if err := a.newTriggers(cfg, conns.Names(), reg); err != nil {
+		return nil, err
 	}
 
 	for _, name := range conns.Names() {
@@ -197,10 +196,8 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 			return w.Arm(ctx, stream)
 		},
 		Reported: m.report,
-		Hygiene: func(r metadata.Request) {
-			a.hygiene.Add(hygiene.Target{Target: r.Target, Hygiene: r.Hygiene}, false)
-		},
-		Log: log,
+		Admit:    a.triggers.Admit,
+		Log:      log,
 	})
 
 	creds, err := a.grpcCredentials(reg)
@@ -215,7 +212,8 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 	a.hs = health.NewServer()
 	healthpb.RegisterHealthServer(a.grpc, a.hs)
 	adminServer, err := admin.New(admin.Options{
-		View: a.view, Conns: conns, Hygiene: a.hygiene.Lookup, Engine: engine, Events: bus, Reports: reports,
+		View: a.view, Conns: conns, Hygiene: a.hygiene.Lookup, Provenance: a.triggers.Describe, Engine: engine,
+		CheckTrigger: a.checkTrigger, Events: bus, Reports: reports,
 		RequestTimeout: cfg.Scaler.RequestTimeout, Log: log,
 	})
 	if err != nil {
@@ -265,6 +263,7 @@ func (a *App) Run(ctx context.Context) error {
 	}
 	wg.Go(func() { a.watchReadiness(bg) })
 	wg.Go(func() { a.hygiene.Run(bg) })
+	wg.Go(func() { a.triggers.Run(bg) })
 	if a.pods != nil {
 		wg.Go(func() { a.pods.Run(bg) })
 	}

@@ -25,6 +25,8 @@ type Config struct {
 	Kubernetes Kubernetes `yaml:"kubernetes"`
 	// Admin configures who may call the mutating Admin RPCs.
 	Admin Admin `yaml:"admin"`
+	// Triggers is the policy for what KEDA trigger metadata may ask for.
+	Triggers Triggers `yaml:"triggers"`
 }
 
 // Kubernetes configures access to the Kubernetes API, which the kubernetes
@@ -240,6 +242,7 @@ func Default() Config {
 			MaxTargets:           10000,
 			LagEstimateCap:       10000,
 		},
+		Triggers: defaultTriggers(),
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pelwarden/pelwarden/internal/config"
+	"github.com/pelwarden/pelwarden/internal/policy"
 )
 
 // sources serves env and files from maps, so tests never touch the process.
@@ -292,6 +293,7 @@ func TestFlagsAndVariablesAreNamedAfterTheirConfigPaths(t *testing.T) {
 		"redis-tls-cert":                  "PELWARDEN_REDIS_TLS_CERT",
 		"redis-tls-key":                   "PELWARDEN_REDIS_TLS_KEY",
 		"config":                          "PELWARDEN_CONFIG",
+		"triggers-reclaim":                "PELWARDEN_TRIGGERS_RECLAIM",
 	}
 	set := pflag.NewFlagSet("serve", pflag.ContinueOnError)
 	config.NewFlags(set)
@@ -301,4 +303,27 @@ func TestFlagsAndVariablesAreNamedAfterTheirConfigPaths(t *testing.T) {
 		got[f.Name] = strings.TrimSuffix(env, ")")
 	})
 	require.Equal(t, want, got)
+}
+
+func TestLoadReadsTheTriggerPolicy(t *testing.T) {
+	t.Parallel()
+	yaml := `
+redis: [{name: default, addr: "redis:6379"}, {name: orders, addr: "redis:6380"}]
+triggers:
+  reclaim: requeue
+  floors: {entryStale: 45s}
+  quotas: {hygieneTargets: 3}
+  rules:
+    - {namespaces: [shop], redis: ["ord*"], hygieneStreams: ["orders:*"]}
+`
+	cfg, err := config.Load(sources(map[string]string{"PELWARDEN_TRIGGERS_FLOORS_GHOST_IDLE": "2m"}, map[string]string{"/c.yaml": yaml}), parseFlags(t, "--config=/c.yaml"))
+	require.NoError(t, err)
+	p := cfg.Triggers
+	require.Equal(t, policy.ReclaimRequeue, p.Reclaim)
+	require.Equal(t, 45*time.Second, p.Floors.EntryStale)
+	require.Equal(t, 2*time.Minute, p.Floors.GhostIdle, "the variable overrides the file")
+	require.Equal(t, 10*time.Second, p.Floors.HeartbeatMaxAge, "a floor the file leaves out keeps its default")
+	require.Equal(t, config.TriggerQuotas{ScalerTargets: 1000, HygieneTargets: 3}, p.Quotas)
+	require.Equal(t, []config.TriggerRule{{Namespaces: []string{"shop"}, Redis: []string{"ord*"}, HygieneStreams: []string{"orders:*"}}}, p.Rules,
+		"the file's rules replace the default rule")
 }

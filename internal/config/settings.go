@@ -9,6 +9,7 @@ import (
 	"unicode"
 
 	"github.com/pelwarden/pelwarden/internal/metadata"
+	"github.com/pelwarden/pelwarden/internal/policy"
 )
 
 // EnvConfig names the environment variable that holds the config file path,
@@ -134,6 +135,17 @@ var settings = []setting{
 		withFlag("file holding the workers' bearer token: it allows Deregister and nothing else"),
 	stringSetting("admin.workerIdentityPrefix", func(c *Config) *string { return &c.Admin.WorkerIdentityPrefix }).
 		withFlag("URI SAN prefix of worker client certificates: <prefix><consumer> may Deregister that consumer only"),
+
+	setting{
+		path: "triggers.reclaim", env: "PELWARDEN_TRIGGERS_RECLAIM", typ: "string",
+		apply: func(c *Config, raw string) error { c.Triggers.Reclaim = policy.ReclaimMode(raw); return nil },
+		show:  func(c *Config) string { return string(c.Triggers.Reclaim) },
+	}.withFlag("the most a trigger's metadata may ask for: off (metrics only) or requeue (enroll its group in hygiene within triggers.rules)"),
+	durationSetting("triggers.floors.entryStale", func(c *Config) *time.Duration { return &c.Triggers.Floors.EntryStale }),
+	durationSetting("triggers.floors.ghostIdle", func(c *Config) *time.Duration { return &c.Triggers.Floors.GhostIdle }),
+	durationSetting("triggers.floors.heartbeatMaxAge", func(c *Config) *time.Duration { return &c.Triggers.Floors.HeartbeatMaxAge }),
+	intSetting("triggers.quotas.scalerTargets", 1, func(c *Config) *int { return &c.Triggers.Quotas.ScalerTargets }),
+	intSetting("triggers.quotas.hygieneTargets", 1, func(c *Config) *int { return &c.Triggers.Quotas.HygieneTargets }),
 
 	stringSetting("redis[default].addr", func(c *Config) *string { return &defaultRedis(c).Addr }).
 		withFlagNamed("redis-addr", "address host:port of the Redis connection named default"),

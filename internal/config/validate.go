@@ -111,6 +111,7 @@ func (c *Config) validate(p *problems) {
 	c.validateHygiene(p)
 	c.validateKubernetes(p)
 	c.validateAdmin(p)
+	c.validateTriggers(p)
 
 	if len(c.Redis) == 0 {
 		p.add("redis", "at least one connection is required; set --redis-addr, "+

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pelwarden/pelwarden/internal/config"
+	"github.com/pelwarden/pelwarden/internal/policy"
 )
 
 // valid returns the defaults plus the one connection they lack.
@@ -179,4 +180,54 @@ func TestValidateReportsEveryProblemAsAFieldError(t *testing.T) {
 	var fieldErr *config.FieldError
 	require.ErrorAs(t, err, &fieldErr, "errors.As should reach a *config.FieldError")
 	require.Equal(t, "log.level", fieldErr.Field)
+}
+
+func TestTriggerPolicyProblemsNameTheFieldAndWhatIsAccepted(t *testing.T) {
+	t.Parallel()
+	cases := map[string]struct {
+		tune    func(*config.Triggers)
+		field   string
+		mention string
+	}{
+		"claim from triggers":      {tune: func(p *config.Triggers) { p.Reclaim = "claim" }, field: "triggers.reclaim", mention: "off or requeue"},
+		"requeue with no streams":  {tune: func(p *config.Triggers) { p.Reclaim = "requeue" }, field: "triggers.reclaim", mention: "hygieneStreams"},
+		"a zero floor":             {tune: func(p *config.Triggers) { p.Floors.EntryStale = 0 }, field: "triggers.floors.entryStale", mention: "positive duration"},
+		"a floor over a year":      {tune: func(p *config.Triggers) { p.Floors.GhostIdle = 400 * 24 * time.Hour }, field: "triggers.floors.ghostIdle", mention: "at most"},
+		"no scaler targets":        {tune: func(p *config.Triggers) { p.Quotas.ScalerTargets = 0 }, field: "triggers.quotas.scalerTargets", mention: ">= 1"},
+		"no hygiene targets":       {tune: func(p *config.Triggers) { p.Quotas.HygieneTargets = -1 }, field: "triggers.quotas.hygieneTargets", mention: ">= 1"},
+		"a rule without namespace": {tune: func(p *config.Triggers) { p.Rules[0].Namespaces = nil }, field: "triggers.rules[0].namespaces", mention: "at least one"},
+		"a bad namespace glob":     {tune: func(p *config.Triggers) { p.Rules[0].Namespaces = []string{"team-[a"} }, field: "triggers.rules[0].namespaces[0]", mention: "path.Match"},
+		"an empty stream glob":     {tune: func(p *config.Triggers) { p.Rules[0].HygieneStreams = []string{""} }, field: "triggers.rules[0].hygieneStreams[0]", mention: "path.Match"},
+		"an unknown connection":    {tune: func(p *config.Triggers) { p.Rules[0].Redis = []string{"orders"} }, field: "triggers.rules[0].redis[0]", mention: "no connection"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			c := valid()
+			tc.tune(&c.Triggers)
+			err := c.Validate()
+			var cfgErr *config.Error
+			require.ErrorAs(t, err, &cfgErr)
+			var found bool
+			for _, p := range cfgErr.Problems {
+				if p.Field == tc.field {
+					found = true
+					require.Contains(t, p.Problem, tc.mention)
+				}
+			}
+			require.True(t, found, "no problem named %s in %v", tc.field, err)
+		})
+	}
+}
+
+func TestTriggerPolicyDefaultsLetTriggersReadMetricsOnly(t *testing.T) {
+	t.Parallel()
+	p := config.Default().Triggers
+	require.Equal(t, policy.ReclaimOff, p.Reclaim, "a fresh install takes no hygiene request from a trigger")
+	require.Equal(t, []config.TriggerRule{{Namespaces: []string{"*"}, Redis: []string{"*"}}}, p.Rules, "metrics from every connection, as before")
+	require.Equal(t, config.TriggerFloors{EntryStale: 30 * time.Second, GhostIdle: time.Minute, HeartbeatMaxAge: 10 * time.Second}, p.Floors)
+	c := valid()
+	c.Triggers.Reclaim = policy.ReclaimRequeue
+	c.Triggers.Rules = append(c.Triggers.Rules, config.TriggerRule{Namespaces: []string{"jobs"}, Redis: []string{"default"}, HygieneStreams: []string{"jobs*"}})
+	require.NoError(t, c.Validate())
 }

@@ -122,7 +122,7 @@ func TestLoadRejectsBadYAMLNamingTheKey(t *testing.T) {
 		},
 		"top level is not a mapping": {
 			file: "- grpc\n",
-			want: []string{`/c.yaml: must be a mapping with keys grpc, http, log, scaler, redis, hygiene, kubernetes, admin, got a list`},
+			want: []string{`/c.yaml: must be a mapping with keys grpc, http, log, scaler, redis, hygiene, kubernetes, admin, triggers, got a list`},
 		},
 		"two documents": {
 			file: "log: {level: info}\n---\nlog: {level: debug}\n",

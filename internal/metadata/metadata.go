@@ -66,6 +66,10 @@ type Request struct {
 	// Hygiene is what the hygiene loop does for this target; Mode off
 	// leaves the group alone.
 	Hygiene policy.Hygiene
+	// HygieneErr, from ParseTrigger only, says why the hygiene keys of a
+	// trigger that asks for reclaim were not accepted; Hygiene is then off.
+	// The metric fields are valid either way.
+	HygieneErr *Error
 }
 
 // Error names the metadata key that is wrong and what it accepts.
@@ -94,9 +98,22 @@ type Env struct {
 	Kubernetes bool
 }
 
-// Parse reads trigger metadata. Keys it does not know are ignored,
-// because KEDA forwards every trigger key (scalerAddress among them).
+// Parse reads the metadata of a target from pelwarden's configuration
+// (hygiene.targets), where every key is allowed and any bad key is an
+// error. Keys it does not know are ignored, because KEDA forwards every
+// trigger key (scalerAddress among them).
 func Parse(md map[string]string, env Env) (Request, error) {
+	r, err := parseMetric(md, env)
+	if err != nil {
+		return r, err
+	}
+	r.Hygiene, err = parseHygiene(md, r.Target.Stream)
+	return r, err
+}
+
+// parseMetric reads the keys that decide the metric: the connection, the
+// target and its liveness settings.
+func parseMetric(md map[string]string, env Env) (Request, error) {
 	var r Request
 	conn := md["redis"]
 	if conn == "" {
@@ -113,7 +130,7 @@ func Parse(md map[string]string, env Env) (Request, error) {
 	if err != nil {
 		return r, err
 	}
-	r.Metric, r.TargetValue, err = parseMetric(md)
+	r.Metric, r.TargetValue, err = parseMetricKey(md)
 	if err != nil {
 		return r, err
 	}
@@ -131,101 +148,10 @@ func Parse(md map[string]string, env Env) (Request, error) {
 	}
 	r.Target = liveness.Target{GroupRef: liveness.GroupRef{Conn: conn, Stream: stream, Group: group}, Spec: spec}
 	r.MetricName = metricName(conn, stream, group)
-	if r.Hygiene, err = parseHygiene(md, stream); err != nil {
-		return r, err
-	}
 	return r, nil
 }
 
-// Defaults of the hygiene keys.
-const (
-	// DefaultEntryStaleSeconds: an entry a ghost held for 30 s is not one a
-	// worker is about to acknowledge.
-	DefaultEntryStaleSeconds = 30
-	// DefaultDeliveryCountField carries delivery counts across requeues.
-	DefaultDeliveryCountField = "pelwarden-deliveries"
-)
-
-// DefaultHygiene is the settings of a trigger that asks for reclaim
-// requeue and sets no other hygiene key: what the Admin API plans and acts
-// with on a group the hygiene loop does not look after.
-func DefaultHygiene(stream string) policy.Hygiene {
-	h, _ := parseHygiene(map[string]string{"reclaim": string(policy.ReclaimRequeue)}, stream)
-	return h
-}
-
-func parseHygiene(md map[string]string, stream string) (policy.Hygiene, error) {
-	h := policy.Hygiene{Mode: policy.ReclaimOff, DeliveryCountField: DefaultDeliveryCountField, ClaimFallback: policy.FallbackRequeue}
-	switch v := md["reclaim"]; v {
-	case "", "off":
-	case "requeue", "claim":
-		h.Mode = policy.ReclaimMode(v)
-	default:
-		return h, &Error{Key: "reclaim", Accepted: "must be requeue, claim or off", Got: v}
-	}
-	var err error
-	if h.EntryStale, err = seconds(md, "entryStaleSeconds", DefaultEntryStaleSeconds); err != nil {
-		return h, err
-	}
-	if _, ok := md["hardTimeoutSeconds"]; ok && md["hardTimeoutSeconds"] != "0" {
-		if h.HardTimeout, err = seconds(md, "hardTimeoutSeconds", 0); err != nil {
-			return h, err
-		}
-	}
-	maxDel, err := number(md, "maxDeliveries", 0, false)
-	if err != nil || maxDel != float64(int64(maxDel)) {
-		return h, &Error{Key: "maxDeliveries", Accepted: "must be a whole number >= 0 (0 is off)", Got: md["maxDeliveries"]}
-	}
-	h.MaxDeliveries = int64(maxDel)
-	h.DeadLetterStream = md["deadLetterStream"]
-	switch {
-	case h.DeadLetterStream == "" && h.MaxDeliveries > 0:
-		h.DeadLetterStream = stream + ":dead"
-	case h.DeadLetterStream == stream:
-		return h, &Error{Key: "deadLetterStream", Accepted: "must differ from stream", Got: h.DeadLetterStream}
-	case len(h.DeadLetterStream) > MaxNameLen:
-		return h, &Error{Key: "deadLetterStream", Accepted: fmt.Sprintf("must be at most %d bytes", MaxNameLen)}
-	}
-	if v, ok := md["deliveryCountField"]; ok {
-		switch {
-		case v == "off":
-			h.DeliveryCountField = ""
-		case v == "" || len(v) > 256:
-			return h, &Error{Key: "deliveryCountField", Accepted: "must be a field name of 1 to 256 bytes, or off", Got: v}
-		case policy.ReservedField(v):
-			return h, &Error{Key: "deliveryCountField", Accepted: "must not be a field pelwarden writes itself (" + strings.Join(policy.ReservedFields, ", ") + ")", Got: v}
-		default:
-			h.DeliveryCountField = v
-		}
-	}
-	switch v := md["claimFallback"]; v {
-	case "":
-	case "requeue", "skip":
-		h.ClaimFallback = policy.NoCandidate(v)
-	default:
-		return h, &Error{Key: "claimFallback", Accepted: "must be requeue or skip", Got: v}
-	}
-	for key, dst := range map[string]*bool{"deleteGhostConsumers": &h.DeleteGhostConsumers, "deleteOriginal": &h.DeleteOriginal, "dryRun": &h.DryRun} {
-		if *dst, err = boolean(md, key, key == "deleteGhostConsumers"); err != nil {
-			return h, err
-		}
-	}
-	return h, nil
-}
-
-func boolean(md map[string]string, key string, def bool) (bool, error) {
-	raw, ok := md[key]
-	if !ok {
-		return def, nil
-	}
-	v, err := strconv.ParseBool(strings.TrimSpace(raw))
-	if err != nil {
-		return false, &Error{Key: key, Accepted: "must be true or false", Got: raw}
-	}
-	return v, nil
-}
-
-func parseMetric(md map[string]string) (policy.Metric, float64, error) {
+func parseMetricKey(md map[string]string) (policy.Metric, float64, error) {
 	var set []policy.Metric
 	for _, m := range []policy.Metric{policy.Pending, policy.Lag, policy.Backlog} {
 		if _, ok := md[m.Key()]; ok {

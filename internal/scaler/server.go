@@ -39,10 +39,12 @@ type Options struct {
 	// Reported, when set, is told every value GetMetrics reports, under the
 	// metric name KEDA asked for.
 	Reported func(r metadata.Request, metricName string, value int64)
-	// Hygiene, when set, is told of every request, so the hygiene loop
-	// looks after the targets whose metadata asks for reclaim.
-	Hygiene func(r metadata.Request)
-	Log     *slog.Logger
+	// Admit, when set, is told of every request after its metadata parsed
+	// (internal/trigger): it enrolls the targets whose metadata asks for
+	// reclaim, within the operator's policy. Its error refuses the request;
+	// a refused hygiene request is not an error, so the metric is served.
+	Admit func(namespace, name string, md map[string]string, r metadata.Request) error
+	Log   *slog.Logger
 }
 
 // Server implements externalscaler.ExternalScalerServer.
@@ -167,7 +169,9 @@ func (s *Server) StreamIsActive(ref *externalscaler.ScaledObjectRef, stream grpc
 		case <-resend.C:
 			// An open stream is a request too: with external-push at zero
 			// replicas KEDA sends nothing else, and hygiene must go on.
-			s.register(r)
+			if err := s.admit(ref, r); err != nil {
+				return err
+			}
 			force = true
 		}
 	}
@@ -193,20 +197,23 @@ func (s *Server) parse(ref *externalscaler.ScaledObjectRef) (metadata.Request, e
 	}
 	env := s.opts.Env
 	env.Namespace = ref.GetNamespace()
-	r, err := metadata.Parse(ref.GetScalerMetadata(), env)
+	// ParseTrigger, not Parse: a trigger's hygiene keys never fail its
+	// metric, and the keys only configuration may set are refused.
+	r, err := metadata.ParseTrigger(ref.GetScalerMetadata(), env)
 	if err != nil {
 		return r, status.Error(codes.InvalidArgument, err.Error())
 	}
-	s.register(r)
-	return r, nil
+	return r, s.admit(ref, r)
 }
 
-// register tells the hygiene loop about a request; the loop keeps the
-// groups that requests ask it to reclaim and lets the others expire.
-func (s *Server) register(r metadata.Request) {
-	if s.opts.Hygiene != nil {
-		s.opts.Hygiene(r)
+// admit passes a request to the trigger policy, which may refuse it (a
+// connection the namespace may not reach, a full quota) and enrolls the
+// groups that requests ask to reclaim.
+func (s *Server) admit(ref *externalscaler.ScaledObjectRef, r metadata.Request) error {
+	if s.opts.Admit == nil {
+		return nil
 	}
+	return s.opts.Admit(ref.GetNamespace(), ref.GetName(), ref.GetScalerMetadata(), r)
 }
 
 // snapshot reads the target under pelwarden's own deadline; readNow forces

@@ -91,13 +91,14 @@ func TestNotesPrintAScaledObjectPelwardenAccepts(t *testing.T) {
 	for name, tc := range map[string]struct {
 		files, sets []string
 		params      []string // TriggerAuthentication parameters; nil: none
+		reclaim     string   // the trigger's reclaim: only where triggers.reclaim allows it
 	}{
 		"default values": {},
 		"TLS without client certificates": {
 			sets:   []string{"grpc.tls.enabled=true", "grpc.tls.secretName=pelwarden-tls", "service.grpcPort=19090"},
 			params: []string{"caCert"},
 		},
-		"every option on": {files: []string{allOnValues()}, params: kedaTLSParams},
+		"every option on": {files: []string{allOnValues()}, params: kedaTLSParams, reclaim: "requeue"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -131,8 +132,10 @@ func TestNotesPrintAScaledObjectPelwardenAccepts(t *testing.T) {
 			require.Len(t, trs, 1)
 			require.Equal(t, "external", trs[0].typ)
 			require.Equal(t, grpcAddr, trs[0].metadata["scalerAddress"], "scalerAddress should be the rendered gRPC Service")
-			_, err = metadata.Parse(trs[0].metadata, metadata.Env{Conns: conns, Namespace: "workers", Kubernetes: true})
+			r, err := metadata.ParseTrigger(trs[0].metadata, metadata.Env{Conns: conns, Namespace: "workers", Kubernetes: true})
 			require.NoError(t, err, "pelwarden should accept the trigger metadata NOTES prints")
+			require.Nil(t, r.HygieneErr, "NOTES prints no hygiene key a trigger may not set")
+			require.Equal(t, tc.reclaim, trs[0].metadata["reclaim"], "NOTES asks for reclaim only where triggers.reclaim allows it")
 
 			auths := byKind(objs, "TriggerAuthentication")
 			if tc.params == nil {
@@ -173,8 +176,9 @@ func TestExamplesAreKEDAObjectsPelwardenAccepts(t *testing.T) {
 			require.Contains(t, []string{"external", "external-push"}, tr.typ)
 			require.True(t, strings.HasSuffix(tr.metadata["scalerAddress"], ".svc.cluster.local:9090"),
 				"%s: scalerAddress should be a Service address on port 9090", so.meta.Name)
-			_, err := metadata.Parse(tr.metadata, metadata.Env{Conns: []string{"default"}, Namespace: "workers", Kubernetes: true})
+			r, err := metadata.ParseTrigger(tr.metadata, metadata.Env{Conns: []string{"default"}, Namespace: "workers", Kubernetes: true})
 			require.NoError(t, err, "%s: pelwarden should accept the trigger metadata", so.meta.Name)
+			require.Nil(t, r.HygieneErr, "%s: no hygiene key a trigger may not set", so.meta.Name)
 			if tr.authRef != "" {
 				params, ok := auths[tr.authRef]
 				require.True(t, ok, "%s: authenticationRef %s should name an example TriggerAuthentication", so.meta.Name, tr.authRef)

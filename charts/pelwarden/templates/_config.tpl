@@ -55,6 +55,7 @@ builds, under pelwarden.configDir.
   "hygiene" $hygiene
   "kubernetes" $kube
   "admin" $admin
+  "triggers" .Values.triggers
   "redis" $redis
 -}}
 {{- toYaml $cfg }}

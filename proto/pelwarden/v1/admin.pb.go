@@ -679,9 +679,20 @@ type DescribeTargetResponse struct {
 	RecentEvents []*Event `protobuf:"bytes,3,rep,name=recent_events,json=recentEvents,proto3" json:"recent_events,omitempty"`
 	// Hygiene settings in text form, empty when hygiene does not look after
 	// the group.
-	Hygiene       string `protobuf:"bytes,4,opt,name=hygiene,proto3" json:"hygiene,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Hygiene string `protobuf:"bytes,4,opt,name=hygiene,proto3" json:"hygiene,omitempty"`
+	// Where each hygiene setting came from: a trigger (namespace/name) or an
+	// entry of hygiene.targets.
+	HygieneSources []*SettingSource `protobuf:"bytes,5,rep,name=hygiene_sources,json=hygieneSources,proto3" json:"hygiene_sources,omitempty"`
+	// Triggers whose hygiene request the trigger policy refused; their
+	// metric is served all the same.
+	RefusedTriggers []*TriggerRefusal `protobuf:"bytes,6,rep,name=refused_triggers,json=refusedTriggers,proto3" json:"refused_triggers,omitempty"`
+	// Triggers whose hygiene settings are merged into this group's.
+	HygieneTriggers []string `protobuf:"bytes,7,rep,name=hygiene_triggers,json=hygieneTriggers,proto3" json:"hygiene_triggers,omitempty"`
+	// Why the group is scanned as a dry run, when its triggers disagree on
+	// how to judge liveness.
+	HygieneConflict string `protobuf:"bytes,8,opt,name=hygiene_conflict,json=hygieneConflict,proto3" json:"hygiene_conflict,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *DescribeTargetResponse) Reset() {
@@ -742,6 +753,171 @@ func (x *DescribeTargetResponse) GetHygiene() string {
 	return ""
 }
 
+func (x *DescribeTargetResponse) GetHygieneSources() []*SettingSource {
+	if x != nil {
+		return x.HygieneSources
+	}
+	return nil
+}
+
+func (x *DescribeTargetResponse) GetRefusedTriggers() []*TriggerRefusal {
+	if x != nil {
+		return x.RefusedTriggers
+	}
+	return nil
+}
+
+func (x *DescribeTargetResponse) GetHygieneTriggers() []string {
+	if x != nil {
+		return x.HygieneTriggers
+	}
+	return nil
+}
+
+func (x *DescribeTargetResponse) GetHygieneConflict() string {
+	if x != nil {
+		return x.HygieneConflict
+	}
+	return ""
+}
+
+// SettingSource names where one effective hygiene setting came from.
+type SettingSource struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The metadata key, such as entryStaleSeconds.
+	Setting string `protobuf:"bytes,1,opt,name=setting,proto3" json:"setting,omitempty"`
+	Value   string `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	// "trigger <namespace>/<name>" or "hygiene.targets[<i>]".
+	Source        string `protobuf:"bytes,3,opt,name=source,proto3" json:"source,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SettingSource) Reset() {
+	*x = SettingSource{}
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SettingSource) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SettingSource) ProtoMessage() {}
+
+func (x *SettingSource) ProtoReflect() protoreflect.Message {
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SettingSource.ProtoReflect.Descriptor instead.
+func (*SettingSource) Descriptor() ([]byte, []int) {
+	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *SettingSource) GetSetting() string {
+	if x != nil {
+		return x.Setting
+	}
+	return ""
+}
+
+func (x *SettingSource) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
+}
+
+func (x *SettingSource) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+// TriggerRefusal is a trigger whose hygiene request was refused, with the
+// gRPC code a caller would get for it.
+type TriggerRefusal struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "trigger <namespace>/<name>".
+	Trigger string `protobuf:"bytes,1,opt,name=trigger,proto3" json:"trigger,omitempty"`
+	// InvalidArgument, PermissionDenied or ResourceExhausted.
+	Code string `protobuf:"bytes,2,opt,name=code,proto3" json:"code,omitempty"`
+	// The metadata key refused; empty for a quota.
+	Key string `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
+	// What is accepted and which setting of the policy decides it.
+	Message       string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TriggerRefusal) Reset() {
+	*x = TriggerRefusal{}
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TriggerRefusal) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TriggerRefusal) ProtoMessage() {}
+
+func (x *TriggerRefusal) ProtoReflect() protoreflect.Message {
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TriggerRefusal.ProtoReflect.Descriptor instead.
+func (*TriggerRefusal) Descriptor() ([]byte, []int) {
+	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *TriggerRefusal) GetTrigger() string {
+	if x != nil {
+		return x.Trigger
+	}
+	return ""
+}
+
+func (x *TriggerRefusal) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
+func (x *TriggerRefusal) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *TriggerRefusal) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 // MetricValue is one metric as last reported to KEDA.
 type MetricValue struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
@@ -760,7 +936,7 @@ type MetricValue struct {
 
 func (x *MetricValue) Reset() {
 	*x = MetricValue{}
-	mi := &file_pelwarden_v1_admin_proto_msgTypes[7]
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -772,7 +948,7 @@ func (x *MetricValue) String() string {
 func (*MetricValue) ProtoMessage() {}
 
 func (x *MetricValue) ProtoReflect() protoreflect.Message {
-	mi := &file_pelwarden_v1_admin_proto_msgTypes[7]
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -785,7 +961,7 @@ func (x *MetricValue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetricValue.ProtoReflect.Descriptor instead.
 func (*MetricValue) Descriptor() ([]byte, []int) {
-	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *MetricValue) GetMetricName() string {
@@ -855,7 +1031,7 @@ type ListPendingRequest struct {
 
 func (x *ListPendingRequest) Reset() {
 	*x = ListPendingRequest{}
-	mi := &file_pelwarden_v1_admin_proto_msgTypes[8]
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -867,7 +1043,7 @@ func (x *ListPendingRequest) String() string {
 func (*ListPendingRequest) ProtoMessage() {}
 
 func (x *ListPendingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pelwarden_v1_admin_proto_msgTypes[8]
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -880,7 +1056,7 @@ func (x *ListPendingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingRequest.ProtoReflect.Descriptor instead.
 func (*ListPendingRequest) Descriptor() ([]byte, []int) {
-	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListPendingRequest) GetTarget() *TargetRef {
@@ -930,7 +1106,7 @@ type ListPendingResponse struct {
 
 func (x *ListPendingResponse) Reset() {
 	*x = ListPendingResponse{}
-	mi := &file_pelwarden_v1_admin_proto_msgTypes[9]
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -942,7 +1118,7 @@ func (x *ListPendingResponse) String() string {
 func (*ListPendingResponse) ProtoMessage() {}
 
 func (x *ListPendingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pelwarden_v1_admin_proto_msgTypes[9]
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -955,7 +1131,7 @@ func (x *ListPendingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingResponse.ProtoReflect.Descriptor instead.
 func (*ListPendingResponse) Descriptor() ([]byte, []int) {
-	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListPendingResponse) GetEntries() []*PendingEntry {
@@ -986,7 +1162,7 @@ type PendingEntry struct {
 
 func (x *PendingEntry) Reset() {
 	*x = PendingEntry{}
-	mi := &file_pelwarden_v1_admin_proto_msgTypes[10]
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -998,7 +1174,7 @@ func (x *PendingEntry) String() string {
 func (*PendingEntry) ProtoMessage() {}
 
 func (x *PendingEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_pelwarden_v1_admin_proto_msgTypes[10]
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1011,7 +1187,7 @@ func (x *PendingEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingEntry.ProtoReflect.Descriptor instead.
 func (*PendingEntry) Descriptor() ([]byte, []int) {
-	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *PendingEntry) GetId() string {
@@ -1052,7 +1228,7 @@ type PlanRequest struct {
 
 func (x *PlanRequest) Reset() {
 	*x = PlanRequest{}
-	mi := &file_pelwarden_v1_admin_proto_msgTypes[11]
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1064,7 +1240,7 @@ func (x *PlanRequest) String() string {
 func (*PlanRequest) ProtoMessage() {}
 
 func (x *PlanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pelwarden_v1_admin_proto_msgTypes[11]
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1077,7 +1253,7 @@ func (x *PlanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanRequest.ProtoReflect.Descriptor instead.
 func (*PlanRequest) Descriptor() ([]byte, []int) {
-	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *PlanRequest) GetTarget() *TargetRef {
@@ -1094,14 +1270,17 @@ type PlanResponse struct {
 	Steps  []*PlanStep            `protobuf:"bytes,2,rep,name=steps,proto3" json:"steps,omitempty"`
 	// Hygiene settings the plan follows, in text form. A group hygiene does
 	// not look after is planned with reclaim "requeue" and the defaults.
-	Hygiene       string `protobuf:"bytes,3,opt,name=hygiene,proto3" json:"hygiene,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Hygiene string `protobuf:"bytes,3,opt,name=hygiene,proto3" json:"hygiene,omitempty"`
+	// Where each hygiene setting came from; empty for a group hygiene does
+	// not look after.
+	HygieneSources []*SettingSource `protobuf:"bytes,4,rep,name=hygiene_sources,json=hygieneSources,proto3" json:"hygiene_sources,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *PlanResponse) Reset() {
 	*x = PlanResponse{}
-	mi := &file_pelwarden_v1_admin_proto_msgTypes[12]
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1113,7 +1292,7 @@ func (x *PlanResponse) String() string {
 func (*PlanResponse) ProtoMessage() {}
 
 func (x *PlanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pelwarden_v1_admin_proto_msgTypes[12]
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1126,7 +1305,7 @@ func (x *PlanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanResponse.ProtoReflect.Descriptor instead.
 func (*PlanResponse) Descriptor() ([]byte, []int) {
-	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PlanResponse) GetTarget() *Target {
@@ -1148,6 +1327,13 @@ func (x *PlanResponse) GetHygiene() string {
 		return x.Hygiene
 	}
 	return ""
+}
+
+func (x *PlanResponse) GetHygieneSources() []*SettingSource {
+	if x != nil {
+		return x.HygieneSources
+	}
+	return nil
 }
 
 // PlanStep is what hygiene would do with one consumer.
@@ -1175,7 +1361,7 @@ type PlanStep struct {
 
 func (x *PlanStep) Reset() {
 	*x = PlanStep{}
-	mi := &file_pelwarden_v1_admin_proto_msgTypes[13]
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1187,7 +1373,7 @@ func (x *PlanStep) String() string {
 func (*PlanStep) ProtoMessage() {}
 
 func (x *PlanStep) ProtoReflect() protoreflect.Message {
-	mi := &file_pelwarden_v1_admin_proto_msgTypes[13]
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1200,7 +1386,7 @@ func (x *PlanStep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanStep.ProtoReflect.Descriptor instead.
 func (*PlanStep) Descriptor() ([]byte, []int) {
-	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PlanStep) GetConsumer() string {
@@ -1281,7 +1467,7 @@ type ReclaimRequest struct {
 
 func (x *ReclaimRequest) Reset() {
 	*x = ReclaimRequest{}
-	mi := &file_pelwarden_v1_admin_proto_msgTypes[14]
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1293,7 +1479,7 @@ func (x *ReclaimRequest) String() string {
 func (*ReclaimRequest) ProtoMessage() {}
 
 func (x *ReclaimRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pelwarden_v1_admin_proto_msgTypes[14]
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1306,7 +1492,7 @@ func (x *ReclaimRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReclaimRequest.ProtoReflect.Descriptor instead.
 func (*ReclaimRequest) Descriptor() ([]byte, []int) {
-	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ReclaimRequest) GetTarget() *TargetRef {
@@ -1394,7 +1580,7 @@ type EntryIds struct {
 
 func (x *EntryIds) Reset() {
 	*x = EntryIds{}
-	mi := &file_pelwarden_v1_admin_proto_msgTypes[15]
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1406,7 +1592,7 @@ func (x *EntryIds) String() string {
 func (*EntryIds) ProtoMessage() {}
 
 func (x *EntryIds) ProtoReflect() protoreflect.Message {
-	mi := &file_pelwarden_v1_admin_proto_msgTypes[15]
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1419,7 +1605,7 @@ func (x *EntryIds) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EntryIds.ProtoReflect.Descriptor instead.
 func (*EntryIds) Descriptor() ([]byte, []int) {
-	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *EntryIds) GetIds() []string {
@@ -1451,7 +1637,7 @@ type ReclaimResponse struct {
 
 func (x *ReclaimResponse) Reset() {
 	*x = ReclaimResponse{}
-	mi := &file_pelwarden_v1_admin_proto_msgTypes[16]
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1463,7 +1649,7 @@ func (x *ReclaimResponse) String() string {
 func (*ReclaimResponse) ProtoMessage() {}
 
 func (x *ReclaimResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pelwarden_v1_admin_proto_msgTypes[16]
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1476,7 +1662,7 @@ func (x *ReclaimResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReclaimResponse.ProtoReflect.Descriptor instead.
 func (*ReclaimResponse) Descriptor() ([]byte, []int) {
-	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ReclaimResponse) GetCounts() map[string]int64 {
@@ -1513,7 +1699,7 @@ type EntryOutcome struct {
 
 func (x *EntryOutcome) Reset() {
 	*x = EntryOutcome{}
-	mi := &file_pelwarden_v1_admin_proto_msgTypes[17]
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1525,7 +1711,7 @@ func (x *EntryOutcome) String() string {
 func (*EntryOutcome) ProtoMessage() {}
 
 func (x *EntryOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_pelwarden_v1_admin_proto_msgTypes[17]
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1538,7 +1724,7 @@ func (x *EntryOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EntryOutcome.ProtoReflect.Descriptor instead.
 func (*EntryOutcome) Descriptor() ([]byte, []int) {
-	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *EntryOutcome) GetId() string {
@@ -1573,7 +1759,7 @@ type DeleteConsumerRequest struct {
 
 func (x *DeleteConsumerRequest) Reset() {
 	*x = DeleteConsumerRequest{}
-	mi := &file_pelwarden_v1_admin_proto_msgTypes[18]
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1585,7 +1771,7 @@ func (x *DeleteConsumerRequest) String() string {
 func (*DeleteConsumerRequest) ProtoMessage() {}
 
 func (x *DeleteConsumerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pelwarden_v1_admin_proto_msgTypes[18]
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1598,7 +1784,7 @@ func (x *DeleteConsumerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteConsumerRequest.ProtoReflect.Descriptor instead.
 func (*DeleteConsumerRequest) Descriptor() ([]byte, []int) {
-	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DeleteConsumerRequest) GetTarget() *TargetRef {
@@ -1626,7 +1812,7 @@ type DeleteConsumerResponse struct {
 
 func (x *DeleteConsumerResponse) Reset() {
 	*x = DeleteConsumerResponse{}
-	mi := &file_pelwarden_v1_admin_proto_msgTypes[19]
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1638,7 +1824,7 @@ func (x *DeleteConsumerResponse) String() string {
 func (*DeleteConsumerResponse) ProtoMessage() {}
 
 func (x *DeleteConsumerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pelwarden_v1_admin_proto_msgTypes[19]
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1651,7 +1837,7 @@ func (x *DeleteConsumerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteConsumerResponse.ProtoReflect.Descriptor instead.
 func (*DeleteConsumerResponse) Descriptor() ([]byte, []int) {
-	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DeleteConsumerResponse) GetDeleted() bool {
@@ -1672,7 +1858,7 @@ type DeregisterRequest struct {
 
 func (x *DeregisterRequest) Reset() {
 	*x = DeregisterRequest{}
-	mi := &file_pelwarden_v1_admin_proto_msgTypes[20]
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1684,7 +1870,7 @@ func (x *DeregisterRequest) String() string {
 func (*DeregisterRequest) ProtoMessage() {}
 
 func (x *DeregisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pelwarden_v1_admin_proto_msgTypes[20]
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1697,7 +1883,7 @@ func (x *DeregisterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeregisterRequest.ProtoReflect.Descriptor instead.
 func (*DeregisterRequest) Descriptor() ([]byte, []int) {
-	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DeregisterRequest) GetTarget() *TargetRef {
@@ -1729,7 +1915,7 @@ type DeregisterResponse struct {
 
 func (x *DeregisterResponse) Reset() {
 	*x = DeregisterResponse{}
-	mi := &file_pelwarden_v1_admin_proto_msgTypes[21]
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1741,7 +1927,7 @@ func (x *DeregisterResponse) String() string {
 func (*DeregisterResponse) ProtoMessage() {}
 
 func (x *DeregisterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pelwarden_v1_admin_proto_msgTypes[21]
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1754,7 +1940,7 @@ func (x *DeregisterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeregisterResponse.ProtoReflect.Descriptor instead.
 func (*DeregisterResponse) Descriptor() ([]byte, []int) {
-	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{21}
+	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DeregisterResponse) GetRequeued() int64 {
@@ -1795,7 +1981,7 @@ type FindingsRequest struct {
 
 func (x *FindingsRequest) Reset() {
 	*x = FindingsRequest{}
-	mi := &file_pelwarden_v1_admin_proto_msgTypes[22]
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1807,7 +1993,7 @@ func (x *FindingsRequest) String() string {
 func (*FindingsRequest) ProtoMessage() {}
 
 func (x *FindingsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pelwarden_v1_admin_proto_msgTypes[22]
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1820,7 +2006,7 @@ func (x *FindingsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FindingsRequest.ProtoReflect.Descriptor instead.
 func (*FindingsRequest) Descriptor() ([]byte, []int) {
-	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{22}
+	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *FindingsRequest) GetTarget() *TargetRef {
@@ -1854,7 +2040,7 @@ type FindingsResponse struct {
 
 func (x *FindingsResponse) Reset() {
 	*x = FindingsResponse{}
-	mi := &file_pelwarden_v1_admin_proto_msgTypes[23]
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1866,7 +2052,7 @@ func (x *FindingsResponse) String() string {
 func (*FindingsResponse) ProtoMessage() {}
 
 func (x *FindingsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pelwarden_v1_admin_proto_msgTypes[23]
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1879,7 +2065,7 @@ func (x *FindingsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FindingsResponse.ProtoReflect.Descriptor instead.
 func (*FindingsResponse) Descriptor() ([]byte, []int) {
-	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{23}
+	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *FindingsResponse) GetFindings() []*Finding {
@@ -1906,7 +2092,7 @@ type Finding struct {
 
 func (x *Finding) Reset() {
 	*x = Finding{}
-	mi := &file_pelwarden_v1_admin_proto_msgTypes[24]
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1918,7 +2104,7 @@ func (x *Finding) String() string {
 func (*Finding) ProtoMessage() {}
 
 func (x *Finding) ProtoReflect() protoreflect.Message {
-	mi := &file_pelwarden_v1_admin_proto_msgTypes[24]
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1931,7 +2117,7 @@ func (x *Finding) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Finding.ProtoReflect.Descriptor instead.
 func (*Finding) Descriptor() ([]byte, []int) {
-	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{24}
+	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Finding) GetKind() FindingKind {
@@ -1980,7 +2166,7 @@ type WatchEventsRequest struct {
 
 func (x *WatchEventsRequest) Reset() {
 	*x = WatchEventsRequest{}
-	mi := &file_pelwarden_v1_admin_proto_msgTypes[25]
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1992,7 +2178,7 @@ func (x *WatchEventsRequest) String() string {
 func (*WatchEventsRequest) ProtoMessage() {}
 
 func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_pelwarden_v1_admin_proto_msgTypes[25]
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2005,7 +2191,7 @@ func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsRequest.ProtoReflect.Descriptor instead.
 func (*WatchEventsRequest) Descriptor() ([]byte, []int) {
-	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{25}
+	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *WatchEventsRequest) GetTarget() *TargetRef {
@@ -2025,7 +2211,7 @@ type WatchEventsResponse struct {
 
 func (x *WatchEventsResponse) Reset() {
 	*x = WatchEventsResponse{}
-	mi := &file_pelwarden_v1_admin_proto_msgTypes[26]
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2037,7 +2223,7 @@ func (x *WatchEventsResponse) String() string {
 func (*WatchEventsResponse) ProtoMessage() {}
 
 func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_pelwarden_v1_admin_proto_msgTypes[26]
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2050,7 +2236,7 @@ func (x *WatchEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsResponse.ProtoReflect.Descriptor instead.
 func (*WatchEventsResponse) Descriptor() ([]byte, []int) {
-	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{26}
+	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *WatchEventsResponse) GetEvent() *Event {
@@ -2080,7 +2266,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_pelwarden_v1_admin_proto_msgTypes[27]
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2092,7 +2278,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_pelwarden_v1_admin_proto_msgTypes[27]
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2105,7 +2291,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{27}
+	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Event) GetTimeMs() int64 {
@@ -2157,6 +2343,136 @@ func (x *Event) GetDetail() string {
 	return ""
 }
 
+// CheckTriggerRequest is a trigger as KEDA would send it.
+type CheckTriggerRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The ScaledObject's namespace.
+	Namespace string `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// The trigger's metadata.
+	Metadata      map[string]string `protobuf:"bytes,2,rep,name=metadata,proto3" json:"metadata,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckTriggerRequest) Reset() {
+	*x = CheckTriggerRequest{}
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckTriggerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckTriggerRequest) ProtoMessage() {}
+
+func (x *CheckTriggerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckTriggerRequest.ProtoReflect.Descriptor instead.
+func (*CheckTriggerRequest) Descriptor() ([]byte, []int) {
+	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *CheckTriggerRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *CheckTriggerRequest) GetMetadata() map[string]string {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+// CheckTriggerResponse is what the trigger would get.
+type CheckTriggerResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "OK", or the gRPC code every ExternalScaler RPC of the trigger would
+	// answer with (InvalidArgument, PermissionDenied).
+	Code string `protobuf:"bytes,1,opt,name=code,proto3" json:"code,omitempty"`
+	// The error message, when code is not OK.
+	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// Whether the trigger asks for hygiene (reclaim set and not off).
+	AsksHygiene bool `protobuf:"varint,3,opt,name=asks_hygiene,json=asksHygiene,proto3" json:"asks_hygiene,omitempty"`
+	// Why its hygiene request would be refused; unset when it would be
+	// admitted or it asks for none. The metric is served either way.
+	HygieneRefusal *TriggerRefusal `protobuf:"bytes,4,opt,name=hygiene_refusal,json=hygieneRefusal,proto3" json:"hygiene_refusal,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *CheckTriggerResponse) Reset() {
+	*x = CheckTriggerResponse{}
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckTriggerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckTriggerResponse) ProtoMessage() {}
+
+func (x *CheckTriggerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_pelwarden_v1_admin_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckTriggerResponse.ProtoReflect.Descriptor instead.
+func (*CheckTriggerResponse) Descriptor() ([]byte, []int) {
+	return file_pelwarden_v1_admin_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *CheckTriggerResponse) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
+func (x *CheckTriggerResponse) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *CheckTriggerResponse) GetAsksHygiene() bool {
+	if x != nil {
+		return x.AsksHygiene
+	}
+	return false
+}
+
+func (x *CheckTriggerResponse) GetHygieneRefusal() *TriggerRefusal {
+	if x != nil {
+		return x.HygieneRefusal
+	}
+	return nil
+}
+
 var File_pelwarden_v1_admin_proto protoreflect.FileDescriptor
 
 const file_pelwarden_v1_admin_proto_rawDesc = "" +
@@ -2202,12 +2518,25 @@ const file_pelwarden_v1_admin_proto_rawDesc = "" +
 	" \x01(\bR\n" +
 	"sharedName\"H\n" +
 	"\x15DescribeTargetRequest\x12/\n" +
-	"\x06target\x18\x01 \x01(\v2\x17.pelwarden.v1.TargetRefR\x06target\"\xcf\x01\n" +
+	"\x06target\x18\x01 \x01(\v2\x17.pelwarden.v1.TargetRefR\x06target\"\xb4\x03\n" +
 	"\x16DescribeTargetResponse\x12,\n" +
 	"\x06target\x18\x01 \x01(\v2\x14.pelwarden.v1.TargetR\x06target\x123\n" +
 	"\ametrics\x18\x02 \x03(\v2\x19.pelwarden.v1.MetricValueR\ametrics\x128\n" +
 	"\rrecent_events\x18\x03 \x03(\v2\x13.pelwarden.v1.EventR\frecentEvents\x12\x18\n" +
-	"\ahygiene\x18\x04 \x01(\tR\ahygiene\"\xce\x01\n" +
+	"\ahygiene\x18\x04 \x01(\tR\ahygiene\x12D\n" +
+	"\x0fhygiene_sources\x18\x05 \x03(\v2\x1b.pelwarden.v1.SettingSourceR\x0ehygieneSources\x12G\n" +
+	"\x10refused_triggers\x18\x06 \x03(\v2\x1c.pelwarden.v1.TriggerRefusalR\x0frefusedTriggers\x12)\n" +
+	"\x10hygiene_triggers\x18\a \x03(\tR\x0fhygieneTriggers\x12)\n" +
+	"\x10hygiene_conflict\x18\b \x01(\tR\x0fhygieneConflict\"W\n" +
+	"\rSettingSource\x12\x18\n" +
+	"\asetting\x18\x01 \x01(\tR\asetting\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\x12\x16\n" +
+	"\x06source\x18\x03 \x01(\tR\x06source\"j\n" +
+	"\x0eTriggerRefusal\x12\x18\n" +
+	"\atrigger\x18\x01 \x01(\tR\atrigger\x12\x12\n" +
+	"\x04code\x18\x02 \x01(\tR\x04code\x12\x10\n" +
+	"\x03key\x18\x03 \x01(\tR\x03key\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\"\xce\x01\n" +
 	"\vMetricValue\x12\x1f\n" +
 	"\vmetric_name\x18\x01 \x01(\tR\n" +
 	"metricName\x12\x16\n" +
@@ -2237,11 +2566,12 @@ const file_pelwarden_v1_admin_proto_rawDesc = "" +
 	"deliveries\x18\x04 \x01(\x03R\n" +
 	"deliveries\">\n" +
 	"\vPlanRequest\x12/\n" +
-	"\x06target\x18\x01 \x01(\v2\x17.pelwarden.v1.TargetRefR\x06target\"\x84\x01\n" +
+	"\x06target\x18\x01 \x01(\v2\x17.pelwarden.v1.TargetRefR\x06target\"\xca\x01\n" +
 	"\fPlanResponse\x12,\n" +
 	"\x06target\x18\x01 \x01(\v2\x14.pelwarden.v1.TargetR\x06target\x12,\n" +
 	"\x05steps\x18\x02 \x03(\v2\x16.pelwarden.v1.PlanStepR\x05steps\x12\x18\n" +
-	"\ahygiene\x18\x03 \x01(\tR\ahygiene\"\x99\x02\n" +
+	"\ahygiene\x18\x03 \x01(\tR\ahygiene\x12D\n" +
+	"\x0fhygiene_sources\x18\x04 \x03(\v2\x1b.pelwarden.v1.SettingSourceR\x0ehygieneSources\"\x99\x02\n" +
 	"\bPlanStep\x12\x1a\n" +
 	"\bconsumer\x18\x01 \x01(\tR\bconsumer\x12/\n" +
 	"\averdict\x18\x02 \x01(\x0e2\x15.pelwarden.v1.VerdictR\averdict\x12\x16\n" +
@@ -2309,7 +2639,18 @@ const file_pelwarden_v1_admin_proto_rawDesc = "" +
 	"\x06action\x18\x04 \x01(\tR\x06action\x12\x18\n" +
 	"\aentries\x18\x05 \x01(\x03R\aentries\x12\x16\n" +
 	"\x06source\x18\x06 \x01(\tR\x06source\x12\x16\n" +
-	"\x06detail\x18\a \x01(\tR\x06detail*s\n" +
+	"\x06detail\x18\a \x01(\tR\x06detail\"\xbd\x01\n" +
+	"\x13CheckTriggerRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12K\n" +
+	"\bmetadata\x18\x02 \x03(\v2/.pelwarden.v1.CheckTriggerRequest.MetadataEntryR\bmetadata\x1a;\n" +
+	"\rMetadataEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xae\x01\n" +
+	"\x14CheckTriggerResponse\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12!\n" +
+	"\fasks_hygiene\x18\x03 \x01(\bR\vasksHygiene\x12E\n" +
+	"\x0fhygiene_refusal\x18\x04 \x01(\v2\x1c.pelwarden.v1.TriggerRefusalR\x0ehygieneRefusal*s\n" +
 	"\aVerdict\x12\x17\n" +
 	"\x13VERDICT_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fVERDICT_UNKNOWN\x10\x01\x12\x11\n" +
@@ -2329,7 +2670,7 @@ const file_pelwarden_v1_admin_proto_rawDesc = "" +
 	" FINDING_KIND_HEARTBEAT_IN_FUTURE\x10\t\x12 \n" +
 	"\x1cFINDING_KIND_FIELD_COLLISION\x10\n" +
 	"\x12)\n" +
-	"%FINDING_KIND_HEARTBEAT_CANDIDATES_CUT\x10\v2\xe2\x05\n" +
+	"%FINDING_KIND_HEARTBEAT_CANDIDATES_CUT\x10\v2\xb9\x06\n" +
 	"\x05Admin\x12R\n" +
 	"\vListTargets\x12 .pelwarden.v1.ListTargetsRequest\x1a!.pelwarden.v1.ListTargetsResponse\x12[\n" +
 	"\x0eDescribeTarget\x12#.pelwarden.v1.DescribeTargetRequest\x1a$.pelwarden.v1.DescribeTargetResponse\x12R\n" +
@@ -2339,7 +2680,8 @@ const file_pelwarden_v1_admin_proto_rawDesc = "" +
 	"\x0eDeleteConsumer\x12#.pelwarden.v1.DeleteConsumerRequest\x1a$.pelwarden.v1.DeleteConsumerResponse\x12O\n" +
 	"\n" +
 	"Deregister\x12\x1f.pelwarden.v1.DeregisterRequest\x1a .pelwarden.v1.DeregisterResponse\x12I\n" +
-	"\bFindings\x12\x1d.pelwarden.v1.FindingsRequest\x1a\x1e.pelwarden.v1.FindingsResponse\x12T\n" +
+	"\bFindings\x12\x1d.pelwarden.v1.FindingsRequest\x1a\x1e.pelwarden.v1.FindingsResponse\x12U\n" +
+	"\fCheckTrigger\x12!.pelwarden.v1.CheckTriggerRequest\x1a\".pelwarden.v1.CheckTriggerResponse\x12T\n" +
 	"\vWatchEvents\x12 .pelwarden.v1.WatchEventsRequest\x1a!.pelwarden.v1.WatchEventsResponse0\x01B?Z=github.com/pelwarden/pelwarden/proto/pelwarden/v1;pelwardenv1b\x06proto3"
 
 var (
@@ -2355,7 +2697,7 @@ func file_pelwarden_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_pelwarden_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_pelwarden_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_pelwarden_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_pelwarden_v1_admin_proto_goTypes = []any{
 	(Verdict)(0),                   // 0: pelwarden.v1.Verdict
 	(FindingKind)(0),               // 1: pelwarden.v1.FindingKind
@@ -2366,28 +2708,33 @@ var file_pelwarden_v1_admin_proto_goTypes = []any{
 	(*Consumer)(nil),               // 6: pelwarden.v1.Consumer
 	(*DescribeTargetRequest)(nil),  // 7: pelwarden.v1.DescribeTargetRequest
 	(*DescribeTargetResponse)(nil), // 8: pelwarden.v1.DescribeTargetResponse
-	(*MetricValue)(nil),            // 9: pelwarden.v1.MetricValue
-	(*ListPendingRequest)(nil),     // 10: pelwarden.v1.ListPendingRequest
-	(*ListPendingResponse)(nil),    // 11: pelwarden.v1.ListPendingResponse
-	(*PendingEntry)(nil),           // 12: pelwarden.v1.PendingEntry
-	(*PlanRequest)(nil),            // 13: pelwarden.v1.PlanRequest
-	(*PlanResponse)(nil),           // 14: pelwarden.v1.PlanResponse
-	(*PlanStep)(nil),               // 15: pelwarden.v1.PlanStep
-	(*ReclaimRequest)(nil),         // 16: pelwarden.v1.ReclaimRequest
-	(*EntryIds)(nil),               // 17: pelwarden.v1.EntryIds
-	(*ReclaimResponse)(nil),        // 18: pelwarden.v1.ReclaimResponse
-	(*EntryOutcome)(nil),           // 19: pelwarden.v1.EntryOutcome
-	(*DeleteConsumerRequest)(nil),  // 20: pelwarden.v1.DeleteConsumerRequest
-	(*DeleteConsumerResponse)(nil), // 21: pelwarden.v1.DeleteConsumerResponse
-	(*DeregisterRequest)(nil),      // 22: pelwarden.v1.DeregisterRequest
-	(*DeregisterResponse)(nil),     // 23: pelwarden.v1.DeregisterResponse
-	(*FindingsRequest)(nil),        // 24: pelwarden.v1.FindingsRequest
-	(*FindingsResponse)(nil),       // 25: pelwarden.v1.FindingsResponse
-	(*Finding)(nil),                // 26: pelwarden.v1.Finding
-	(*WatchEventsRequest)(nil),     // 27: pelwarden.v1.WatchEventsRequest
-	(*WatchEventsResponse)(nil),    // 28: pelwarden.v1.WatchEventsResponse
-	(*Event)(nil),                  // 29: pelwarden.v1.Event
-	nil,                            // 30: pelwarden.v1.ReclaimResponse.CountsEntry
+	(*SettingSource)(nil),          // 9: pelwarden.v1.SettingSource
+	(*TriggerRefusal)(nil),         // 10: pelwarden.v1.TriggerRefusal
+	(*MetricValue)(nil),            // 11: pelwarden.v1.MetricValue
+	(*ListPendingRequest)(nil),     // 12: pelwarden.v1.ListPendingRequest
+	(*ListPendingResponse)(nil),    // 13: pelwarden.v1.ListPendingResponse
+	(*PendingEntry)(nil),           // 14: pelwarden.v1.PendingEntry
+	(*PlanRequest)(nil),            // 15: pelwarden.v1.PlanRequest
+	(*PlanResponse)(nil),           // 16: pelwarden.v1.PlanResponse
+	(*PlanStep)(nil),               // 17: pelwarden.v1.PlanStep
+	(*ReclaimRequest)(nil),         // 18: pelwarden.v1.ReclaimRequest
+	(*EntryIds)(nil),               // 19: pelwarden.v1.EntryIds
+	(*ReclaimResponse)(nil),        // 20: pelwarden.v1.ReclaimResponse
+	(*EntryOutcome)(nil),           // 21: pelwarden.v1.EntryOutcome
+	(*DeleteConsumerRequest)(nil),  // 22: pelwarden.v1.DeleteConsumerRequest
+	(*DeleteConsumerResponse)(nil), // 23: pelwarden.v1.DeleteConsumerResponse
+	(*DeregisterRequest)(nil),      // 24: pelwarden.v1.DeregisterRequest
+	(*DeregisterResponse)(nil),     // 25: pelwarden.v1.DeregisterResponse
+	(*FindingsRequest)(nil),        // 26: pelwarden.v1.FindingsRequest
+	(*FindingsResponse)(nil),       // 27: pelwarden.v1.FindingsResponse
+	(*Finding)(nil),                // 28: pelwarden.v1.Finding
+	(*WatchEventsRequest)(nil),     // 29: pelwarden.v1.WatchEventsRequest
+	(*WatchEventsResponse)(nil),    // 30: pelwarden.v1.WatchEventsResponse
+	(*Event)(nil),                  // 31: pelwarden.v1.Event
+	(*CheckTriggerRequest)(nil),    // 32: pelwarden.v1.CheckTriggerRequest
+	(*CheckTriggerResponse)(nil),   // 33: pelwarden.v1.CheckTriggerResponse
+	nil,                            // 34: pelwarden.v1.ReclaimResponse.CountsEntry
+	nil,                            // 35: pelwarden.v1.CheckTriggerRequest.MetadataEntry
 }
 var file_pelwarden_v1_admin_proto_depIdxs = []int32{
 	5,  // 0: pelwarden.v1.ListTargetsResponse.targets:type_name -> pelwarden.v1.Target
@@ -2395,50 +2742,57 @@ var file_pelwarden_v1_admin_proto_depIdxs = []int32{
 	0,  // 2: pelwarden.v1.Consumer.verdict:type_name -> pelwarden.v1.Verdict
 	2,  // 3: pelwarden.v1.DescribeTargetRequest.target:type_name -> pelwarden.v1.TargetRef
 	5,  // 4: pelwarden.v1.DescribeTargetResponse.target:type_name -> pelwarden.v1.Target
-	9,  // 5: pelwarden.v1.DescribeTargetResponse.metrics:type_name -> pelwarden.v1.MetricValue
-	29, // 6: pelwarden.v1.DescribeTargetResponse.recent_events:type_name -> pelwarden.v1.Event
-	2,  // 7: pelwarden.v1.ListPendingRequest.target:type_name -> pelwarden.v1.TargetRef
-	12, // 8: pelwarden.v1.ListPendingResponse.entries:type_name -> pelwarden.v1.PendingEntry
-	2,  // 9: pelwarden.v1.PlanRequest.target:type_name -> pelwarden.v1.TargetRef
-	5,  // 10: pelwarden.v1.PlanResponse.target:type_name -> pelwarden.v1.Target
-	15, // 11: pelwarden.v1.PlanResponse.steps:type_name -> pelwarden.v1.PlanStep
-	0,  // 12: pelwarden.v1.PlanStep.verdict:type_name -> pelwarden.v1.Verdict
-	2,  // 13: pelwarden.v1.ReclaimRequest.target:type_name -> pelwarden.v1.TargetRef
-	17, // 14: pelwarden.v1.ReclaimRequest.ids:type_name -> pelwarden.v1.EntryIds
-	30, // 15: pelwarden.v1.ReclaimResponse.counts:type_name -> pelwarden.v1.ReclaimResponse.CountsEntry
-	19, // 16: pelwarden.v1.ReclaimResponse.outcomes:type_name -> pelwarden.v1.EntryOutcome
-	2,  // 17: pelwarden.v1.DeleteConsumerRequest.target:type_name -> pelwarden.v1.TargetRef
-	2,  // 18: pelwarden.v1.DeregisterRequest.target:type_name -> pelwarden.v1.TargetRef
-	2,  // 19: pelwarden.v1.FindingsRequest.target:type_name -> pelwarden.v1.TargetRef
-	26, // 20: pelwarden.v1.FindingsResponse.findings:type_name -> pelwarden.v1.Finding
-	1,  // 21: pelwarden.v1.Finding.kind:type_name -> pelwarden.v1.FindingKind
-	2,  // 22: pelwarden.v1.Finding.target:type_name -> pelwarden.v1.TargetRef
-	2,  // 23: pelwarden.v1.WatchEventsRequest.target:type_name -> pelwarden.v1.TargetRef
-	29, // 24: pelwarden.v1.WatchEventsResponse.event:type_name -> pelwarden.v1.Event
-	2,  // 25: pelwarden.v1.Event.target:type_name -> pelwarden.v1.TargetRef
-	3,  // 26: pelwarden.v1.Admin.ListTargets:input_type -> pelwarden.v1.ListTargetsRequest
-	7,  // 27: pelwarden.v1.Admin.DescribeTarget:input_type -> pelwarden.v1.DescribeTargetRequest
-	10, // 28: pelwarden.v1.Admin.ListPending:input_type -> pelwarden.v1.ListPendingRequest
-	13, // 29: pelwarden.v1.Admin.Plan:input_type -> pelwarden.v1.PlanRequest
-	16, // 30: pelwarden.v1.Admin.Reclaim:input_type -> pelwarden.v1.ReclaimRequest
-	20, // 31: pelwarden.v1.Admin.DeleteConsumer:input_type -> pelwarden.v1.DeleteConsumerRequest
-	22, // 32: pelwarden.v1.Admin.Deregister:input_type -> pelwarden.v1.DeregisterRequest
-	24, // 33: pelwarden.v1.Admin.Findings:input_type -> pelwarden.v1.FindingsRequest
-	27, // 34: pelwarden.v1.Admin.WatchEvents:input_type -> pelwarden.v1.WatchEventsRequest
-	4,  // 35: pelwarden.v1.Admin.ListTargets:output_type -> pelwarden.v1.ListTargetsResponse
-	8,  // 36: pelwarden.v1.Admin.DescribeTarget:output_type -> pelwarden.v1.DescribeTargetResponse
-	11, // 37: pelwarden.v1.Admin.ListPending:output_type -> pelwarden.v1.ListPendingResponse
-	14, // 38: pelwarden.v1.Admin.Plan:output_type -> pelwarden.v1.PlanResponse
-	18, // 39: pelwarden.v1.Admin.Reclaim:output_type -> pelwarden.v1.ReclaimResponse
-	21, // 40: pelwarden.v1.Admin.DeleteConsumer:output_type -> pelwarden.v1.DeleteConsumerResponse
-	23, // 41: pelwarden.v1.Admin.Deregister:output_type -> pelwarden.v1.DeregisterResponse
-	25, // 42: pelwarden.v1.Admin.Findings:output_type -> pelwarden.v1.FindingsResponse
-	28, // 43: pelwarden.v1.Admin.WatchEvents:output_type -> pelwarden.v1.WatchEventsResponse
-	35, // [35:44] is the sub-list for method output_type
-	26, // [26:35] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	11, // 5: pelwarden.v1.DescribeTargetResponse.metrics:type_name -> pelwarden.v1.MetricValue
+	31, // 6: pelwarden.v1.DescribeTargetResponse.recent_events:type_name -> pelwarden.v1.Event
+	9,  // 7: pelwarden.v1.DescribeTargetResponse.hygiene_sources:type_name -> pelwarden.v1.SettingSource
+	10, // 8: pelwarden.v1.DescribeTargetResponse.refused_triggers:type_name -> pelwarden.v1.TriggerRefusal
+	2,  // 9: pelwarden.v1.ListPendingRequest.target:type_name -> pelwarden.v1.TargetRef
+	14, // 10: pelwarden.v1.ListPendingResponse.entries:type_name -> pelwarden.v1.PendingEntry
+	2,  // 11: pelwarden.v1.PlanRequest.target:type_name -> pelwarden.v1.TargetRef
+	5,  // 12: pelwarden.v1.PlanResponse.target:type_name -> pelwarden.v1.Target
+	17, // 13: pelwarden.v1.PlanResponse.steps:type_name -> pelwarden.v1.PlanStep
+	9,  // 14: pelwarden.v1.PlanResponse.hygiene_sources:type_name -> pelwarden.v1.SettingSource
+	0,  // 15: pelwarden.v1.PlanStep.verdict:type_name -> pelwarden.v1.Verdict
+	2,  // 16: pelwarden.v1.ReclaimRequest.target:type_name -> pelwarden.v1.TargetRef
+	19, // 17: pelwarden.v1.ReclaimRequest.ids:type_name -> pelwarden.v1.EntryIds
+	34, // 18: pelwarden.v1.ReclaimResponse.counts:type_name -> pelwarden.v1.ReclaimResponse.CountsEntry
+	21, // 19: pelwarden.v1.ReclaimResponse.outcomes:type_name -> pelwarden.v1.EntryOutcome
+	2,  // 20: pelwarden.v1.DeleteConsumerRequest.target:type_name -> pelwarden.v1.TargetRef
+	2,  // 21: pelwarden.v1.DeregisterRequest.target:type_name -> pelwarden.v1.TargetRef
+	2,  // 22: pelwarden.v1.FindingsRequest.target:type_name -> pelwarden.v1.TargetRef
+	28, // 23: pelwarden.v1.FindingsResponse.findings:type_name -> pelwarden.v1.Finding
+	1,  // 24: pelwarden.v1.Finding.kind:type_name -> pelwarden.v1.FindingKind
+	2,  // 25: pelwarden.v1.Finding.target:type_name -> pelwarden.v1.TargetRef
+	2,  // 26: pelwarden.v1.WatchEventsRequest.target:type_name -> pelwarden.v1.TargetRef
+	31, // 27: pelwarden.v1.WatchEventsResponse.event:type_name -> pelwarden.v1.Event
+	2,  // 28: pelwarden.v1.Event.target:type_name -> pelwarden.v1.TargetRef
+	35, // 29: pelwarden.v1.CheckTriggerRequest.metadata:type_name -> pelwarden.v1.CheckTriggerRequest.MetadataEntry
+	10, // 30: pelwarden.v1.CheckTriggerResponse.hygiene_refusal:type_name -> pelwarden.v1.TriggerRefusal
+	3,  // 31: pelwarden.v1.Admin.ListTargets:input_type -> pelwarden.v1.ListTargetsRequest
+	7,  // 32: pelwarden.v1.Admin.DescribeTarget:input_type -> pelwarden.v1.DescribeTargetRequest
+	12, // 33: pelwarden.v1.Admin.ListPending:input_type -> pelwarden.v1.ListPendingRequest
+	15, // 34: pelwarden.v1.Admin.Plan:input_type -> pelwarden.v1.PlanRequest
+	18, // 35: pelwarden.v1.Admin.Reclaim:input_type -> pelwarden.v1.ReclaimRequest
+	22, // 36: pelwarden.v1.Admin.DeleteConsumer:input_type -> pelwarden.v1.DeleteConsumerRequest
+	24, // 37: pelwarden.v1.Admin.Deregister:input_type -> pelwarden.v1.DeregisterRequest
+	26, // 38: pelwarden.v1.Admin.Findings:input_type -> pelwarden.v1.FindingsRequest
+	32, // 39: pelwarden.v1.Admin.CheckTrigger:input_type -> pelwarden.v1.CheckTriggerRequest
+	29, // 40: pelwarden.v1.Admin.WatchEvents:input_type -> pelwarden.v1.WatchEventsRequest
+	4,  // 41: pelwarden.v1.Admin.ListTargets:output_type -> pelwarden.v1.ListTargetsResponse
+	8,  // 42: pelwarden.v1.Admin.DescribeTarget:output_type -> pelwarden.v1.DescribeTargetResponse
+	13, // 43: pelwarden.v1.Admin.ListPending:output_type -> pelwarden.v1.ListPendingResponse
+	16, // 44: pelwarden.v1.Admin.Plan:output_type -> pelwarden.v1.PlanResponse
+	20, // 45: pelwarden.v1.Admin.Reclaim:output_type -> pelwarden.v1.ReclaimResponse
+	23, // 46: pelwarden.v1.Admin.DeleteConsumer:output_type -> pelwarden.v1.DeleteConsumerResponse
+	25, // 47: pelwarden.v1.Admin.Deregister:output_type -> pelwarden.v1.DeregisterResponse
+	27, // 48: pelwarden.v1.Admin.Findings:output_type -> pelwarden.v1.FindingsResponse
+	33, // 49: pelwarden.v1.Admin.CheckTrigger:output_type -> pelwarden.v1.CheckTriggerResponse
+	30, // 50: pelwarden.v1.Admin.WatchEvents:output_type -> pelwarden.v1.WatchEventsResponse
+	41, // [41:51] is the sub-list for method output_type
+	31, // [31:41] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_pelwarden_v1_admin_proto_init() }
@@ -2446,7 +2800,7 @@ func file_pelwarden_v1_admin_proto_init() {
 	if File_pelwarden_v1_admin_proto != nil {
 		return
 	}
-	file_pelwarden_v1_admin_proto_msgTypes[14].OneofWrappers = []any{
+	file_pelwarden_v1_admin_proto_msgTypes[16].OneofWrappers = []any{
 		(*ReclaimRequest_Consumer)(nil),
 		(*ReclaimRequest_Ids)(nil),
 	}
@@ -2456,7 +2810,7 @@ func file_pelwarden_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_pelwarden_v1_admin_proto_rawDesc), len(file_pelwarden_v1_admin_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   29,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -27,6 +27,7 @@ const (
 	Admin_DeleteConsumer_FullMethodName = "/pelwarden.v1.Admin/DeleteConsumer"
 	Admin_Deregister_FullMethodName     = "/pelwarden.v1.Admin/Deregister"
 	Admin_Findings_FullMethodName       = "/pelwarden.v1.Admin/Findings"
+	Admin_CheckTrigger_FullMethodName   = "/pelwarden.v1.Admin/CheckTrigger"
 	Admin_WatchEvents_FullMethodName    = "/pelwarden.v1.Admin/WatchEvents"
 )
 
@@ -67,6 +68,12 @@ type AdminClient interface {
 	// tombstones, groups whose lag Redis reports as NULL, groups without any
 	// heartbeat record, and heartbeats dated in the future.
 	Findings(ctx context.Context, in *FindingsRequest, opts ...grpc.CallOption) (*FindingsResponse, error)
+	// CheckTrigger says how pelwarden would answer a KEDA trigger with this
+	// metadata from this ScaledObject namespace, under the configured
+	// trigger policy, and whether its hygiene request would be admitted. It
+	// registers and changes nothing, and checks no quota (they depend on
+	// what else runs): for linting ScaledObjects before they are applied.
+	CheckTrigger(ctx context.Context, in *CheckTriggerRequest, opts ...grpc.CallOption) (*CheckTriggerResponse, error)
 	// WatchEvents streams hygiene actions as they happen, from any target or
 	// from one.
 	WatchEvents(ctx context.Context, in *WatchEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchEventsResponse], error)
@@ -160,6 +167,16 @@ func (c *adminClient) Findings(ctx context.Context, in *FindingsRequest, opts ..
 	return out, nil
 }
 
+func (c *adminClient) CheckTrigger(ctx context.Context, in *CheckTriggerRequest, opts ...grpc.CallOption) (*CheckTriggerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CheckTriggerResponse)
+	err := c.cc.Invoke(ctx, Admin_CheckTrigger_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *adminClient) WatchEvents(ctx context.Context, in *WatchEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchEventsResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &Admin_ServiceDesc.Streams[0], Admin_WatchEvents_FullMethodName, cOpts...)
@@ -216,6 +233,12 @@ type AdminServer interface {
 	// tombstones, groups whose lag Redis reports as NULL, groups without any
 	// heartbeat record, and heartbeats dated in the future.
 	Findings(context.Context, *FindingsRequest) (*FindingsResponse, error)
+	// CheckTrigger says how pelwarden would answer a KEDA trigger with this
+	// metadata from this ScaledObject namespace, under the configured
+	// trigger policy, and whether its hygiene request would be admitted. It
+	// registers and changes nothing, and checks no quota (they depend on
+	// what else runs): for linting ScaledObjects before they are applied.
+	CheckTrigger(context.Context, *CheckTriggerRequest) (*CheckTriggerResponse, error)
 	// WatchEvents streams hygiene actions as they happen, from any target or
 	// from one.
 	WatchEvents(*WatchEventsRequest, grpc.ServerStreamingServer[WatchEventsResponse]) error
@@ -252,6 +275,9 @@ func (UnimplementedAdminServer) Deregister(context.Context, *DeregisterRequest) 
 }
 func (UnimplementedAdminServer) Findings(context.Context, *FindingsRequest) (*FindingsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Findings not implemented")
+}
+func (UnimplementedAdminServer) CheckTrigger(context.Context, *CheckTriggerRequest) (*CheckTriggerResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CheckTrigger not implemented")
 }
 func (UnimplementedAdminServer) WatchEvents(*WatchEventsRequest, grpc.ServerStreamingServer[WatchEventsResponse]) error {
 	return status.Error(codes.Unimplemented, "method WatchEvents not implemented")
@@ -421,6 +447,24 @@ func _Admin_Findings_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_CheckTrigger_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CheckTriggerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).CheckTrigger(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_CheckTrigger_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).CheckTrigger(ctx, req.(*CheckTriggerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Admin_WatchEvents_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(WatchEventsRequest)
 	if err := stream.RecvMsg(m); err != nil {
@@ -470,6 +514,10 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Findings",
 			Handler:    _Admin_Findings_Handler,
+		},
+		{
+			MethodName: "CheckTrigger",
+			Handler:    _Admin_CheckTrigger_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1,0 +1,30 @@
+package admin
+
+import (
+	"context"
+
+	"github.com/pelwarden/pelwarden/internal/trigger"
+	pelwardenv1 "github.com/pelwarden/pelwarden/proto/pelwarden/v1"
+)
+
+// CheckFunc parses a trigger's metadata as the scaler does and applies the
+// trigger policy to it, registering nothing. A metadata error comes back
+// as Denied with code InvalidArgument.
+type CheckFunc func(namespace string, md map[string]string) trigger.CheckResult
+
+// CheckTrigger says what a trigger would get, for linting ScaledObjects.
+func (s *Server) CheckTrigger(_ context.Context, req *pelwardenv1.CheckTriggerRequest) (*pelwardenv1.CheckTriggerResponse, error) {
+	res := s.opts.CheckTrigger(req.GetNamespace(), req.GetMetadata())
+	out := &pelwardenv1.CheckTriggerResponse{Code: "OK"}
+	if d := res.Denied; d != nil {
+		out.Code, out.Message = d.Code.String(), d.Error()
+		return out, nil
+	}
+	if v := req.GetMetadata()["reclaim"]; v != "" && v != "off" {
+		out.AsksHygiene = true
+	}
+	if h := res.Hygiene; h != nil {
+		out.HygieneRefusal = &pelwardenv1.TriggerRefusal{Code: h.Code.String(), Key: h.Key, Message: h.Rule}
+	}
+	return out, nil
+}

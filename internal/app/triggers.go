@@ -1,0 +1,46 @@
+package app
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+
+	"github.com/pelwarden/pelwarden/internal/config"
+	"github.com/pelwarden/pelwarden/internal/hygiene"
+	"github.com/pelwarden/pelwarden/internal/liveness"
+	"github.com/pelwarden/pelwarden/internal/metadata"
+	"github.com/pelwarden/pelwarden/internal/policy"
+	"github.com/pelwarden/pelwarden/internal/trigger"
+)
+
+// newTriggers builds the trigger registry, the one way into the hygiene
+// loop, and hands it the targets of hygiene.targets.
+func (a *App) newTriggers(cfg config.Config, conns []string, reg prometheus.Registerer) error {
+	a.triggers = trigger.New(trigger.Options{
+		Policy: cfg.Triggers, Expiry: cfg.Scaler.TargetIdleExpiry, MaxTriggers: 2 * cfg.Scaler.MaxTargets, Log: a.log,
+		Enroll: func(t liveness.Target, h policy.Hygiene, permanent bool) error {
+			a.hygiene.Add(hygiene.Target{Target: t, Hygiene: h}, permanent)
+			return nil
+		},
+	}, reg)
+	for i, md := range cfg.Hygiene.Targets {
+		r, err := metadata.Parse(md, metadata.Env{Conns: conns, Kubernetes: cfg.Kubernetes.Enabled})
+		if err == nil { // Validate has already refused bad ones
+			err = a.triggers.AddConfig(i, r)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkTrigger parses metadata as the scaler does and asks the registry
+// what the trigger would get, registering nothing.
+func (a *App) checkTrigger(namespace string, md map[string]string) trigger.CheckResult {
+	env := metadata.Env{Conns: a.conns.Names(), Namespace: namespace, Kubernetes: a.cfg.Kubernetes.Enabled}
+	r, err := metadata.ParseTrigger(md, env)
+	if err != nil {
+		return trigger.CheckResult{Denied: &trigger.Refusal{Code: codes.InvalidArgument, Rule: err.Error()}}
+	}
+	return a.triggers.Check(namespace, r)
+}

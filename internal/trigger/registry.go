@@ -1,0 +1,303 @@
+// Package trigger is the trust boundary between KEDA trigger metadata and
+// the hygiene loop. It admits each trigger against the operator's policy
+// (config.Triggers: rules, floors, quotas), remembers what every admitted
+// trigger asks of its group, and hands the loop the most conservative
+// settings of all of them, with where each setting came from.
+package trigger
+
+import (
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+
+	"github.com/pelwarden/pelwarden/internal/config"
+	"github.com/pelwarden/pelwarden/internal/liveness"
+	"github.com/pelwarden/pelwarden/internal/metadata"
+	"github.com/pelwarden/pelwarden/internal/policy"
+)
+
+// EnrollFunc hands a group's effective settings to the hygiene loop;
+// permanent marks a target from configuration. An error (the loop is
+// full) refuses the trigger that caused the call.
+type EnrollFunc func(t liveness.Target, h policy.Hygiene, permanent bool) error
+
+// Options configures a Registry.
+type Options struct {
+	Policy config.Triggers
+	// Expiry forgets a trigger that no request has named for this long
+	// (scaler.targetIdleExpiry).
+	Expiry time.Duration
+	// MaxTriggers bounds the triggers remembered at once, over all
+	// namespaces; each namespace may have at most four per scaler target
+	// of its quota.
+	MaxTriggers int
+	Enroll      EnrollFunc
+	Log         *slog.Logger
+	Now         func() time.Time
+}
+
+// ID is one trigger: its ScaledObject and a hash of its metadata, since
+// one ScaledObject may have several triggers.
+type ID struct {
+	Namespace, Name string
+	Hash            uint64
+}
+
+func (id ID) from() string { return "trigger " + id.Namespace + "/" + id.Name }
+
+type entry struct {
+	id       ID
+	req      metadata.Request
+	key      string // the view target's key, for the scaler quota
+	lastSeen time.Time
+	// hygiene says the trigger is a member of its group; counted says it
+	// counts against its namespace's hygiene quota.
+	hygiene, counted bool
+	refusal          *Refusal
+}
+
+type group struct {
+	// config is the hygiene.targets entry of the group, if any: it wins
+	// over every trigger.
+	config  *Member
+	members map[ID]*entry
+	eff     Effective
+	pushed  time.Time
+}
+
+// space is what one namespace holds: view targets and hygiene groups, each
+// with the number of its triggers that name it.
+type space struct {
+	triggers int
+	targets  map[string]int
+	groups   map[liveness.GroupRef]int
+}
+
+// Registry admits triggers and merges their hygiene settings.
+type Registry struct {
+	opts    Options
+	rules   rules
+	seed    maphash.Seed
+	refused map[codes.Code]prometheus.Counter
+
+	mu      sync.Mutex
+	entries map[ID]*entry
+	groups  map[liveness.GroupRef]*group
+	spaces  map[string]*space
+}
+
+// New returns a Registry; its metrics are registered on reg.
+func New(opts Options, reg prometheus.Registerer) *Registry {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	vec := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "pelwarden_trigger_hygiene_refused_total",
+		Help: "Requests whose hygiene keys the trigger policy refused, by the gRPC code a caller would get; the metric was answered.",
+	}, []string{"code"})
+	reg.MustRegister(vec)
+	refused := map[codes.Code]prometheus.Counter{}
+	for _, c := range []codes.Code{codes.InvalidArgument, codes.PermissionDenied, codes.ResourceExhausted} {
+		refused[c] = vec.WithLabelValues(c.String())
+	}
+	return &Registry{
+		opts: opts, rules: rules(opts.Policy.Rules), seed: maphash.MakeSeed(), refused: refused,
+		entries: map[ID]*entry{}, groups: map[liveness.GroupRef]*group{}, spaces: map[string]*space{},
+	}
+}
+
+// AddConfig registers hygiene.targets[index]: its group is scanned with
+// exactly these settings, whatever triggers ask.
+func (g *Registry) AddConfig(index int, r metadata.Request) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	grp := g.group(r.Target.GroupRef)
+	grp.config = &Member{From: fmt.Sprintf("hygiene.targets[%d]", index), Target: r.Target, Hygiene: r.Hygiene}
+	return g.push(grp, g.opts.Now())
+}
+
+// Admit is told of every ExternalScaler request after its metadata parsed.
+// It returns an error only for what refuses the metric too: a connection
+// the namespace may not reach, or a full quota. A refused hygiene request
+// is remembered for DescribeTarget, counted and logged, and the metric is
+// answered as if the trigger had not asked. A known trigger costs a map
+// lookup.
+func (g *Registry) Admit(namespace, name string, md map[string]string, r metadata.Request) error {
+	id := ID{Namespace: namespace, Name: name, Hash: g.hash(md)}
+	now := g.opts.Now()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if e, ok := g.entries[id]; ok {
+		e.lastSeen = now
+		if e.refusal != nil {
+			g.refused[e.refusal.Code].Inc()
+		}
+		if grp := g.groups[e.req.Target.GroupRef]; e.hygiene && grp.config == nil && now.Sub(grp.pushed) > g.opts.Expiry/8 {
+			_ = g.push(grp, now) // keeps the loop's target from expiring; the settings are unchanged
+		}
+		return nil
+	}
+	return g.admit(id, r, now)
+}
+
+// hash identifies metadata whatever the order of its keys, without
+// allocating.
+func (g *Registry) hash(md map[string]string) uint64 {
+	var sum uint64
+	for k, v := range md {
+		var h maphash.Hash
+		h.SetSeed(g.seed)
+		h.WriteString(k)
+		h.WriteByte(0)
+		h.WriteString(v)
+		sum += h.Sum64()
+	}
+	return sum
+}
+
+func (g *Registry) admit(id ID, r metadata.Request, now time.Time) error {
+	ns, conn, q := id.Namespace, r.Target.Conn, g.opts.Policy.Quotas
+	if denied := g.reach(ns, conn); denied != nil {
+		return denied
+	}
+	sp := g.spaces[ns]
+	if sp == nil {
+		sp = &space{targets: map[string]int{}, groups: map[liveness.GroupRef]int{}}
+	}
+	key := r.Target.Key()
+	switch {
+	case sp.targets[key] == 0 && len(sp.targets) >= q.ScalerTargets:
+		return &Refusal{Code: codes.ResourceExhausted, Rule: fmt.Sprintf("namespace %q already has %d scaler targets (triggers.quotas.scalerTargets)", ns, len(sp.targets))}
+	case sp.triggers >= 4*q.ScalerTargets || len(g.entries) >= g.opts.MaxTriggers:
+		return &Refusal{Code: codes.ResourceExhausted, Rule: fmt.Sprintf("too many distinct triggers (namespace %q has %d); they are forgotten after scaler.targetIdleExpiry", ns, sp.triggers)}
+	}
+	g.spaces[ns] = sp
+	e := &entry{id: id, req: r, key: key, lastSeen: now}
+	g.entries[id] = e
+	sp.triggers++
+	sp.targets[key]++
+	if r.HygieneErr != nil || r.Hygiene.Mode != policy.ReclaimOff {
+		g.enroll(e, sp, now, false)
+	}
+	return nil
+}
+
+// enroll admits e's hygiene request, or records why not; a retry that is
+// refused again is neither counted nor logged again.
+func (g *Registry) enroll(e *entry, sp *space, now time.Time, retry bool) {
+	e.refusal = g.check(e)
+	ref := e.req.Target.GroupRef
+	grp := g.groups[ref]
+	if e.refusal == nil && (grp == nil || grp.config == nil) && sp.groups[ref] == 0 && len(sp.groups) >= g.opts.Policy.Quotas.HygieneTargets {
+		e.refusal = &Refusal{Code: codes.ResourceExhausted, Rule: fmt.Sprintf("namespace %q already has %d hygiene targets (triggers.quotas.hygieneTargets)", e.id.Namespace, len(sp.groups))}
+	}
+	if e.refusal == nil {
+		grp = g.group(ref)
+		grp.members[e.id] = e
+		e.hygiene = true
+		if grp.config == nil {
+			e.counted = true
+			sp.groups[ref]++
+			if err := g.push(grp, now); err != nil {
+				g.leave(e, sp, now)
+				e.refusal = &Refusal{Code: codes.ResourceExhausted, Rule: err.Error()}
+			}
+		}
+	}
+	if e.refusal != nil && !retry {
+		g.refused[e.refusal.Code].Inc()
+		g.opts.Log.Warn("trigger hygiene refused; its metric is served", "namespace", e.id.Namespace, "scaledObject", e.id.Name,
+			"target", ref.String(), "code", e.refusal.Code.String(), "err", e.refusal.Error())
+	}
+}
+
+// check applies the policy to a trigger's hygiene request.
+func (g *Registry) check(e *entry) *Refusal {
+	r, p := e.req, g.opts.Policy
+	if r.HygieneErr != nil {
+		return &Refusal{Code: codes.InvalidArgument, Key: r.HygieneErr.Key, Rule: r.HygieneErr.Accepted}
+	}
+	if p.Reclaim != policy.ReclaimRequeue {
+		return &Refusal{Code: codes.PermissionDenied, Key: "reclaim", Rule: "trigger-driven hygiene is off (triggers.reclaim: off); list the group in hygiene.targets, or ask the operator to allow it"}
+	}
+	// ParseTrigger has checked this already; checked again here so that
+	// no parse path can hand the loop a config-only setting.
+	var me *metadata.Error
+	if err := metadata.CheckTriggerHygiene(r.Hygiene, r.Target.Stream); errors.As(err, &me) {
+		return &Refusal{Code: codes.InvalidArgument, Key: me.Key, Rule: me.Accepted}
+	}
+	s := r.Target.Spec
+	for _, f := range []struct {
+		key, floor string
+		on         bool
+		v, min     time.Duration
+	}{
+		{"entryStaleSeconds", "entryStale", true, r.Hygiene.EntryStale, p.Floors.EntryStale},
+		{"ghostIdleSeconds", "ghostIdle", s.Idle, s.GhostIdle, p.Floors.GhostIdle},
+		{"heartbeatMaxAgeSeconds", "heartbeatMaxAge", s.Heartbeat, s.HeartbeatMaxAge, p.Floors.HeartbeatMaxAge},
+		{"heartbeatStartGraceSeconds", "heartbeatMaxAge", s.Heartbeat, s.StartGrace, p.Floors.HeartbeatMaxAge},
+	} {
+		if f.on && f.v < f.min {
+			return &Refusal{Code: codes.InvalidArgument, Key: f.key, Rule: fmt.Sprintf("must be at least %s for a trigger that asks for reclaim (triggers.floors.%s), got %s", seconds(f.min), f.floor, seconds(f.v))}
+		}
+	}
+	if !g.rules.enrolls(e.id.Namespace, r.Target.Conn, r.Target.Stream) {
+		return &Refusal{Code: codes.PermissionDenied, Key: "stream", Rule: fmt.Sprintf("namespace %q may not enroll stream %q of connection %q in hygiene: no triggers.rules entry's hygieneStreams matches it", e.id.Namespace, r.Target.Stream, r.Target.Conn)}
+	}
+	return nil
+}
+
+func (g *Registry) group(ref liveness.GroupRef) *group {
+	grp := g.groups[ref]
+	if grp == nil {
+		grp = &group{members: map[ID]*entry{}}
+		g.groups[ref] = grp
+	}
+	return grp
+}
+
+// push merges a group's settings and hands them to the loop.
+func (g *Registry) push(grp *group, now time.Time) error {
+	members := make([]Member, 0, len(grp.members))
+	if grp.config != nil {
+		members = append(members, *grp.config)
+	} else {
+		for _, e := range grp.members {
+			members = append(members, Member{From: e.id.from(), Tie: e.id.Hash, Target: e.req.Target, Hygiene: e.req.Hygiene})
+		}
+	}
+	grp.eff = Merge(members)
+	grp.pushed = now
+	return g.opts.Enroll(grp.eff.Target, grp.eff.Hygiene, grp.config != nil)
+}
+
+// leave takes e out of its group, which is merged again without it; a
+// group with no member left is forgotten here and expires in the loop.
+func (g *Registry) leave(e *entry, sp *space, now time.Time) {
+	if !e.hygiene {
+		return
+	}
+	ref := e.req.Target.GroupRef
+	grp := g.groups[ref]
+	delete(grp.members, e.id)
+	e.hygiene = false
+	if e.counted {
+		e.counted = false
+		if sp.groups[ref]--; sp.groups[ref] == 0 {
+			delete(sp.groups, ref)
+		}
+	}
+	switch {
+	case grp.config != nil:
+	case len(grp.members) == 0:
+		delete(g.groups, ref)
+	default:
+		_ = g.push(grp, now)
+	}
+}
