@@ -131,7 +131,9 @@ func TestConnectionModeProblemsNameTheField(t *testing.T) {
 			`redis[0].cluster.addrs: needs at least one host:port`,
 		},
 		"cluster with a database": {
-			func(r *config.Redis) { r.Mode, r.Addr, r.Cluster.Addrs, r.DB = config.RedisCluster, "", []string{"n:6379"}, 2 },
+			func(r *config.Redis) {
+				r.Mode, r.Addr, r.Cluster.Addrs, r.DB = config.RedisCluster, "", []string{"n:6379"}, 2
+			},
 			`redis[0].db: must be 0 in mode cluster: Redis Cluster has only database 0, got 2`,
 		},
 		"addr in cluster mode": {
