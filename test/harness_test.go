@@ -106,7 +106,7 @@ func heartbeat(t *testing.T, rdb redis.Cmdable, key string, at time.Time) {
 
 // beatEvery writes each key's value every 100 ms until the test ends, as
 // workers that heartbeat do; value is called at each write.
-func beatEvery(t *testing.T, rdb *redis.Client, values map[string]func() string) {
+func beatEvery(t *testing.T, rdb redis.Cmdable, values map[string]func() string) {
 	t.Helper()
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
