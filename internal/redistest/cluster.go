@@ -27,8 +27,10 @@ type ClusterOptions struct {
 	// unreachable before it counts as failed and its replica takes over;
 	// 0 means 1s, so KillMaster settles in a few seconds.
 	NodeTimeout time.Duration
-	// Node configures every node (ACL users, AOF, extra directives). TLS
-	// is not supported yet: the nodes start with a TLS bus but do not meet.
+	// Node configures every node (TLS, ACL users, AOF, extra directives).
+	// Over TLS the cluster bus and replication speak TLS too, and a node
+	// always asks a peer on the bus for a certificate: TLS.ClientCertFile
+	// and ClientKeyFile, a client pair, are required and presented there.
 	Node Options
 }
 
@@ -76,8 +78,8 @@ func StartCluster(tb testing.TB, opts ClusterOptions) *Cluster {
 	if opts.NodeTimeout == 0 {
 		opts.NodeTimeout = time.Second
 	}
-	if opts.Node.TLS != nil {
-		tb.Fatal("redistest: ClusterOptions.Node.TLS is not supported: the nodes do not meet over a TLS bus")
+	if t := opts.Node.TLS; t != nil && (t.ClientCertFile == "" || t.ClientKeyFile == "") {
+		tb.Fatal("redistest: ClusterOptions.Node.TLS needs ClientCertFile and ClientKeyFile: nodes present them to each other on the cluster bus")
 	}
 	if opts.Masters < 1 || opts.ReplicasPerMaster < 0 {
 		tb.Fatalf("redistest: ClusterOptions Masters=%d ReplicasPerMaster=%d: want Masters >= 1 and ReplicasPerMaster >= 0",
