@@ -14,9 +14,9 @@ import (
 )
 
 // getCalls is how many GETs a server has run (INFO commandstats).
-func getCalls(t *testing.T, c *redis.Client) int {
+func getCalls(ctx context.Context, t *testing.T, c *redis.Client) int {
 	t.Helper()
-	info, err := c.Info(context.Background(), "commandstats").Result()
+	info, err := c.Info(ctx, "commandstats").Result()
 	require.NoError(t, err)
 	for line := range strings.Lines(info) {
 		if rest, ok := strings.CutPrefix(line, "cmdstat_get:calls="); ok {
@@ -74,19 +74,19 @@ func TestReplicaReadsReachOnlyTheDiagnosticsClient(t *testing.T) {
 			primary, _ := conns.Get("default")
 			diagnostics, _ := conns.Diagnostics("default")
 
-			masterBefore, replicaBefore := getCalls(t, s.master), getCalls(t, s.replica)
+			masterBefore, replicaBefore := getCalls(ctx, t, s.master), getCalls(ctx, t, s.replica)
 			for range 5 {
 				require.NoError(t, primary.Get(ctx, s.key).Err())
 			}
-			require.Equal(t, masterBefore+5, getCalls(t, s.master), "the judging client reads the master")
-			require.Equal(t, replicaBefore, getCalls(t, s.replica), "the judging client never reads a replica")
+			require.Equal(t, masterBefore+5, getCalls(ctx, t, s.master), "the judging client reads the master")
+			require.Equal(t, replicaBefore, getCalls(ctx, t, s.replica), "the judging client never reads a replica")
 
-			masterBefore = getCalls(t, s.master)
+			masterBefore = getCalls(ctx, t, s.master)
 			for range 5 {
 				require.NoError(t, diagnostics.Get(ctx, s.key).Err())
 			}
-			require.Equal(t, replicaBefore+5, getCalls(t, s.replica), "the diagnostics client reads the replica")
-			require.Equal(t, masterBefore, getCalls(t, s.master), "and leaves the master alone")
+			require.Equal(t, replicaBefore+5, getCalls(ctx, t, s.replica), "the diagnostics client reads the replica")
+			require.Equal(t, masterBefore, getCalls(ctx, t, s.master), "and leaves the master alone")
 		})
 	}
 }
