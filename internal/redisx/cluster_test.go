@@ -186,3 +186,35 @@ func TestClusterWakerFollowsItsSlotAcrossAMoveAndAFailover(t *testing.T) {
 	c.Failover(t, c.MasterForKey(t, streams[1]))
 	requireFires("after a failover")
 }
+
+// TestScriptsLoadAgainOnAPromotedReplica: a replica does not share its
+// master's script cache, so after a failover EVALSHA answers NOSCRIPT; the
+// scripts run through Script.Run, which falls back to EVAL.
+func TestScriptsLoadAgainOnAPromotedReplica(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := redistest.StartCluster(t, redistest.ClusterOptions{ReplicasPerMaster: 1})
+	rdb := c.Client(t)
+	conns := clusterConns(t, c)
+	primary, _ := conns.Get("default")
+	const stream = "{scripts}jobs"
+	redistest.CreateGroup(t, rdb, stream, "workers")
+	require.NoError(t, rdb.XGroupCreateConsumer(ctx, stream, "workers", "gone").Err())
+	got, err := DeleteConsumer(ctx, primary, stream, "workers", "gone", 0, true)
+	require.NoError(t, err, "a dry run loads the script on the master")
+	require.Equal(t, ConsumerDeleted, got)
+	master := c.MasterForKey(t, stream)
+	require.NoError(t, master.Client(t).Do(ctx, "WAIT", 1, 5000).Err())
+
+	promoted := c.Failover(t, master)
+	exists, err := promoted.Client(t).ScriptExists(ctx, delConsumerScript.Hash()).Result()
+	require.NoError(t, err)
+	require.Equal(t, []bool{false}, exists, "the promoted replica has not loaded the script")
+
+	got, err = DeleteConsumer(ctx, primary, stream, "workers", "gone", 0, false)
+	require.NoError(t, err, "EVALSHA's NOSCRIPT falls back to EVAL")
+	require.Equal(t, ConsumerDeleted, got)
+	consumers, err := rdb.XInfoConsumers(ctx, stream, "workers").Result()
+	require.NoError(t, err)
+	require.Empty(t, consumers, "the consumer is deleted on the new master")
+}
