@@ -92,19 +92,6 @@ func (r *Redis) ReplicaReads() bool {
 	return false
 }
 
-// Seeds returns the addresses r dials first: Addr, the sentinels or the
-// cluster seeds.
-func (r *Redis) Seeds() []string {
-	switch r.Mode {
-	case RedisSentinel:
-		return r.Sentinel.Addrs
-	case RedisCluster:
-		return r.Cluster.Addrs
-	case RedisStandalone:
-	}
-	return []string{r.Addr}
-}
-
 // validateMode checks the mode and the options of the chosen mode, and
 // that options of another mode are not set, so a half-edited connection
 // fails loudly instead of dialing somewhere unexpected.

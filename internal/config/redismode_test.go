@@ -85,7 +85,7 @@ redis:
 	require.Equal(t, config.RedisSentinel, def.Mode)
 	require.Equal(t, "s3cret", def.Sentinel.Password, "the sentinel password comes from its file, newline trimmed")
 	require.True(t, def.ReplicaReads(), "replicaReads: true lets diagnostics read replicas")
-	require.Equal(t, []string{"s1:26379", "s2:26379", "s3:26379"}, def.Seeds())
+	require.Equal(t, []string{"s1:26379", "s2:26379", "s3:26379"}, def.Sentinel.Addrs)
 
 	orders := connection(t, cfg, "orders")
 	require.Equal(t, config.RedisCluster, orders.Mode)
