@@ -54,10 +54,10 @@ type RedisSentinelConfig struct {
 	// PasswordFile is the path of a file that holds the sentinels'
 	// password. Mutually exclusive with PasswordEnv.
 	PasswordFile string `yaml:"passwordFile"`
-	// ReplicaReads lets the read-only diagnostics (the admin API's
-	// DescribeTarget, ListPending, Plan) read from replicas, which may lag
-	// the master. The scaler's numbers and hygiene always read the master.
-	// Default false.
+	// ReplicaReads lets the reads that judge nothing (the admin API's
+	// ListPending pages) go to replicas, which may lag the master. The
+	// scaler's numbers, the liveness view and hygiene always read the
+	// master. Default false.
 	ReplicaReads bool `yaml:"replicaReads"`
 }
 
@@ -66,10 +66,10 @@ type RedisClusterConfig struct {
 	// Addrs are seed host:port addresses of cluster nodes; the client
 	// learns the rest from them. Required in mode cluster; at least one.
 	Addrs []string `yaml:"addrs"`
-	// ReadOnly lets the read-only diagnostics (the admin API's
-	// DescribeTarget, ListPending, Plan) read from replicas, which may lag
-	// their master, as go-redis's ReadOnly option does. The scaler's numbers
-	// and hygiene always read masters. Default false.
+	// ReadOnly lets the reads that judge nothing (the admin API's
+	// ListPending pages) go to replicas, which may lag their master, as
+	// go-redis's ReadOnly option does. The scaler's numbers, the liveness
+	// view and hygiene always read masters. Default false.
 	ReadOnly bool `yaml:"readOnly"`
 	// RouteByLatency sends those diagnostic reads to the closest node of
 	// the slot, master or replica; implies ReadOnly. Default false.
@@ -79,8 +79,8 @@ type RedisClusterConfig struct {
 	RouteRandomly bool `yaml:"routeRandomly"`
 }
 
-// ReplicaReads reports whether read-only diagnostics of r may come from a
-// replica.
+// ReplicaReads reports whether the reads of r that judge nothing may come
+// from a replica.
 func (r *Redis) ReplicaReads() bool {
 	switch r.Mode {
 	case RedisSentinel:
