@@ -51,8 +51,12 @@ type Reclaim struct {
 	// MaxDeliveries dead-letters an entry delivered this many times; 0 is off.
 	MaxDeliveries int64
 	// DeadLetterStream receives dead-lettered entries. It must hash to the
-	// stream's slot under Redis Cluster.
+	// stream's slot under Redis Cluster unless Hold is set.
 	DeadLetterStream string
+	// Hold, when set, is step 1 of the two-step dead-letter path: a poison
+	// entry moves to this holding consumer instead, and FinishHeld writes
+	// its record and acknowledges it.
+	Hold string
 	// DeleteOriginal XDELs the original after a requeue or dead-letter.
 	DeleteOriginal bool
 	// DryRun runs every guard and decision and writes nothing.
@@ -87,6 +91,8 @@ func (r Result) Total() int64 {
 
 func (r Reclaim) validate() error {
 	switch {
+	case r.Hold != "" && (r.Hold == r.Consumer || r.Hold == r.ClaimTo):
+		return errors.New("the holding consumer must differ from the owner and the claim target")
 	case r.ClaimTo == r.Consumer:
 		return errors.New("claim needs a target consumer other than the owner")
 	case r.MaxDeliveries > 0 && r.DeadLetterStream == "":
@@ -110,12 +116,12 @@ func RunReclaim(ctx context.Context, c redis.Scripter, r Reclaim) (Result, error
 		return Result{}, err
 	}
 	dlq := r.DeadLetterStream
-	if dlq == "" {
+	if dlq == "" || r.Hold != "" {
 		dlq = r.Stream
 	}
-	args := make([]any, 0, 10+len(r.IDs))
+	args := make([]any, 0, 11+len(r.IDs))
 	args = append(args, r.Group, r.Consumer, r.MinIdle.Milliseconds(), r.CarryField,
-		r.MaxDeliveries, boolArg(r.DeleteOriginal), r.ClaimTo, r.After, r.Count, boolArg(r.DryRun))
+		r.MaxDeliveries, boolArg(r.DeleteOriginal), r.ClaimTo, r.After, r.Count, boolArg(r.DryRun), r.Hold)
 	for _, id := range r.IDs {
 		args = append(args, id)
 	}
