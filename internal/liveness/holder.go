@@ -10,3 +10,18 @@ const DeadLetterHolder = "pelwarden:dead-letter"
 
 // IsHolder reports whether a consumer name is pelwarden's own holder.
 func IsHolder(name string) bool { return name == DeadLetterHolder }
+
+// SourcePelwarden is the source of the holder's verdict: pelwarden knows
+// its own name. It is not a source a target can be configured with.
+const SourcePelwarden Source = "pelwarden"
+
+// holderReason is the one reason the holder is judged by.
+var holderReason = Reason{Source: SourcePelwarden, Detail: "pelwarden's dead-letter holder: its entries are on their way to the dead-letter stream", Age: -1}
+
+// addHolder counts the holder: Alive, so nothing acts on it as on a
+// worker, and its entries apart from the work the scaler counts.
+func (s *Snapshot) addHolder(cv ConsumerView) {
+	cv.Verdict, cv.Reasons = Alive, []Reason{holderReason}
+	s.HeldPending += cv.Pending
+	s.Consumers = append(s.Consumers, cv)
+}

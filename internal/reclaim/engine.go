@@ -27,6 +27,9 @@ type Options struct {
 	BatchSize int64
 	Now       func() time.Time
 	Log       *slog.Logger
+	// TwoStepDeadLetter takes the two-step dead-letter path everywhere,
+	// not only where Redis Cluster requires it.
+	TwoStepDeadLetter bool
 }
 
 func (o Options) validate() error {
@@ -155,6 +158,8 @@ func (e *Engine) Run(ctx context.Context, job Job, st Step) (StepResult, error) 
 		}
 	case DeleteConsumer:
 		err = e.delete(ctx, job, st, &res)
+	case FinishDeadLetter:
+		err = e.finishAll(ctx, job, st, &res)
 	default:
 		if st.Skip != "" && st.Owner.Pending > 0 {
 			res.add(st.Skip, st.Owner.Pending)
@@ -192,6 +197,9 @@ func (e *Engine) paged(ctx context.Context, job Job, st Step, res *StepResult) e
 			return err
 		}
 		e.record(job, st, r, res, after)
+		if err := e.finishHeld(ctx, job, st, r, res); err != nil {
+			return err
+		}
 		if r.Total() < e.opts.BatchSize {
 			return nil
 		}
@@ -210,6 +218,9 @@ func (e *Engine) named(ctx context.Context, job Job, st Step, res *StepResult) e
 		}
 		e.record(job, st, r, res, "")
 		res.Outcomes = append(res.Outcomes, r.Outcomes...)
+		if err := e.finishHeld(ctx, job, st, r, res); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -241,7 +252,12 @@ func (e *Engine) threshold(job Job, st Step) (time.Duration, bool) {
 
 func (e *Engine) batch(job Job, st Step, ids []string, after string) redisx.Reclaim {
 	h := job.Hygiene
+	hold := ""
+	if e.twoStep(job) {
+		hold = liveness.DeadLetterHolder
+	}
 	return redisx.Reclaim{
+		Hold:   hold,
 		Stream: job.Target.Stream, Group: job.Target.Group, Consumer: st.Owner.Name, ClaimTo: st.ClaimTo,
 		MinIdle: st.MinIdle, CarryField: h.DeliveryCountField, MaxDeliveries: h.MaxDeliveries,
 		DeadLetterStream: h.DeadLetterStream, DeleteOriginal: h.DeleteOriginal, DryRun: job.DryRun,

@@ -1,8 +1,8 @@
 package redisx
 
 import (
-	_ "embed" // the two-step dead-letter scripts are Lua files beside this one
 	"context"
+	_ "embed" // the two-step dead-letter scripts are Lua files beside this one
 	"errors"
 	"fmt"
 	"strconv"
