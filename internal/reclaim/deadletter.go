@@ -76,11 +76,10 @@ func (e *Engine) finishHeld(ctx context.Context, job Job, st Step, r redisx.Resu
 		return nil
 	}
 	fin, err := redisx.FinishHeld(ctx, job.Client, e.heldBatch(job, ids, ""))
-	if err != nil {
-		return err
+	if fin.Counts != nil {
+		e.record(job, st, fin, res, "")
 	}
-	e.record(job, st, fin, res, "")
-	return nil
+	return e.behind(job, err)
 }
 
 // finishAll pages through the holder's PEL, finishing every entry.
@@ -91,10 +90,12 @@ func (e *Engine) finishAll(ctx context.Context, job Job, st Step, res *StepResul
 			return err
 		}
 		fin, err := redisx.FinishHeld(ctx, job.Client, e.heldBatch(job, nil, after))
-		if err != nil {
-			return err
+		if fin.Counts != nil {
+			e.record(job, st, fin, res, after)
 		}
-		e.record(job, st, fin, res, after)
+		if err != nil {
+			return e.behind(job, err)
+		}
 		if fin.Total() < e.opts.BatchSize {
 			return nil
 		}
@@ -107,6 +108,6 @@ func (e *Engine) heldBatch(job Job, ids []string, after string) redisx.Held {
 	return redisx.Held{
 		Stream: job.Target.Stream, Group: job.Target.Group, Holder: liveness.DeadLetterHolder,
 		DeadLetterStream: h.DeadLetterStream, CarryField: h.DeliveryCountField, DeleteOriginal: h.DeleteOriginal,
-		DryRun: job.DryRun, IDs: ids, After: after, Count: e.opts.BatchSize,
+		DryRun: job.DryRun, Wait: e.durability(job), IDs: ids, After: after, Count: e.opts.BatchSize,
 	}
 }

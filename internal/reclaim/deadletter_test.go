@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
@@ -109,4 +110,26 @@ func TestDecideNeverJudgesOrDeletesTheHolder(t *testing.T) {
 			require.Equal(t, tc.want, steps[0].Action, steps[0].Reason)
 		})
 	}
+}
+
+func TestAScanStopsAtAWriteItsReplicasDidNotAcknowledge(t *testing.T) {
+	t.Parallel()
+	g := newGroup(t) // a master with no replica: WAIT 1 always falls short
+	redistest.Hold(t, g.rdb, "jobs", "workers", "ghost", "g", 5)
+	time.Sleep(60 * time.Millisecond)
+	h := policy.Hygiene{Mode: policy.ReclaimRequeue, EntryStale: 50 * time.Millisecond, ClaimFallback: policy.FallbackRequeue}
+	view := liveness.NewView(g.reader.Fetch, liveness.ViewOptions{RefreshInterval: time.Hour, MaxAge: time.Hour, FetchTimeout: time.Second, Expiry: time.Hour, MaxTargets: 1})
+	reg := prometheus.NewRegistry()
+	engine, err := New(Options{View: view, BatchSize: 2, Durability: func(conn string) redisx.Durability {
+		require.Equal(t, "default", conn)
+		return redisx.Durability{Replicas: 1, Timeout: 20 * time.Millisecond}
+	}}, reg)
+	require.NoError(t, err)
+	job := Job{Client: g.rdb, Target: g.target, Hygiene: h, Source: events.SourceHygiene}
+	rep, err := engine.RunAll(t.Context(), job, Decide(g.snapshot(t, map[string]liveness.Verdict{"ghost": liveness.Ghost}), h, time.Now()))
+	var behind *redisx.ReplicasBehindError
+	require.ErrorAs(t, err, &behind)
+	require.Equal(t, map[redisx.Outcome]int64{redisx.Requeued: 2}, rep.Counts(), "the first batch was done and reported; the scan stopped there")
+	require.Equal(t, int64(3), g.rdb.XPending(t.Context(), "jobs", "workers").Val().Count)
+	require.Equal(t, 1.0, testutil.ToFloat64(engine.metrics.replicasBehind.WithLabelValues(g.target.Labels()...)))
 }

@@ -30,6 +30,9 @@ type Options struct {
 	// TwoStepDeadLetter takes the two-step dead-letter path everywhere,
 	// not only where Redis Cluster requires it.
 	TwoStepDeadLetter bool
+	// Durability is the WAIT a connection asks for after each guarded
+	// write, by connection name; nil asks for none.
+	Durability func(conn string) redisx.Durability
 }
 
 func (o Options) validate() error {
@@ -193,10 +196,10 @@ func (e *Engine) paged(ctx context.Context, job Job, st Step, res *StepResult) e
 		}
 		st.MinIdle = minIdle
 		r, err := redisx.RunReclaim(ctx, job.Client, e.batch(job, st, nil, after))
-		if err != nil {
-			return err
-		}
 		e.record(job, st, r, res, after)
+		if err != nil {
+			return e.behind(job, err)
+		}
 		if err := e.finishHeld(ctx, job, st, r, res); err != nil {
 			return err
 		}
@@ -213,11 +216,11 @@ func (e *Engine) named(ctx context.Context, job Job, st Step, res *StepResult) e
 	for start := 0; start < len(job.IDs); start += int(e.opts.BatchSize) {
 		ids := job.IDs[start:min(len(job.IDs), start+int(e.opts.BatchSize))]
 		r, err := redisx.RunReclaim(ctx, job.Client, e.batch(job, st, ids, ""))
-		if err != nil {
-			return err
-		}
 		e.record(job, st, r, res, "")
 		res.Outcomes = append(res.Outcomes, r.Outcomes...)
+		if err != nil {
+			return e.behind(job, err)
+		}
 		if err := e.finishHeld(ctx, job, st, r, res); err != nil {
 			return err
 		}
@@ -261,7 +264,7 @@ func (e *Engine) batch(job Job, st Step, ids []string, after string) redisx.Recl
 		Stream: job.Target.Stream, Group: job.Target.Group, Consumer: st.Owner.Name, ClaimTo: st.ClaimTo,
 		MinIdle: st.MinIdle, CarryField: h.DeliveryCountField, MaxDeliveries: h.MaxDeliveries,
 		DeadLetterStream: h.DeadLetterStream, DeleteOriginal: h.DeleteOriginal, DryRun: job.DryRun,
-		IDs: ids, After: after, Count: e.opts.BatchSize,
+		Wait: e.durability(job), IDs: ids, After: after, Count: e.opts.BatchSize,
 	}
 }
 
@@ -288,4 +291,24 @@ func (e *Engine) delete(ctx context.Context, job Job, st Step, res *StepResult) 
 		e.metrics.skipped.WithLabelValues(job.Target.Labels(string(out))...).Inc()
 	}
 	return nil
+}
+
+// durability is the WAIT job's connection asks for.
+func (e *Engine) durability(job Job) redisx.Durability {
+	if e.opts.Durability == nil {
+		return redisx.Durability{}
+	}
+	return e.opts.Durability(job.Target.Conn)
+}
+
+// behind counts and logs a write the replicas did not acknowledge in
+// time, and passes err on: the scan stops there and the next one goes on,
+// every guarded step being safe to run again.
+func (e *Engine) behind(job Job, err error) error {
+	var rb *redisx.ReplicasBehindError
+	if errors.As(err, &rb) {
+		e.metrics.replicasBehind.WithLabelValues(job.Target.Labels()...).Inc()
+		e.opts.Log.Warn("replicas did not acknowledge a guarded write in time; stopping this scan", "target", job.Target.String(), "err", err)
+	}
+	return err
 }

@@ -61,6 +61,8 @@ type Reclaim struct {
 	DeleteOriginal bool
 	// DryRun runs every guard and decision and writes nothing.
 	DryRun bool
+	// Wait is the WAIT after the call; a dry run writes nothing to wait for.
+	Wait Durability
 	// IDs names the entries, each guarded on its own. Without IDs the batch
 	// is the consumer's next Count entries above After idle at least
 	// MinIdle, selected inside the script.
@@ -110,8 +112,10 @@ func (r Reclaim) validate() error {
 	return nil
 }
 
-// RunReclaim applies one batch in one script call.
-func RunReclaim(ctx context.Context, c redis.Scripter, r Reclaim) (Result, error) {
+// RunReclaim applies one batch in one script call. When the replicas
+// Wait asks for fall behind, it returns what the batch did together with a
+// *ReplicasBehindError.
+func RunReclaim(ctx context.Context, c redis.UniversalClient, r Reclaim) (Result, error) {
 	if err := r.validate(); err != nil {
 		return Result{}, err
 	}
@@ -125,8 +129,18 @@ func RunReclaim(ctx context.Context, c redis.Scripter, r Reclaim) (Result, error
 	for _, id := range r.IDs {
 		args = append(args, id)
 	}
-	reply, err := reclaimScript.Run(ctx, c, []string{r.Stream, dlq}, args...).Slice()
-	if err != nil {
+	var reply []any
+	wait := r.Wait
+	if r.DryRun {
+		wait = Durability{}
+	}
+	err := durably(ctx, c, r.Stream, wait, func(s redis.Scripter) error {
+		var err error
+		reply, err = reclaimScript.Run(ctx, s, []string{r.Stream, dlq}, args...).Slice()
+		return err
+	})
+	var behind *ReplicasBehindError
+	if err != nil && !errors.As(err, &behind) {
 		return Result{}, fmt.Errorf("reclaim from %s on %s/%s: %w", r.Consumer, r.Stream, r.Group, err)
 	}
 	if len(reply) != 3 {
@@ -143,6 +157,9 @@ func RunReclaim(ctx context.Context, c redis.Scripter, r Reclaim) (Result, error
 	listed, _ := reply[2].([]any)
 	if res.Outcomes, err = parseOutcomes(listed); err != nil {
 		return Result{}, err
+	}
+	if behind != nil {
+		return res, behind
 	}
 	return res, nil
 }

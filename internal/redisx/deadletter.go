@@ -49,6 +49,8 @@ type Held struct {
 	// DeleteOriginal XDELs the original once acknowledged.
 	DeleteOriginal bool
 	DryRun         bool
+	// Wait is the WAIT after each write, on the node written to.
+	Wait Durability
 	// LookBack bounds how many records step 2 reads back; 0 is DefaultLookBack.
 	LookBack int64
 	// IDs names the entries; without, the batch is the holder's next Count
@@ -83,7 +85,9 @@ type HeldEntry struct {
 
 // FinishHeld runs steps 2 and 3 for one page of held entries. Entries
 // whose step 2 found an earlier copy are acknowledged without a second
-// one; entries whose step 2 failed stay held for the next run.
+// one; entries whose step 2 failed stay held for the next run. When the
+// replicas Wait asks for fall behind, it stops there, before the entry is
+// acknowledged, and returns what was done with a *ReplicasBehindError.
 func FinishHeld(ctx context.Context, c redis.UniversalClient, h Held) (Result, error) {
 	if err := h.validate(); err != nil {
 		return Result{}, err
@@ -103,6 +107,10 @@ func FinishHeld(ctx context.Context, c redis.UniversalClient, h Held) (Result, e
 			continue
 		}
 		rec, err := AddRecord(ctx, c, h, e)
+		var behind *ReplicasBehindError
+		if errors.As(err, &behind) {
+			return res, err
+		}
 		if err != nil {
 			res.add(EntryOutcome{ID: e.ID, Outcome: Failed, Detail: "dead-letter: " + err.Error(), Deliveries: e.Deliveries})
 			continue
@@ -120,7 +128,8 @@ func FinishHeld(ctx context.Context, c redis.UniversalClient, h Held) (Result, e
 		return res, nil
 	}
 	acked, err := AckHeld(ctx, c, h, ack)
-	if err != nil {
+	var behind *ReplicasBehindError
+	if err != nil && !errors.As(err, &behind) {
 		return res, err
 	}
 	for _, o := range acked {
@@ -130,7 +139,7 @@ func FinishHeld(ctx context.Context, c redis.UniversalClient, h Held) (Result, e
 		o.Detail = records[o.ID]
 		res.add(o)
 	}
-	return res, nil
+	return res, err
 }
 
 func (r *Result) add(o EntryOutcome) {
@@ -217,7 +226,7 @@ func entryFields(reply any) []string {
 // AddRecord is step 2 for one held entry: it writes the entry's record to
 // the dead-letter stream unless the look-back finds this step's own
 // earlier copy, and returns the record's id either way.
-func AddRecord(ctx context.Context, c redis.Scripter, h Held, e HeldEntry) (string, error) {
+func AddRecord(ctx context.Context, c redis.UniversalClient, h Held, e HeldEntry) (string, error) {
 	deliveries := carried(e.Fields, h.CarryField) + e.Deliveries
 	lookBack := h.LookBack
 	if lookBack < 1 {
@@ -230,7 +239,20 @@ func AddRecord(ctx context.Context, c redis.Scripter, h Held, e HeldEntry) (stri
 	}
 	args = append(args, FieldOriginID, e.ID, FieldOriginStream, h.Stream, FieldGroup, h.Group,
 		FieldDeliveries, strconv.FormatInt(deliveries, 10), FieldReason, "max-deliveries")
-	reply, err := deadLetterScript.Run(ctx, c, []string{h.DeadLetterStream}, args...).StringSlice()
+	var reply []string
+	wait := h.Wait
+	if h.DryRun {
+		wait = Durability{}
+	}
+	err := durably(ctx, c, h.DeadLetterStream, wait, func(s redis.Scripter) error {
+		var err error
+		reply, err = deadLetterScript.Run(ctx, s, []string{h.DeadLetterStream}, args...).StringSlice()
+		return err
+	})
+	var behind *ReplicasBehindError
+	if errors.As(err, &behind) {
+		return "", err
+	}
 	if err != nil {
 		return "", fmt.Errorf("dead-letter %s to %s: %w", e.ID, h.DeadLetterStream, err)
 	}
@@ -263,7 +285,7 @@ func carried(fields []string, name string) int64 {
 }
 
 // AckHeld is step 3: acknowledge each entry the holder still holds.
-func AckHeld(ctx context.Context, c redis.Scripter, h Held, ids []string) ([]EntryOutcome, error) {
+func AckHeld(ctx context.Context, c redis.UniversalClient, h Held, ids []string) ([]EntryOutcome, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
@@ -272,9 +294,19 @@ func AckHeld(ctx context.Context, c redis.Scripter, h Held, ids []string) ([]Ent
 	for _, id := range ids {
 		args = append(args, id)
 	}
-	reply, err := ackHeldScript.Run(ctx, c, []string{h.Stream}, args...).Slice()
-	if err != nil {
+	var reply []any
+	err := durably(ctx, c, h.Stream, h.Wait, func(s redis.Scripter) error {
+		var err error
+		reply, err = ackHeldScript.Run(ctx, s, []string{h.Stream}, args...).Slice()
+		return err
+	})
+	var behind *ReplicasBehindError
+	if err != nil && !errors.As(err, &behind) {
 		return nil, fmt.Errorf("acknowledge held entries on %s/%s: %w", h.Stream, h.Group, err)
 	}
-	return parseOutcomes(reply)
+	outs, perr := parseOutcomes(reply)
+	if perr != nil {
+		return nil, perr
+	}
+	return outs, err
 }
