@@ -199,8 +199,19 @@ func (s *Server) fresh(ctx context.Context, g liveness.GroupRef) (liveness.Targe
 	return lt, snap, nil
 }
 
-func (s *Server) client(g liveness.GroupRef) (*redis.Client, error) {
+func (s *Server) client(g liveness.GroupRef) (redis.UniversalClient, error) {
 	c, ok := s.opts.Conns.Get(g.Conn)
+	return known(c, ok, g)
+}
+
+// diagnosticsClient is client for a read that judges nothing (ListPending's
+// pages): it may read a replica where the connection allows replica reads.
+func (s *Server) diagnosticsClient(g liveness.GroupRef) (redis.UniversalClient, error) {
+	c, ok := s.opts.Conns.Diagnostics(g.Conn)
+	return known(c, ok, g)
+}
+
+func known(c redis.UniversalClient, ok bool, g liveness.GroupRef) (redis.UniversalClient, error) {
 	if !ok { // validation checked the name; a failure here is a wiring bug
 		return nil, status.Errorf(codes.Internal, "no redis connection named %q", g.Conn)
 	}

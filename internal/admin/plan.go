@@ -19,7 +19,7 @@ func (s *Server) ListPending(ctx context.Context, req *pelwardenv1.ListPendingRe
 	if err != nil {
 		return nil, err
 	}
-	c, err := s.client(q.group)
+	c, err := s.diagnosticsClient(q.group)
 	if err != nil {
 		return nil, err
 	}

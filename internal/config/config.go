@@ -161,10 +161,22 @@ type Redis struct {
 	// Required and unique; lowercase letters, digits and '-', starting and
 	// ending with a letter or digit, at most 63 characters.
 	Name string `yaml:"name"`
-	// Addr is host:port of the Redis server. Required; the port is numeric,
-	// 1-65535.
+	// Mode is how the connection reaches Redis: standalone (Addr),
+	// sentinel (the Sentinel block) or cluster (the Cluster block).
+	// Default standalone.
+	Mode RedisMode `yaml:"mode"`
+	// Addr is host:port of the Redis server in mode standalone, where it is
+	// required; the port is numeric, 1-65535. Other modes take their
+	// addresses from their own block and refuse Addr.
 	Addr string `yaml:"addr"`
-	// Username is the ACL user. Optional; empty means the default user.
+	// Sentinel configures mode sentinel; its options are refused in other
+	// modes.
+	Sentinel RedisSentinelConfig `yaml:"sentinel"`
+	// Cluster configures mode cluster; its options are refused in other
+	// modes.
+	Cluster RedisClusterConfig `yaml:"cluster"`
+	// Username is the ACL user, on every node in modes sentinel and
+	// cluster. Optional; empty means the default user.
 	Username string `yaml:"username"`
 	// Password is resolved at load time from PasswordEnv or PasswordFile.
 	// It is never read from YAML text, so a config file can be shared.
@@ -204,7 +216,8 @@ type Redis struct {
 	WaitTimeout time.Duration `yaml:"waitTimeout"`
 }
 
-// RedisTLS configures TLS for one Redis connection. Every field other than
+// RedisTLS configures TLS for one Redis connection, to every node and, in
+// mode sentinel, to the sentinels too. Every field other than
 // Enabled requires Enabled, so a half-written TLS block fails loudly instead
 // of silently connecting in plain text.
 type RedisTLS struct {
@@ -260,6 +273,7 @@ func Default() Config {
 func DefaultRedis(name, addr string) Redis {
 	return Redis{
 		Name:         name,
+		Mode:         RedisStandalone,
 		Addr:         addr,
 		DialTimeout:  2 * time.Second,
 		ReadTimeout:  2 * time.Second,

@@ -154,37 +154,49 @@ func applyEnv(src Sources, cfg *Config, p *problems) {
 			p.add(s.env, "%v", err)
 		}
 	}
-	_, hasPassword := src.lookup(envPassword)
-	_, hasFile := src.lookup(envPasswordFile)
-	if hasPassword && hasFile {
-		p.add(envPassword, "is mutually exclusive with %s; set one of them", envPasswordFile)
+	for _, pair := range [][2]string{{envPassword, envPasswordFile}, {envSentinelPassword, envSentinelPasswordFile}} {
+		_, hasPassword := src.lookup(pair[0])
+		_, hasFile := src.lookup(pair[1])
+		if hasPassword && hasFile {
+			p.add(pair[0], "is mutually exclusive with %s; set one of them", pair[1])
+		}
 	}
 }
 
-// resolvePasswords fills Password from PasswordEnv or PasswordFile. Naming
-// both is reported by Validate.
+// resolvePasswords fills Password from PasswordEnv or PasswordFile, for
+// each connection and its sentinels. Naming both is reported by Validate.
 func resolvePasswords(src Sources, cfg *Config, p *problems) {
 	for i := range cfg.Redis {
 		r := &cfg.Redis[i]
 		path := fmt.Sprintf("redis[%d]", i)
-		switch {
-		case r.PasswordEnv != "" && r.PasswordFile != "":
-		case r.PasswordEnv != "":
-			v, ok := src.lookup(r.PasswordEnv)
-			if !ok {
-				p.add(path+".passwordEnv", "names the environment variable %s, which is unset or empty", r.PasswordEnv)
-			}
-			r.Password = v
-		case r.PasswordFile != "":
-			data, err := src.readFile(r.PasswordFile)
-			if err != nil {
-				p.add(path+".passwordFile", "must name a readable file: %s", pathErrText(err))
-				continue
-			}
-			r.Password = strings.TrimRight(string(data), "\r\n")
-			if r.Password == "" {
-				p.add(path+".passwordFile", "names %q, which holds no password", r.PasswordFile)
-			}
-		}
+		r.Password = resolveSecret(src, p, path+".password", r.PasswordEnv, r.PasswordFile)
+		s := &r.Sentinel
+		s.Password = resolveSecret(src, p, path+".sentinel.password", s.PasswordEnv, s.PasswordFile)
 	}
+}
+
+// resolveSecret reads a password from the variable env or the file, and
+// reports problems under field+"Env" and field+"File".
+func resolveSecret(src Sources, p *problems, field, env, file string) string {
+	switch {
+	case env != "" && file != "":
+	case env != "":
+		v, ok := src.lookup(env)
+		if !ok {
+			p.add(field+"Env", "names the environment variable %s, which is unset or empty", env)
+		}
+		return v
+	case file != "":
+		data, err := src.readFile(file)
+		if err != nil {
+			p.add(field+"File", "must name a readable file: %s", pathErrText(err))
+			return ""
+		}
+		v := strings.TrimRight(string(data), "\r\n")
+		if v == "" {
+			p.add(field+"File", "names %q, which holds no password", file)
+		}
+		return v
+	}
+	return ""
 }

@@ -20,6 +20,9 @@ const EnvConfig = "PELWARDEN_CONFIG"
 const (
 	envPassword     = "PELWARDEN_REDIS_PASSWORD"      //nolint:gosec // G101: a variable name, not a credential
 	envPasswordFile = "PELWARDEN_REDIS_PASSWORD_FILE" //nolint:gosec // G101: a variable name, not a credential
+
+	envSentinelPassword     = "PELWARDEN_REDIS_SENTINEL_PASSWORD"      //nolint:gosec // G101: a variable name, not a credential
+	envSentinelPasswordFile = "PELWARDEN_REDIS_SENTINEL_PASSWORD_FILE" //nolint:gosec // G101: a variable name, not a credential
 )
 
 // setting is one value that an environment variable, and usually a flag, can
@@ -151,6 +154,30 @@ var settings = []setting{
 			return nil
 		},
 	}.withFlagNamed("redis-password-file", "file holding the password of the default Redis connection"),
+	modeSetting(listSetting("redis[default].cluster.addrs", func(c *Config) *[]string { return &defaultRedis(c).Cluster.Addrs }), RedisCluster).
+		withFlagNamed("redis-cluster-addrs", "comma list of seed host:port addresses: the default Redis connection is a Redis Cluster"),
+	modeSetting(listSetting("redis[default].sentinel.addrs", func(c *Config) *[]string { return &defaultRedis(c).Sentinel.Addrs }), RedisSentinel).
+		withFlagNamed("redis-sentinel-addrs", "comma list of sentinel host:port addresses: the default Redis connection's master is found through them (with --redis-sentinel-master)"),
+	stringSetting("redis[default].sentinel.masterName", func(c *Config) *string { return &defaultRedis(c).Sentinel.MasterName }).
+		withFlagNamed("redis-sentinel-master", "name the sentinels monitor the default connection's master under"),
+	stringSetting("redis[default].sentinel.username", func(c *Config) *string { return &defaultRedis(c).Sentinel.Username }).
+		withFlagNamed("redis-sentinel-username", "ACL user on the sentinels of the default Redis connection"),
+	{
+		path: "redis[default].sentinel.password", env: envSentinelPassword, typ: "string",
+		apply: func(c *Config, _ string) error {
+			s := &defaultRedis(c).Sentinel
+			s.PasswordEnv, s.PasswordFile = envSentinelPassword, ""
+			return nil
+		},
+	},
+	setting{
+		path: "redis[default].sentinel.passwordFile", typ: "path",
+		apply: func(c *Config, raw string) error {
+			s := &defaultRedis(c).Sentinel
+			s.PasswordEnv, s.PasswordFile = "", raw
+			return nil
+		},
+	}.withFlagNamed("redis-sentinel-password-file", "file holding the password of the default Redis connection's sentinels"),
 	intSetting("redis[default].db", 0, func(c *Config) *int { return &defaultRedis(c).DB }).
 		withFlagNamed("redis-db", "database number of the default Redis connection"),
 	boolSetting("redis[default].tls.enabled", func(c *Config) *bool { return &defaultRedis(c).TLS.Enabled }).
@@ -173,6 +200,17 @@ func defaultRedis(c *Config) *Redis {
 	}
 	c.Redis = append(c.Redis, DefaultRedis(metadata.DefaultConnection, ""))
 	return &c.Redis[len(c.Redis)-1]
+}
+
+// modeSetting makes s also switch the default connection to mode, so a
+// list of cluster seeds or sentinels alone says which kind of Redis it is.
+func modeSetting(s setting, mode RedisMode) setting {
+	apply := s.apply
+	s.apply = func(c *Config, raw string) error {
+		defaultRedis(c).Mode = mode
+		return apply(c, raw)
+	}
+	return s
 }
 
 // newSetting is a setting of path with its variable and no flag.

@@ -133,12 +133,7 @@ func (r *Redis) validate(p *problems, path string) {
 		p.add(path+".name", "must be 1-63 lowercase letters, digits or '-', "+
 			"starting and ending with a letter or digit, such as %q, got %q", metadata.DefaultConnection, r.Name)
 	}
-	if r.Addr == "" && r.Name == metadata.DefaultConnection {
-		p.add(path+".addr", "is required; for the connection named %s set --redis-addr or PELWARDEN_REDIS_ADDR, "+
-			"such as %q", metadata.DefaultConnection, "redis:6379")
-	} else {
-		checkDialAddr(p, path+".addr", r.Addr)
-	}
+	r.validateMode(p, path)
 	if r.PasswordEnv != "" && r.PasswordFile != "" {
 		p.add(path+".passwordEnv", "is mutually exclusive with passwordFile; set one of them")
 	}
@@ -154,6 +149,17 @@ func (r *Redis) validate(p *problems, path string) {
 	}
 	checkPositive(p, path+".waitTimeout", r.WaitTimeout, "1s")
 	r.TLS.validate(p, path+".tls")
+}
+
+// validateAddr checks Addr, which mode standalone requires.
+func (r *Redis) validateAddr(p *problems, path string) {
+	if r.Addr == "" && r.Name == metadata.DefaultConnection {
+		p.add(path+".addr", "is required in mode standalone; for the connection named %s set --redis-addr or PELWARDEN_REDIS_ADDR "+
+			"(or --redis-cluster-addrs, or --redis-sentinel-addrs with --redis-sentinel-master), such as %q",
+			metadata.DefaultConnection, "redis:6379")
+	} else {
+		checkDialAddr(p, path+".addr", r.Addr)
+	}
 }
 
 func (t *RedisTLS) validate(p *problems, path string) {

@@ -87,7 +87,7 @@ func TestValidateRejectsEachBadFieldByName(t *testing.T) {
 		"duplicate name": {func(c *config.Config) {
 			c.Redis = append(c.Redis, config.DefaultRedis("default", "other:6379"))
 		}, `redis[1].name: must be unique, "default" is also redis[0].name`},
-		"default connection without addr": {func(c *config.Config) { c.Redis[0].Addr = "" }, `redis[0].addr: is required; for the connection named default set --redis-addr or PELWARDEN_REDIS_ADDR`},
+		"default connection without addr": {func(c *config.Config) { c.Redis[0].Addr = "" }, `redis[0].addr: is required in mode standalone; for the connection named default set --redis-addr or PELWARDEN_REDIS_ADDR`},
 		"addr without port": {func(c *config.Config) {
 			c.Redis = append(c.Redis, config.DefaultRedis("orders", "orders"))
 		}, `redis[1].addr: must be host:port with a host and a numeric port 1-65535, such as "redis:6379", got "orders"`},

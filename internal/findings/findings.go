@@ -106,7 +106,7 @@ type Input struct {
 	// Snapshot is a fresh read of the target: verdicts, owners, pods, lag.
 	Snapshot *liveness.Snapshot
 	// Client is the connection of the target's Redis.
-	Client *redis.Client
+	Client redis.UniversalClient
 	// MinDeliveries is the delivery count from which an entry is bouncing;
 	// the caller resolves the default (maxDeliveries, or
 	// DefaultMinDeliveries).

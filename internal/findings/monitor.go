@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/pelwarden/pelwarden/internal/redisx"
 )
 
 const (
@@ -36,9 +38,14 @@ type nameUse map[string]map[string]map[string]int
 // XCLAIM or XAUTOCLAIM. XACK names no consumer, and commands a script runs
 // show no client address, so neither can be attributed. go-redis's Monitor
 // hands the monitoring connection back to the pool while still reading it,
-// so the sample dials its own with the client's options.
-func sampleNames(ctx context.Context, c *redis.Client, stream, group string, d time.Duration) (nameUse, error) {
-	opts := c.Options()
+// so the sample dials its own with the client's options. In a cluster it
+// watches the master of the stream's slot, where the workers' reads land.
+func sampleNames(ctx context.Context, c redis.UniversalClient, stream, group string, d time.Duration) (nameUse, error) {
+	node, err := redisx.NodeForKey(ctx, c, stream)
+	if err != nil {
+		return nil, fmt.Errorf("MONITOR for %s: %w", stream, err)
+	}
+	opts := node.Options()
 	conn, rd, err := openMonitor(ctx, opts)
 	if err != nil {
 		return nil, fmt.Errorf("MONITOR on %s: %w", opts.Addr, err)

@@ -28,6 +28,12 @@ const (
 	restartAttempts = 20
 
 	logTailLines = 30
+
+	// A cluster node listens on its bus port, port+busPortOffset, which
+	// must not pass maxPort.
+	busPortOffset   = 10000
+	maxPort         = 65535
+	busPortAttempts = 50
 )
 
 // errPortTaken reports that redis-server could not own its port.
@@ -51,7 +57,7 @@ func (p *process) exited() bool {
 func (s *Server) startOnFreePort() error {
 	var err error
 	for range portAttempts {
-		s.port, err = freePort()
+		s.port, err = s.pickPort()
 		if err != nil {
 			return err
 		}
@@ -98,12 +104,45 @@ func freePort() (int, error) {
 	return port, nil
 }
 
-func (s *Server) args() []string {
-	listen := []string{"--port", strconv.Itoa(s.port)}
-	if s.opts.TLS != nil {
-		listen = s.opts.TLS.args(s.port)
+// pickPort returns a free port for this server. A cluster node also binds
+// its bus port, port+10000, so both must be free and the port below 55535.
+func (s *Server) pickPort() (int, error) {
+	if s.opts.role != roleClusterNode {
+		return freePort()
 	}
-	args := append(listen,
+	for range busPortAttempts {
+		port, err := freePort()
+		if err != nil {
+			return 0, err
+		}
+		if port+busPortOffset > maxPort {
+			continue
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port+busPortOffset)))
+		if err != nil {
+			continue
+		}
+		if err := l.Close(); err != nil {
+			return 0, fmt.Errorf("find free bus port: %w", err)
+		}
+		return port, nil
+	}
+	return 0, fmt.Errorf("no port with a free bus port (+%d) after %d attempts", busPortOffset, busPortAttempts)
+}
+
+func (s *Server) args() []string {
+	var args []string
+	if s.opts.role == roleSentinel {
+		// Sentinel mode takes its config file first and rewrites it, so
+		// the file lives in the server's own directory.
+		args = append(args, s.sentinelConfPath(), "--sentinel")
+	}
+	if s.opts.TLS != nil {
+		args = append(args, s.opts.TLS.args(s.port)...)
+	} else {
+		args = append(args, "--port", strconv.Itoa(s.port))
+	}
+	args = append(args,
 		"--bind", "127.0.0.1",
 		"--protected-mode", "no",
 		"--daemonize", "no",
@@ -118,6 +157,7 @@ func (s *Server) args() []string {
 	if s.opts.AOF {
 		args = append(args, "--appendonly", "yes", "--appendfsync", "everysec")
 	}
+	args = append(args, s.roleArgs()...)
 	users, _ := userArgs(s.opts.Users) // checked by prepare
 	args = append(args, users...)
 	return append(args, s.opts.Args...)
@@ -278,4 +318,24 @@ func lastLines(text string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "") + "\n"
+}
+
+// roleArgs are the directives a cluster node or a sentinel needs. Over TLS,
+// the cluster bus and replication links speak TLS too, as plaintext is off.
+func (s *Server) roleArgs() []string {
+	var args []string
+	switch s.opts.role {
+	case roleClusterNode:
+		args = append(args,
+			"--cluster-enabled", "yes",
+			"--cluster-config-file", filepath.Join(s.dir, "nodes.conf"))
+		if s.opts.TLS != nil {
+			args = append(args, "--tls-cluster", "yes")
+		}
+	case roleSentinel, roleStandalone:
+	}
+	if s.opts.TLS != nil {
+		args = append(args, "--tls-replication", "yes")
+	}
+	return args
 }

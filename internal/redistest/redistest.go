@@ -53,7 +53,20 @@ type Options struct {
 	// Args are extra redis-server directives appended after the defaults, so
 	// they override them, e.g. []string{"--maxmemory", "10mb"}.
 	Args []string
+
+	// role is set by StartCluster and StartSentinel: a cluster node needs
+	// its bus port free too, a sentinel its own writable config file.
+	role nodeRole
 }
+
+// nodeRole is what a Server runs as.
+type nodeRole int
+
+const (
+	roleStandalone nodeRole = iota
+	roleClusterNode
+	roleSentinel
+)
 
 // Server is one redis-server process. Its port and data directory stay the
 // same across Kill/Stop and Restart. Methods are safe for concurrent use.

@@ -13,39 +13,86 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/pelwarden/pelwarden/internal/config"
 )
 
-// NewClient builds a client for one configured connection. Context
-// deadlines are honored on every socket operation, so a caller's deadline
-// bounds a call even while Redis is unreachable.
-func NewClient(c config.Redis) (*redis.Client, error) {
-	opts := &redis.Options{
-		Addr:                  c.Addr,
-		Username:              c.Username,
-		Password:              c.Password,
-		DB:                    c.DB,
-		DialTimeout:           c.DialTimeout,
-		ReadTimeout:           c.ReadTimeout,
-		WriteTimeout:          c.WriteTimeout,
-		PoolSize:              c.PoolSize,
-		ClientName:            "pelwarden",
-		ContextTimeoutEnabled: true,
-		// CLIENT SETINFO is unknown before Redis 7.2; skip the extra call.
-		DisableIdentity: true,
-	}
+// clusterStateReload is how old a cluster client's slot map may get before
+// it is read again. go-redis rereads it on MOVED, but after a master dies
+// it would keep dialing the dead node until this interval passes (60s by
+// default); a few seconds keeps GetMetrics' Unavailable window short for
+// one CLUSTER SLOTS per interval.
+const clusterStateReload = 2 * time.Second
+
+// NewClient builds the client of one configured connection in its mode: a
+// plain client, a FailoverClient that finds and follows the master through
+// the sentinels, or a ClusterClient that follows slots. It reads masters
+// only, as the scaler's numbers and hygiene must. Context deadlines are
+// honored on every socket operation, so a caller's deadline bounds a call
+// even while Redis is unreachable.
+func NewClient(c config.Redis) (redis.UniversalClient, error) {
+	return newClient(c, false)
+}
+
+// newClient builds the connection's client; replicas lets read-only
+// commands go to replicas where the configuration allows it.
+func newClient(c config.Redis, replicas bool) (redis.UniversalClient, error) {
+	var tc *tls.Config
 	if c.TLS.Enabled {
-		tc, err := tlsConfig(c.TLS)
-		if err != nil {
+		var err error
+		if tc, err = tlsConfig(c.TLS); err != nil {
 			return nil, fmt.Errorf("redis connection %q: %w", c.Name, err)
 		}
-		opts.TLSConfig = tc
 	}
-	return redis.NewClient(opts), nil
+	switch c.Mode {
+	case config.RedisSentinel:
+		s := c.Sentinel
+		return redis.NewFailoverClient(&redis.FailoverOptions{
+			MasterName: s.MasterName, SentinelAddrs: s.Addrs,
+			SentinelUsername: s.Username, SentinelPassword: s.Password,
+			ReplicaOnly: replicas && s.ReplicaReads,
+			Username:    c.Username, Password: c.Password, DB: c.DB,
+			DialTimeout: c.DialTimeout, ReadTimeout: c.ReadTimeout, WriteTimeout: c.WriteTimeout,
+			PoolSize: c.PoolSize, TLSConfig: tc,
+			ClientName: clientName, ContextTimeoutEnabled: true, DisableIdentity: true,
+		}), nil
+	case config.RedisCluster:
+		cl := c.Cluster
+		return redis.NewClusterClient(&redis.ClusterOptions{
+			Addrs:          cl.Addrs,
+			ReadOnly:       replicas && cl.ReadOnly,
+			RouteByLatency: replicas && cl.RouteByLatency,
+			RouteRandomly:  replicas && cl.RouteRandomly,
+			Username:       c.Username, Password: c.Password,
+			DialTimeout: c.DialTimeout, ReadTimeout: c.ReadTimeout, WriteTimeout: c.WriteTimeout,
+			PoolSize: c.PoolSize, TLSConfig: tc,
+			ClusterStateReloadInterval: clusterStateReload,
+			ClientName:                 clientName, ContextTimeoutEnabled: true, DisableIdentity: true,
+		}), nil
+	case config.RedisStandalone, "":
+	}
+	return redis.NewClient(&redis.Options{
+		Addr:         c.Addr,
+		Username:     c.Username,
+		Password:     c.Password,
+		DB:           c.DB,
+		DialTimeout:  c.DialTimeout,
+		ReadTimeout:  c.ReadTimeout,
+		WriteTimeout: c.WriteTimeout,
+		PoolSize:     c.PoolSize,
+		TLSConfig:    tc,
+		ClientName:   clientName,
+		// CLIENT SETINFO is unknown before Redis 7.2; skip the extra call.
+		DisableIdentity:       true,
+		ContextTimeoutEnabled: true,
+	}), nil
 }
+
+// clientName is what CLIENT LIST shows for pelwarden's connections.
+const clientName = "pelwarden"
 
 func tlsConfig(t config.RedisTLS) (*tls.Config, error) {
 	tc := &tls.Config{
@@ -76,35 +123,60 @@ func tlsConfig(t config.RedisTLS) (*tls.Config, error) {
 
 // Conns holds the configured connections by name.
 type Conns struct {
-	clients map[string]*redis.Client
+	conns map[string]conn
+}
+
+type conn struct {
+	// primary reads and writes masters only.
+	primary redis.UniversalClient
+	// replica serves the read-only diagnostics; it is primary unless the
+	// connection lets them read replicas (sentinel.replicaReads,
+	// cluster.readOnly and the route options).
+	replica redis.UniversalClient
 }
 
 // Open builds a client for every configured connection. It does not dial:
 // readiness reports reachability, and a Redis that is down at start must not
 // stop pelwarden from serving errors for it.
 func Open(cfgs []config.Redis) (*Conns, error) {
-	cs := &Conns{clients: make(map[string]*redis.Client, len(cfgs))}
+	cs := &Conns{conns: make(map[string]conn, len(cfgs))}
 	for _, c := range cfgs {
-		cl, err := NewClient(c)
+		primary, err := NewClient(c)
 		if err != nil {
 			_ = cs.Close()
 			return nil, err
 		}
-		cs.clients[c.Name] = cl
+		cn := conn{primary: primary, replica: primary}
+		if c.ReplicaReads() {
+			// Built from the same config, so no error newClient could
+			// return is left.
+			cn.replica, _ = newClient(c, true)
+		}
+		cs.conns[c.Name] = cn
 	}
 	return cs, nil
 }
 
-// Get returns the client of a named connection.
-func (cs *Conns) Get(name string) (*redis.Client, bool) {
-	c, ok := cs.clients[name]
-	return c, ok
+// Get returns the client of a named connection. It reads and writes
+// masters only: the scaler, the liveness view and hygiene use it.
+func (cs *Conns) Get(name string) (redis.UniversalClient, bool) {
+	c, ok := cs.conns[name]
+	return c.primary, ok
+}
+
+// Diagnostics returns the client that read-only diagnostics of a named
+// connection use: one that may read a lagging replica when the connection
+// allows replica reads, else the same client Get returns. Nothing that
+// judges liveness, reports metrics or changes data may use it.
+func (cs *Conns) Diagnostics(name string) (redis.UniversalClient, bool) {
+	c, ok := cs.conns[name]
+	return c.replica, ok
 }
 
 // Names lists the configured connection names, sorted.
 func (cs *Conns) Names() []string {
-	names := make([]string, 0, len(cs.clients))
-	for n := range cs.clients {
+	names := make([]string, 0, len(cs.conns))
+	for n := range cs.conns {
 		names = append(names, n)
 	}
 	slices.Sort(names)
@@ -115,7 +187,7 @@ func (cs *Conns) Names() []string {
 func (cs *Conns) Ping(ctx context.Context) error {
 	var errs []error
 	for _, name := range cs.Names() {
-		if err := cs.clients[name].Ping(ctx).Err(); err != nil {
+		if err := cs.conns[name].primary.Ping(ctx).Err(); err != nil {
 			errs = append(errs, fmt.Errorf("redis %q: %w", name, err))
 		}
 	}
@@ -125,8 +197,11 @@ func (cs *Conns) Ping(ctx context.Context) error {
 // Close closes every client.
 func (cs *Conns) Close() error {
 	var errs []error
-	for _, c := range cs.clients {
-		errs = append(errs, c.Close())
+	for _, c := range cs.conns {
+		errs = append(errs, c.primary.Close())
+		if c.replica != c.primary {
+			errs = append(errs, c.replica.Close())
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -145,4 +220,18 @@ var setLoggerOnce sync.Once
 // logger per process, unguarded, so only the first call takes effect.
 func SetLogger(log *slog.Logger) {
 	setLoggerOnce.Do(func() { redis.SetLogger(slogPrintf{log: log}) })
+}
+
+// NodeForKey returns the client of the one server that holds key: the
+// master serving its slot for a ClusterClient, the client itself otherwise
+// (a FailoverClient dials the current master). Commands that must stay on
+// one connection (MONITOR, a blocking read with CLIENT UNBLOCK) need it.
+func NodeForKey(ctx context.Context, c redis.UniversalClient, key string) (*redis.Client, error) {
+	switch c := c.(type) {
+	case *redis.ClusterClient:
+		return c.MasterForKey(ctx, key)
+	case *redis.Client:
+		return c, nil
+	}
+	return nil, fmt.Errorf("redis client %T: not a single-server or cluster client", c)
 }

@@ -121,7 +121,7 @@ func (r *Reader) Fetch(ctx context.Context, t liveness.Target, known []string) (
 }
 
 // second reads what the first round trip could not know to ask for.
-func (r *Reader) second(ctx context.Context, c *redis.Client, t liveness.Target, obs *liveness.Observation) error {
+func (r *Reader) second(ctx context.Context, c redis.UniversalClient, t liveness.Target, obs *liveness.Observation) error {
 	names := make([]string, 0, len(obs.Consumers)+len(obs.PendingByConsumer))
 	for _, cs := range obs.Consumers {
 		names = append(names, cs.Name)

@@ -2,7 +2,7 @@ package redisx
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -11,21 +11,43 @@ import (
 )
 
 // wakerBlock bounds one blocking XREAD; it is also the most a newly armed
-// stream can wait when its arming races the start of an XREAD.
+// stream can wait when its arming races the start of an XREAD, and about
+// the most a loop takes to notice that its slot moved to another node.
 const wakerBlock = time.Second
 
 // Waker tells when a new entry lands on a stream, within a round trip of the
-// XADD, without polling: one connection runs one blocking XREAD over every
-// armed stream of its Redis. Arming a stream interrupts the XREAD with
-// CLIENT UNBLOCK so the new stream joins at once.
+// XADD, without polling: a blocking XREAD over every armed stream, on a
+// connection of its own. Arming a stream interrupts the XREAD with CLIENT
+// UNBLOCK so the new stream joins at once.
+//
+// One XREAD can only span keys one server holds, and in a Redis Cluster
+// only keys of one hash slot (else CROSSSLOT). So a standalone or sentinel
+// connection runs one read loop, and a cluster connection one loop per
+// hash slot with armed streams, on the master serving that slot. A loop
+// whose read fails (MOVED after a reshard, a failover, a dead node) asks
+// the cluster for the slot's master again before it reads on, so it
+// follows its slot. A FailoverClient redials the master the sentinels name.
 type Waker struct {
-	client *redis.Client
-	log    *slog.Logger
+	client  redis.UniversalClient
+	cluster *redis.ClusterClient // nil unless client is one
+	log     *slog.Logger
 
-	mu      sync.Mutex
+	mu     sync.Mutex
+	runCtx context.Context //nolint:containedctx // Run's context, for loops that start after Run
+	wg     sync.WaitGroup
+	loops  map[int]*wakeLoop        // by hash slot; 0 outside a cluster
+	slots  map[string]int           // cluster: armed stream -> hash slot
+	nodes  map[string]*redis.Client // cluster: the waker's own client per node address
+}
+
+// wakeLoop is one blocking read and the watches it serves. Its fields are
+// guarded by the Waker's mu.
+type wakeLoop struct {
+	slot    int
 	watches map[string]map[*watch]struct{}
 	changed chan struct{}
 	connID  int64
+	node    *redis.Client // where connID lives, for CLIENT UNBLOCK
 }
 
 type watch struct {
@@ -33,9 +55,14 @@ type watch struct {
 	fired chan struct{}
 }
 
-// NewWaker returns a waker for one Redis; Run must be running for it to fire.
-func NewWaker(c *redis.Client, log *slog.Logger) *Waker {
-	return &Waker{client: c, log: log, watches: make(map[string]map[*watch]struct{}), changed: make(chan struct{}, 1)}
+// NewWaker returns a waker for one connection; Run must be running for it
+// to fire.
+func NewWaker(c redis.UniversalClient, log *slog.Logger) *Waker {
+	cluster, _ := c.(*redis.ClusterClient)
+	return &Waker{
+		client: c, cluster: cluster, log: log,
+		loops: make(map[int]*wakeLoop), slots: make(map[string]int), nodes: make(map[string]*redis.Client),
+	}
 }
 
 // Arm returns a channel that is closed when an entry newer than the stream's
@@ -46,137 +73,105 @@ func (w *Waker) Arm(ctx context.Context, stream string) (<-chan struct{}, func()
 	if err != nil {
 		return nil, nil, err
 	}
+	slot, err := w.slot(ctx, stream)
+	if err != nil {
+		return nil, nil, err
+	}
 	after := "0-0"
 	if len(last) > 0 {
 		after = last[0].ID
 	}
 	wt := &watch{after: after, fired: make(chan struct{})}
 	w.mu.Lock()
-	if w.watches[stream] == nil {
-		w.watches[stream] = make(map[*watch]struct{})
+	l := w.loopLocked(slot)
+	if l.watches[stream] == nil {
+		l.watches[stream] = make(map[*watch]struct{})
 	}
-	w.watches[stream][wt] = struct{}{}
-	id := w.connID
+	l.watches[stream][wt] = struct{}{}
+	w.slots[stream] = slot
+	id, node := l.connID, l.node
 	w.mu.Unlock()
 	select {
-	case w.changed <- struct{}{}:
+	case l.changed <- struct{}{}:
 	default:
 	}
 	if id != 0 {
 		// Best effort: without it the new stream joins at the next XREAD.
-		_ = w.client.ClientUnblock(ctx, id).Err()
+		_ = node.ClientUnblock(ctx, id).Err()
 	}
-	return wt.fired, func() { w.disarm(stream, wt) }, nil
+	return wt.fired, func() { w.disarm(l, stream, wt) }, nil
 }
 
-func (w *Waker) disarm(stream string, wt *watch) {
+// slot returns the stream's hash slot in a cluster, 0 otherwise. A slot
+// never changes for a key, so it is asked once while the stream is armed.
+func (w *Waker) slot(ctx context.Context, stream string) (int, error) {
+	if w.cluster == nil {
+		return 0, nil
+	}
+	w.mu.Lock()
+	slot, ok := w.slots[stream]
+	w.mu.Unlock()
+	if ok {
+		return slot, nil
+	}
+	n, err := w.cluster.ClusterKeySlot(ctx, stream).Result()
+	if err != nil {
+		return 0, fmt.Errorf("CLUSTER KEYSLOT %s: %w", stream, err)
+	}
+	return int(n), nil
+}
+
+// loopLocked returns the slot's loop, starting one if Run is running.
+func (w *Waker) loopLocked(slot int) *wakeLoop {
+	l := w.loops[slot]
+	if l != nil {
+		return l
+	}
+	l = &wakeLoop{slot: slot, watches: make(map[string]map[*watch]struct{}), changed: make(chan struct{}, 1)}
+	w.loops[slot] = l
+	if w.runCtx != nil {
+		ctx := w.runCtx
+		w.wg.Go(func() { w.run(ctx, l) })
+	}
+	return l
+}
+
+func (w *Waker) disarm(l *wakeLoop, stream string, wt *watch) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if set := w.watches[stream]; set != nil {
+	if set := l.watches[stream]; set != nil {
 		delete(set, wt)
 		if len(set) == 0 {
-			delete(w.watches, stream)
+			delete(l.watches, stream)
+			w.forgetLocked(stream)
 		}
 	}
 }
 
-// Run serves armed streams until ctx ends.
+// forgetLocked drops the cached slot of a stream no loop watches.
+func (w *Waker) forgetLocked(stream string) {
+	if slot, ok := w.slots[stream]; ok {
+		if l := w.loops[slot]; l == nil || l.watches[stream] == nil {
+			delete(w.slots, stream)
+		}
+	}
+}
+
+// Run serves armed streams until ctx ends, then closes the connections it
+// opened.
 func (w *Waker) Run(ctx context.Context) {
-	var conn *redis.Conn
-	defer func() {
-		if conn != nil {
-			_ = conn.Close()
-		}
-	}()
-	for ctx.Err() == nil {
-		streams, ids := w.armed()
-		if len(streams) == 0 {
-			select {
-			case <-w.changed:
-				continue
-			case <-ctx.Done():
-				return
-			}
-		}
-		if conn == nil {
-			var err error
-			if conn, err = w.dial(ctx); err != nil {
-				w.backoff(ctx, err)
-				continue
-			}
-		}
-		res, err := conn.XRead(ctx, &redis.XReadArgs{Streams: append(streams, ids...), Count: 1, Block: wakerBlock}).Result()
-		switch {
-		case errors.Is(err, redis.Nil):
-			continue
-		case err != nil:
-			_ = conn.Close()
-			conn = nil
-			w.backoff(ctx, err)
-			continue
-		}
-		for _, s := range res {
-			if len(s.Messages) > 0 {
-				w.fire(s.Stream, s.Messages[0].ID)
-			}
-		}
-	}
-}
-
-func (w *Waker) dial(ctx context.Context) (*redis.Conn, error) {
-	conn := w.client.Conn()
-	id, err := conn.ClientID(ctx).Result()
-	if err != nil {
-		_ = conn.Close()
-		return nil, err
-	}
 	w.mu.Lock()
-	w.connID = id
-	w.mu.Unlock()
-	return conn, nil
-}
-
-func (w *Waker) backoff(ctx context.Context, err error) {
-	w.mu.Lock()
-	w.connID = 0
-	w.mu.Unlock()
-	if ctx.Err() == nil {
-		w.log.Warn("stream waker: redis read failed; retrying", "err", err)
+	w.runCtx = ctx
+	for _, l := range w.loops {
+		w.wg.Go(func() { w.run(ctx, l) })
 	}
-	select {
-	case <-time.After(200 * time.Millisecond):
-	case <-ctx.Done():
-	}
-}
-
-// armed lists each armed stream with the lowest id its watches wait above.
-func (w *Waker) armed() (streams, ids []string) {
+	w.mu.Unlock()
+	<-ctx.Done()
+	w.wg.Wait()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for s, set := range w.watches {
-		lowest := ""
-		for wt := range set {
-			if lowest == "" || idLess(wt.after, lowest) {
-				lowest = wt.after
-			}
-		}
-		streams = append(streams, s)
-		ids = append(ids, lowest)
-	}
-	return streams, ids
-}
-
-// fire closes every watch of stream waiting above an id below id.
-func (w *Waker) fire(stream, id string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for wt := range w.watches[stream] {
-		if idLess(wt.after, id) {
-			close(wt.fired)
-			delete(w.watches[stream], wt)
-		}
-	}
-	if len(w.watches[stream]) == 0 {
-		delete(w.watches, stream)
+	for addr, c := range w.nodes {
+		_ = c.Close()
+		delete(w.nodes, addr)
 	}
 }
