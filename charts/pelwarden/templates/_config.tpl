@@ -25,6 +25,7 @@ builds, under pelwarden.configDir.
 {{- $redis := list -}}
 {{- range $r := .Values.redis -}}
 {{- $conn := pick $r "name" "addr" "username" "db" "dialTimeout" "readTimeout" "writeTimeout" "poolSize" -}}
+{{- $conn = merge $conn (pick $r "waitReplicas" "waitTimeout") -}}
 {{- if and $r.existingSecret $r.existingSecret.name -}}
 {{- $_ := set $conn "passwordFile" (printf "%s/redis/%s/password" $dir $r.name) -}}
 {{- end -}}
