@@ -21,14 +21,14 @@ func modeRows(l *lookup) []Row {
 			Pelwarden: latency(l.get(p+"cluster", "p50-µs"), l.get(p+"cluster", "p99-µs")),
 			Against:   single, Baseline: ptr(latency(l.get(p+"single", "p50-µs"), l.get(p+"single", "p99-µs")))}))
 	}
-	load := fmt.Sprintf("%s-entry ghost PEL, batches of 1000", count(20000))
+	load := fmt.Sprintf("%s-entry ghost PEL, batches of 1000, median of 3 runs a side, sides alternating", count(20000))
 	rows = append(rows,
 		l.row(Row{What: "guarded requeue of a ghost's PEL on a 3-master Redis Cluster", Workload: load,
-			Pelwarden: rate(l.get(pre+"reclaim/mode=cluster", "entries/s"), "entries/s"),
-			Against:   single, Baseline: ptr(rate(l.get(pre+"reclaim/mode=single", "entries/s"), "entries/s"))}),
+			Pelwarden: rate(l.get(pre+"reclaim", "entries/s-cluster"), "entries/s"),
+			Against:   single, Baseline: ptr(rate(l.get(pre+"reclaim", "entries/s-single"), "entries/s"))}),
 		l.row(Row{What: "guarded requeue of a ghost's PEL with waitReplicas: 1 (WAIT after each batch), master + one replica", Workload: load,
-			Pelwarden: rate(l.get(pre+"reclaim-wait/replicas=1", "entries/s"), "entries/s"),
-			Against:   "the same master and replica, waitReplicas: 0", Baseline: ptr(rate(l.get(pre+"reclaim-wait/replicas=0", "entries/s"), "entries/s"))}),
+			Pelwarden: rate(l.get(pre+"reclaim-wait", "entries/s-wait1"), "entries/s"),
+			Against:   "the same master and replica, waitReplicas: 0", Baseline: ptr(rate(l.get(pre+"reclaim-wait", "entries/s-wait0"), "entries/s"))}),
 	)
 	return rows
 }
