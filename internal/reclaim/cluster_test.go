@@ -64,13 +64,12 @@ func TestTheTwoStepPathOnARealClusterSurvivesACrashBetweenSteps(t *testing.T) {
 	view := liveness.NewView(nil, liveness.ViewOptions{RefreshInterval: time.Hour, MaxAge: time.Hour, FetchTimeout: time.Second, Expiry: time.Hour, MaxTargets: 1})
 	engine, err := New(Options{View: view, BatchSize: 2}, prometheus.NewRegistry())
 	require.NoError(t, err)
-	ctx := t.Context()
 
 	t.Run("a dead-letter stream in the stream's slot takes one script", func(t *testing.T) {
 		job := clusterJob(rdb, "{same}", "{same}:dead")
 		ids := redistest.Hold(t, rdb, "{same}", "workers", "ghost", "", 3)
 		time.Sleep(60 * time.Millisecond)
-		rep, err := engine.RunAll(ctx, job, ghostStep(job, 3))
+		rep, err := engine.RunAll(t.Context(), job, ghostStep(job, 3))
 		require.NoError(t, err)
 		require.Equal(t, map[redisx.Outcome]int64{redisx.DeadLettered: 3}, rep.Counts(), "no holder")
 		requireOneRecordEach(t, rdb, "{same}", "{same}:dead", ids)
@@ -79,18 +78,18 @@ func TestTheTwoStepPathOnARealClusterSurvivesACrashBetweenSteps(t *testing.T) {
 	for name, crash := range map[string]func(t *testing.T, job Job){
 		"no crash": nil,
 		"a crash after step 1": func(t *testing.T, job Job) {
-			_, err := redisx.RunReclaim(ctx, rdb, engine.batch(job, ghostStep(job, 5)[0], nil, ""))
+			_, err := redisx.RunReclaim(t.Context(), rdb, engine.batch(job, ghostStep(job, 5)[0], nil, ""))
 			require.NoError(t, err)
 		},
 		"a crash after step 2": func(t *testing.T, job Job) {
-			_, err := redisx.RunReclaim(ctx, rdb, engine.batch(job, ghostStep(job, 5)[0], nil, ""))
+			_, err := redisx.RunReclaim(t.Context(), rdb, engine.batch(job, ghostStep(job, 5)[0], nil, ""))
 			require.NoError(t, err)
 			h := engine.heldBatch(job, nil, "")
-			entries, err := redisx.ReadHeld(ctx, rdb, h)
+			entries, err := redisx.ReadHeld(t.Context(), rdb, h)
 			require.NoError(t, err)
 			require.Len(t, entries, 2, "one batch of two was held")
 			for _, e := range entries {
-				_, err := redisx.AddRecord(ctx, rdb, h, e)
+				_, err := redisx.AddRecord(t.Context(), rdb, h, e)
 				require.NoError(t, err)
 			}
 		},
@@ -102,11 +101,11 @@ func TestTheTwoStepPathOnARealClusterSurvivesACrashBetweenSteps(t *testing.T) {
 			time.Sleep(60 * time.Millisecond)
 			if crash != nil {
 				crash(t, job)
-				held := rdb.XPending(ctx, stream, "workers").Val().Consumers[liveness.DeadLetterHolder]
-				_, err := engine.RunAll(ctx, job, holderStep(job, held))
+				held := rdb.XPending(t.Context(), stream, "workers").Val().Consumers[liveness.DeadLetterHolder]
+				_, err := engine.RunAll(t.Context(), job, holderStep(job, held))
 				require.NoError(t, err)
 			}
-			rep, err := engine.RunAll(ctx, job, ghostStep(job, 5))
+			rep, err := engine.RunAll(t.Context(), job, ghostStep(job, 5))
 			require.NoError(t, err)
 			if crash == nil {
 				require.Equal(t, map[redisx.Outcome]int64{redisx.DeadLetterHeld: 5, redisx.DeadLettered: 5}, rep.Counts())
