@@ -49,7 +49,15 @@ func testConfig(redisAddr string) config.Config {
 // connection named default, and stops it at cleanup.
 func startPelwarden(t *testing.T, redisAddr string, tune func(*config.Config), opts ...app.Option) *pelwarden {
 	t.Helper()
-	cfg := testConfig(redisAddr)
+	return startPelwardenOn(t, func(r *config.Redis) { r.Addr = redisAddr }, tune, opts...)
+}
+
+// startPelwardenOn is startPelwarden with the default connection set up by
+// connect, such as a backend's connect for sentinel or cluster mode.
+func startPelwardenOn(t *testing.T, connect func(*config.Redis), tune func(*config.Config), opts ...app.Option) *pelwarden {
+	t.Helper()
+	cfg := testConfig("")
+	connect(&cfg.Redis[0])
 	if tune != nil {
 		tune(&cfg)
 	}
@@ -91,14 +99,14 @@ func ref(md map[string]string) *externalscaler.ScaledObjectRef {
 	return &externalscaler.ScaledObjectRef{Name: "workers", Namespace: "default", ScalerMetadata: md}
 }
 
-func heartbeat(t *testing.T, rdb *redis.Client, key string, at time.Time) {
+func heartbeat(t *testing.T, rdb redis.Cmdable, key string, at time.Time) {
 	t.Helper()
 	require.NoError(t, rdb.Set(context.Background(), key, strconv.FormatInt(at.UnixMilli(), 10), 0).Err())
 }
 
 // beatEvery writes each key's value every 100 ms until the test ends, as
 // workers that heartbeat do; value is called at each write.
-func beatEvery(t *testing.T, rdb *redis.Client, values map[string]func() string) {
+func beatEvery(t *testing.T, rdb redis.Cmdable, values map[string]func() string) {
 	t.Helper()
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})

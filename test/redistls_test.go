@@ -147,7 +147,7 @@ func TestPelwardenWorksAgainstTLSRedisAsALeastPrivilegeUser(t *testing.T) {
 	v, err = metric(ctx, t, p.client, map[string]string{"stream": "sparse", "consumerGroup": "workers", "lagCount": "1"})
 	require.NoError(t, err)
 	require.Equal(t, int64(5), v, "the NULL lag is estimated by a script")
-	requireWakerPushes(t, p, rdb)
+	requireWakerPushes(t, p, rdb, "")
 
 	claim := cloneWith(live, "reclaim", "claim", "entryStaleSeconds", "0.1")
 	requeue := cloneWith(live, "stream", "jobs", "reclaim", "requeue", "entryStaleSeconds", "0.1",
@@ -177,12 +177,12 @@ func TestPelwardenWorksAgainstTLSRedisAsALeastPrivilegeUser(t *testing.T) {
 // requireWakerPushes checks StreamIsActive's push path on two streams: an
 // empty group is not active, and an XADD wakes the blocked XREAD at once.
 // The second stream is armed while the first one's XREAD blocks, which
-// interrupts it with CLIENT UNBLOCK.
-func requireWakerPushes(t *testing.T, p *pelwarden, rdb *redis.Client) {
+// interrupts it with CLIENT UNBLOCK. The streams' names start with prefix.
+func requireWakerPushes(t *testing.T, p *pelwarden, rdb redis.Cmdable, prefix string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	for _, name := range []string{"idle", "idle-too"} {
+	for _, name := range []string{prefix + "idle", prefix + "idle-too"} {
 		redistest.CreateGroup(t, rdb, name, "workers")
 		stream, err := p.client.StreamIsActive(ctx, ref(map[string]string{"stream": name, "consumerGroup": "workers", "lagCount": "1"}))
 		require.NoError(t, err)

@@ -20,18 +20,27 @@ import (
 // hold 40. KEDA's count would be 49; the work live workers face is 9.
 func TestGetMetricsLeavesOutGhostHeldEntries(t *testing.T) {
 	t.Parallel()
-	srv := redistest.Start(t)
-	rdb := srv.Client(t)
+	requireGhostsLeftOut(t, startStandalone(t), "")
+}
+
+// requireGhostsLeftOut runs the ghost scenario on b with its keys under
+// prefix: the metric counts live pending, lag and backlog, never the
+// ghosts' entries. The heartbeat keys and the stream need not share a
+// node: in a cluster they spread over the masters.
+func requireGhostsLeftOut(t *testing.T, b *backend, prefix string) {
+	t.Helper()
+	rdb := b.rdb
 	ctx := context.Background()
-	redistest.CreateGroup(t, rdb, "jobs", "workers")
-	redistest.AddJobs(t, rdb, "jobs", "", 49)
-	redistest.Read(t, rdb, "jobs", "workers", "ghost-a", 25)
-	redistest.Read(t, rdb, "jobs", "workers", "ghost-b", 15)
+	stream, hb := prefix+"jobs", prefix+"hb:"
+	redistest.CreateGroup(t, rdb, stream, "workers")
+	redistest.AddJobs(t, rdb, stream, "", 49)
+	redistest.Read(t, rdb, stream, "workers", "ghost-a", 25)
+	redistest.Read(t, rdb, stream, "workers", "ghost-b", 15)
 	for _, c := range []string{"live-0", "live-1", "live-2"} {
-		redistest.Read(t, rdb, "jobs", "workers", c, 3)
+		redistest.Read(t, rdb, stream, "workers", c, 3)
 	}
-	redistest.AddJobs(t, rdb, "jobs", "", 5) // lag: added, not yet delivered
-	heartbeat(t, rdb, "hb:ghost-a", time.Now().Add(-time.Hour))
+	redistest.AddJobs(t, rdb, stream, "", 5) // lag: added, not yet delivered
+	heartbeat(t, rdb, hb+"ghost-a", time.Now().Add(-time.Hour))
 	// ghost-b never heartbeated: a missing key is no heartbeat.
 	time.Sleep(1100 * time.Millisecond) // the ghosts' idle passes the 1 s read grace
 
@@ -40,7 +49,7 @@ func TestGetMetricsLeavesOutGhostHeldEntries(t *testing.T) {
 	go func() { // the live workers keep beating while they hold their entries
 		for {
 			for _, c := range []string{"live-0", "live-1", "live-2"} {
-				_ = rdb.Set(ctx, "hb:"+c, time.Now().UnixMilli(), 0).Err()
+				_ = rdb.Set(ctx, hb+c, time.Now().UnixMilli(), 0).Err()
 			}
 			select {
 			case <-done:
@@ -49,19 +58,19 @@ func TestGetMetricsLeavesOutGhostHeldEntries(t *testing.T) {
 			}
 		}
 	}()
-	eventually(t, time.Second, func() error { return rdb.Get(ctx, "hb:live-2").Err() })
+	eventually(t, time.Second, func() error { return rdb.Get(ctx, hb+"live-2").Err() })
 
-	p := startPelwarden(t, srv.Addr(), nil)
+	p := startPelwardenOn(t, b.connect, nil)
 	md := map[string]string{
-		"scalerAddress": "pelwarden:9090", "stream": "jobs", "consumerGroup": "workers",
-		"pendingEntriesCount": "3", "liveness": "heartbeat", "heartbeatKey": "hb:{consumer}", "heartbeatMaxAgeSeconds": "1",
+		"scalerAddress": "pelwarden:9090", "stream": stream, "consumerGroup": "workers",
+		"pendingEntriesCount": "3", "liveness": "heartbeat", "heartbeatKey": hb + "{consumer}", "heartbeatMaxAgeSeconds": "1",
 	}
 	spec, err := p.client.GetMetricSpec(ctx, ref(md))
 	require.NoError(t, err)
 	require.Len(t, spec.GetMetricSpecs(), 1)
 	require.Equal(t, int64(3), spec.GetMetricSpecs()[0].GetTargetSize(), "the target comes from pendingEntriesCount")
 	require.InDelta(t, 3.0, spec.GetMetricSpecs()[0].GetTargetSizeFloat(), 0)
-	require.Equal(t, "pelwarden-default-jobs-workers", spec.GetMetricSpecs()[0].GetMetricName())
+	require.Equal(t, "pelwarden-default-"+metricPart(stream)+"-workers", spec.GetMetricSpecs()[0].GetMetricName())
 
 	v, err := metric(ctx, t, p.client, md)
 	require.NoError(t, err)

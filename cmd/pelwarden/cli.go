@@ -85,9 +85,15 @@ PELWARDEN_REDIS_* variables and --redis-* flags set the Redis connection named
 
   pelwarden serve --redis-addr 127.0.0.1:6379
 
+and so are a Redis Cluster and a master watched by Redis Sentinel:
+
+  pelwarden serve --redis-cluster-addrs redis-0:6379,redis-1:6379
+  pelwarden serve --redis-sentinel-addrs s-0:26379,s-1:26379 --redis-sentinel-master mymaster
+
 A Redis password is never read from the YAML file or a flag: name it with
 passwordEnv or passwordFile in the file, PELWARDEN_REDIS_PASSWORD, or
---redis-password-file.
+--redis-password-file (the sentinels' own: PELWARDEN_REDIS_SENTINEL_PASSWORD
+or --redis-sentinel-password-file).
 
 With --grpc-tls-cert and --grpc-tls-key (grpc.tls) the gRPC port speaks TLS
 only, and with --grpc-tls-client-ca it requires client certificates; changed

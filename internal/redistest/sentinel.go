@@ -29,6 +29,10 @@ type SentinelOptions struct {
 	// Node configures the master and replicas (TLS, ACL users, AOF, extra
 	// directives). Over TLS, replication and the sentinels speak TLS too.
 	Node Options
+	// SentinelUsers adds ACL users to the sentinels, each a rule as the
+	// `user` directive takes it. A sentinel knows only its own commands,
+	// so Node.Users are not given to it.
+	SentinelUsers []string
 }
 
 // Sentinel is a master, its replicas and the sentinels watching them, all
@@ -80,7 +84,7 @@ func StartSentinel(tb testing.TB, opts SentinelOptions) *Sentinel {
 			tb.Fatalf("redistest: REPLICAOF on %s: %v", r.Addr(), err)
 		}
 	}
-	sentinel := Options{TLS: opts.Node.TLS, Users: opts.Node.Users, role: roleSentinel}
+	sentinel := Options{TLS: opts.Node.TLS, Users: opts.SentinelUsers, role: roleSentinel}
 	all := make([]Options, opts.Sentinels)
 	for i := range all {
 		all[i] = sentinel

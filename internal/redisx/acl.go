@@ -30,3 +30,32 @@ const ACLCommands = "-@all +ping +client|setname +select +time +get +set +pexpir
 	"+xinfo|groups +xinfo|consumers +xpending +xrange " +
 	"+xrevrange +xread +client|id +client|unblock " +
 	"+xadd +xack +xdel +xclaim +xgroup|delconsumer +evalsha +eval"
+
+// ClusterACLCommands are added to ACLCommands on every node for a
+// connection in mode cluster:
+//   - cluster|slots: go-redis's ClusterClient learns the slot map with
+//     CLUSTER SLOTS, at start, after MOVED and every few seconds.
+//   - cluster|keyslot: the waker groups armed streams by hash slot, one
+//     blocking XREAD per slot.
+//   - asking: following an ASK redirection while a slot migrates.
+//   - command: go-redis's ClusterClient reads the command table (COMMAND)
+//     once per client, to know each command's keys and flags.
+//   - readonly: replica connections, only with cluster.readOnly or a route
+//     option (the admin API's ListPending reads replicas then).
+const ClusterACLCommands = "+cluster|slots +cluster|keyslot +asking +command +readonly"
+
+// SentinelACLCommands is the command part of the rule of pelwarden's user
+// on the sentinels (sentinel.username), for a connection in mode sentinel.
+// The master and replicas take ACLCommands as in mode standalone.
+//   - ping, client|setname: as on any connection.
+//   - sentinel|get-master-addr-by-name: where the master is now.
+//   - sentinel|sentinels: go-redis learns the other sentinels.
+//   - sentinel|replicas: replica connections, only with
+//     sentinel.replicaReads.
+//   - subscribe on the channels in SentinelACLChannels: go-redis follows a
+//     failover the moment the sentinels announce it.
+const SentinelACLCommands = "-@all +ping +client|setname +sentinel|get-master-addr-by-name " +
+	"+sentinel|sentinels +sentinel|replicas +subscribe"
+
+// SentinelACLChannels are the channels SentinelACLCommands subscribes to.
+const SentinelACLChannels = "resetchannels &+switch-master &+replica-reconf-done"

@@ -83,7 +83,7 @@ func (w *Waker) Arm(ctx context.Context, stream string) (<-chan struct{}, func()
 	}
 	wt := &watch{after: after, fired: make(chan struct{})}
 	w.mu.Lock()
-	l := w.loopLocked(slot)
+	l := w.loopLocked(slot) //nolint:contextcheck // a loop lives as long as Run, not as the Arm call that starts it
 	if l.watches[stream] == nil {
 		l.watches[stream] = make(map[*watch]struct{})
 	}

@@ -29,6 +29,15 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		"a Redis address without a port": {
 			values: "redis: [{name: default, addr: redis}]", problem: "/redis/0/addr",
 		},
+		"an unknown Redis mode": {
+			values: "redis: [{name: default, mode: replicated}]", problem: "/redis/0/mode",
+		},
+		"sentinel without a master name": {
+			values: "redis: [{name: default, mode: sentinel, sentinel: {addrs: ['s:26379']}}]", problem: "/redis/0/sentinel",
+		},
+		"a cluster seed without a port": {
+			values: "redis: [{name: default, mode: cluster, cluster: {addrs: [node-0]}}]", problem: "/redis/0/cluster/addrs/0",
+		},
 		"a password written into values": {
 			values: "redis: [{name: default, addr: 'redis:6379', password: hunter2}]", problem: "'password' not allowed",
 		},

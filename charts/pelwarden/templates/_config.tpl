@@ -24,8 +24,16 @@ builds, under pelwarden.configDir.
 {{- with .Values.admin.allowedClientIdentities }}{{ $_ := set $admin "allowedClientIdentities" . }}{{ end -}}
 {{- $redis := list -}}
 {{- range $r := .Values.redis -}}
-{{- $conn := pick $r "name" "addr" "username" "db" "dialTimeout" "readTimeout" "writeTimeout" "poolSize" -}}
+{{- $conn := pick $r "name" "mode" "addr" "username" "db" "dialTimeout" "readTimeout" "writeTimeout" "poolSize" -}}
 {{- $conn = merge $conn (pick $r "waitReplicas" "waitTimeout") -}}
+{{- with $r.sentinel -}}
+{{- $sentinel := pick . "masterName" "addrs" "username" "replicaReads" -}}
+{{- if and .existingSecret .existingSecret.name -}}
+{{- $_ := set $sentinel "passwordFile" (printf "%s/redis/%s/sentinel-password" $dir $r.name) -}}
+{{- end -}}
+{{- $_ := set $conn "sentinel" $sentinel -}}
+{{- end -}}
+{{- with $r.cluster }}{{ $_ := set $conn "cluster" (pick . "addrs" "readOnly" "routeByLatency" "routeRandomly") }}{{ end -}}
 {{- if and $r.existingSecret $r.existingSecret.name -}}
 {{- $_ := set $conn "passwordFile" (printf "%s/redis/%s/password" $dir $r.name) -}}
 {{- end -}}
@@ -88,6 +96,13 @@ running pod.
     items:
       - key: {{ default "password" $r.existingSecret.key }}
         path: redis/{{ $r.name }}/password
+{{- end }}
+{{- if and $r.sentinel $r.sentinel.existingSecret $r.sentinel.existingSecret.name }}
+- secret:
+    name: {{ $r.sentinel.existingSecret.name }}
+    items:
+      - key: {{ default "password" $r.sentinel.existingSecret.key }}
+        path: redis/{{ $r.name }}/sentinel-password
 {{- end }}
 {{- if and $r.tls $r.tls.enabled $r.tls.existingSecret }}
 {{- $ca := include "pelwarden.redisCAKey" $r.tls }}
