@@ -14,27 +14,29 @@ import (
 	"github.com/pelwarden/pelwarden/internal/tlstest"
 )
 
-// secureBackend is a backend whose every process has a "pelwarden" user
-// with exactly the documented commands (and speaks TLS only, for
-// sentinel); servers lists every process whose ACL log must stay empty.
+// secureBackend is a backend whose every process speaks TLS only and has a
+// "pelwarden" user with exactly the documented commands; servers lists
+// every process whose ACL log must stay empty.
 type secureBackend struct {
 	*backend
 	servers []*redistest.Server
 }
 
-// modeTLS is a TLS setup for multi-node Redis. Nodes present their server
-// certificate to each other (cluster bus, replication, sentinels), so
-// clients are not asked for one: tls-auth-clients no.
+// modeTLS is a TLS setup for multi-node Redis: clients are not asked for a
+// certificate (tls-auth-clients no), and cluster nodes present the
+// harness's client pair to each other on the bus.
 func modeTLS(t *testing.T) (*redistest.TLS, config.RedisTLS) {
 	t.Helper()
 	ca := tlstest.NewCA(t, "redis-ca")
-	server := ca.Server(t)
+	server, node := ca.Server(t), ca.Client(t, "node")
 	mount := tlstest.NewSecretDir(t, map[string][]byte{
 		"server.crt": server.CertPEM, "server.key": server.KeyPEM, tlstest.CAKey: ca.CertPEM,
+		"node.crt": node.CertPEM, "node.key": node.KeyPEM,
 	})
 	return &redistest.TLS{
 			CertFile: mount.Path("server.crt"), KeyFile: mount.Path("server.key"),
 			CAFile: mount.Path(tlstest.CAKey), AuthClients: "no",
+			ClientCertFile: mount.Path("node.crt"), ClientKeyFile: mount.Path("node.key"),
 		}, config.RedisTLS{
 			Enabled: true, CAFile: mount.Path(tlstest.CAKey),
 		}
@@ -62,15 +64,14 @@ func startSecureSentinel(t *testing.T) *secureBackend {
 	}
 }
 
-// startSecureCluster is a cluster whose nodes have the pelwarden user. It
-// runs in plain text: the harness cannot form a cluster over a TLS bus yet.
 func startSecureCluster(t *testing.T) *secureBackend {
 	t.Helper()
+	serverTLS, clientTLS := modeTLS(t)
 	c := redistest.StartCluster(t, redistest.ClusterOptions{
-		Node: redistest.Options{Users: []string{nodeUser + " " + redisx.ClusterACLCommands}},
+		Node: redistest.Options{TLS: serverTLS, Users: []string{nodeUser + " " + redisx.ClusterACLCommands}},
 	})
 	b := &secureBackend{backend: &backend{rdb: c.Client(t), connect: func(r *config.Redis) {
-		r.Mode, r.Addr = config.RedisCluster, ""
+		r.Mode, r.Addr, r.TLS = config.RedisCluster, "", clientTLS
 		r.Username, r.Password = "pelwarden", redisPassword
 		r.Cluster = config.RedisClusterConfig{Addrs: c.Addrs()}
 	}}}
@@ -80,12 +81,12 @@ func startSecureCluster(t *testing.T) *secureBackend {
 	return b
 }
 
-// TestSentinelAndClusterRunAsTheDocumentedACLUser runs every Redis path
-// pelwarden has (the snapshot with heartbeats on other nodes, the waker,
-// the hygiene lease and the requeue script) as a user with only the
-// documented commands, on the nodes and on the sentinels (over TLS there),
-// and checks that no process's ACL log has an entry.
-func TestSentinelAndClusterRunAsTheDocumentedACLUser(t *testing.T) {
+// TestSentinelAndClusterRunOverTLSAsTheDocumentedACLUser runs every Redis
+// path pelwarden has (the snapshot with heartbeats on other nodes, the
+// waker, the hygiene lease and the requeue script) over TLS as a user with
+// only the documented commands, on the nodes and on the sentinels, and
+// checks that no process's ACL log has an entry.
+func TestSentinelAndClusterRunOverTLSAsTheDocumentedACLUser(t *testing.T) {
 	t.Parallel()
 	for mode, start := range map[config.RedisMode]func(*testing.T) *secureBackend{
 		config.RedisSentinel: startSecureSentinel,

@@ -27,8 +27,10 @@ type ClusterOptions struct {
 	// unreachable before it counts as failed and its replica takes over;
 	// 0 means 1s, so KillMaster settles in a few seconds.
 	NodeTimeout time.Duration
-	// Node configures every node (ACL users, AOF, extra directives). TLS
-	// is not supported yet: the nodes start with a TLS bus but do not meet.
+	// Node configures every node (TLS, ACL users, AOF, extra directives).
+	// Over TLS the cluster bus and replication speak TLS too, and a node
+	// always asks a peer on the bus for a certificate: TLS.ClientCertFile
+	// and ClientKeyFile, a client pair, are required and presented there.
 	Node Options
 }
 
@@ -76,8 +78,8 @@ func StartCluster(tb testing.TB, opts ClusterOptions) *Cluster {
 	if opts.NodeTimeout == 0 {
 		opts.NodeTimeout = time.Second
 	}
-	if opts.Node.TLS != nil {
-		tb.Fatal("redistest: ClusterOptions.Node.TLS is not supported: the nodes do not meet over a TLS bus")
+	if t := opts.Node.TLS; t != nil && (t.ClientCertFile == "" || t.ClientKeyFile == "") {
+		tb.Fatal("redistest: ClusterOptions.Node.TLS needs ClientCertFile and ClientKeyFile: nodes present them to each other on the cluster bus")
 	}
 	if opts.Masters < 1 || opts.ReplicasPerMaster < 0 {
 		tb.Fatalf("redistest: ClusterOptions Masters=%d ReplicasPerMaster=%d: want Masters >= 1 and ReplicasPerMaster >= 0",
@@ -85,7 +87,12 @@ func StartCluster(tb testing.TB, opts ClusterOptions) *Cluster {
 	}
 	node := opts.Node
 	node.role = roleClusterNode
-	node.Args = append([]string{"--cluster-node-timeout", strconv.FormatInt(opts.NodeTimeout.Milliseconds(), 10)}, node.Args...)
+	node.Args = append([]string{
+		"--cluster-node-timeout", strconv.FormatInt(opts.NodeTimeout.Milliseconds(), 10),
+		// A replica counts as online (and clients may read it) once its
+		// offset moves; the master's pings move it every second, not 10.
+		"--repl-ping-replica-period", "1",
+	}, node.Args...)
 	all := make([]Options, opts.Masters*(1+opts.ReplicasPerMaster))
 	for i := range all {
 		all[i] = node
@@ -232,7 +239,8 @@ func (c *Cluster) WaitHealthy(tb testing.TB) {
 
 func (c *Cluster) healthy(ctx context.Context) error {
 	var want string
-	return c.eachLive(ctx, func(n *ClusterNode, r *redis.Client) error {
+	var replicas []string
+	err := c.eachLive(ctx, func(n *ClusterNode, r *redis.Client) error {
 		info, err := r.ClusterInfo(ctx).Result()
 		if err != nil {
 			return err
@@ -253,18 +261,34 @@ func (c *Cluster) healthy(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if infoField(repl, "role") == "slave" && infoField(repl, "master_link_status") != "up" {
-			return fmt.Errorf("replica link to %s:%s is %s", infoField(repl, "master_host"), infoField(repl, "master_port"),
-				infoField(repl, "master_link_status"))
+		if infoField(repl, "role") == "slave" {
+			if infoField(repl, "master_link_status") != "up" {
+				return fmt.Errorf("replica link to %s:%s is %s", infoField(repl, "master_host"), infoField(repl, "master_port"),
+					infoField(repl, "master_link_status"))
+			}
+			replicas = append(replicas, n.id)
 		}
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	// A replica shows in CLUSTER SLOTS, where clients learn where to read,
+	// only once the others see it online (with a replication offset).
+	for _, id := range replicas {
+		if !strings.Contains(want, id) {
+			return fmt.Errorf("replica %s is not online in the slot map %s", id, want)
+		}
+	}
+	return nil
 }
 
-// slotOwner is a range of slots and the master serving it.
+// slotOwner is a range of slots, the master serving it and the replicas
+// that are online for it.
 type slotOwner struct {
 	start, end int
 	id, addr   string
+	replicas   []string // ids, sorted
 }
 
 // slotOwners asks one node, with CLUSTER SHARDS, which master serves which
@@ -276,6 +300,13 @@ func slotOwners(ctx context.Context, r *redis.Client) ([]slotOwner, error) {
 	}
 	var owners []slotOwner
 	for _, sh := range shards {
+		var replicas []string
+		for _, n := range sh.Nodes {
+			if n.Role != "master" && n.Health == "online" {
+				replicas = append(replicas, n.ID)
+			}
+		}
+		slices.Sort(replicas)
 		for _, n := range sh.Nodes {
 			if n.Role != "master" {
 				continue
@@ -286,19 +317,19 @@ func slotOwners(ctx context.Context, r *redis.Client) ([]slotOwner, error) {
 			}
 			addr := net.JoinHostPort(n.IP, strconv.FormatInt(port, 10))
 			for _, r := range sh.Slots {
-				owners = append(owners, slotOwner{start: int(r.Start), end: int(r.End), id: n.ID, addr: addr})
+				owners = append(owners, slotOwner{start: int(r.Start), end: int(r.End), id: n.ID, addr: addr, replicas: replicas})
 			}
 		}
 	}
 	return owners, nil
 }
 
-// slotMap renders which master serves which range, sorted by range, so
-// two nodes' views compare as strings.
+// slotMap renders which master and online replicas serve which range,
+// sorted by range, so two nodes' views compare as strings.
 func slotMap(owners []slotOwner) string {
 	ranges := make([]string, 0, len(owners))
 	for _, o := range owners {
-		ranges = append(ranges, fmt.Sprintf("%05d-%05d:%s", o.start, o.end, o.id))
+		ranges = append(ranges, fmt.Sprintf("%05d-%05d:%s+%s", o.start, o.end, o.id, strings.Join(o.replicas, ",")))
 	}
 	slices.Sort(ranges)
 	return strings.Join(ranges, " ")

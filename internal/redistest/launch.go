@@ -329,8 +329,11 @@ func (s *Server) roleArgs() []string {
 		args = append(args,
 			"--cluster-enabled", "yes",
 			"--cluster-config-file", filepath.Join(s.dir, "nodes.conf"))
-		if s.opts.TLS != nil {
-			args = append(args, "--tls-cluster", "yes")
+		if t := s.opts.TLS; t != nil {
+			// The bus always verifies the connecting node's certificate,
+			// so nodes present the client pair, not their server one.
+			args = append(args, "--tls-cluster", "yes",
+				"--tls-client-cert-file", t.ClientCertFile, "--tls-client-key-file", t.ClientKeyFile)
 		}
 	case roleSentinel, roleStandalone:
 	}

@@ -97,12 +97,41 @@ func TestClusterMoveSlotAndReshardCarryKeysToTheNewMaster(t *testing.T) {
 	require.NoError(t, err, "DBSIZE on the new master")
 	require.Equal(t, int64(250), n, "every key of the slot moved with it")
 
+	// Writes keep going while redis-cli moves slots under them; the client
+	// follows ASK and MOVED, so none fails and none is lost.
+	stop, written := make(chan struct{}), make(chan []string)
+	go func() {
+		var keys []string
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				written <- keys
+				return
+			default:
+			}
+			key := "traffic-" + strconv.Itoa(i)
+			if err := rdb.Set(ctx, key, i, 0).Err(); err != nil {
+				key = "failed: " + err.Error()
+			}
+			keys = append(keys, key)
+		}
+	}()
 	before := c.slotsOf(t, to)
 	require.True(t, c.Reshard(t, to, from, 100), "redis-cli --cluster reshard")
+	close(stop)
+	keys := <-written
 	require.Equal(t, before-100, c.slotsOf(t, to), "reshard moved 100 slots away")
 	got, err := rdb.Get(ctx, "{m}7").Result()
 	require.NoError(t, err, "GET after the reshard")
 	require.Equal(t, "7", got, "keys stay readable through the cluster client")
+	require.NotEmpty(t, keys, "writes ran during the reshard")
+	for i, k := range keys {
+		require.NotContains(t, k, "failed", "write %d during the reshard", i)
+		n, err := rdb.Exists(ctx, k).Result()
+		require.NoError(t, err)
+		require.Equal(t, int64(1), n, "%s written during the reshard is there after it", k)
+	}
+	t.Logf("%d writes during the reshard", len(keys))
 }
 
 func TestSentinelFailoverAndKillMasterMoveTheMasterTheClientFollows(t *testing.T) {
