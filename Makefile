@@ -98,7 +98,8 @@ demo:
 # into a count every 100 packages; lines with a space are errors, printed.
 export PROGRESS := / |^\#/ { print; next } { n++ } n % 100 == 0 { printf "make demo: %d packages compiled...\n", n; fflush() } END { if (n) printf "make demo: %d packages compiled\n", n }
 
-## chaos: the chaos suite at full size (make test runs it at a bounded size)
+## chaos: the chaos suite at full size on one server, a 3-master cluster and
+## Sentinel (make test runs it at a bounded size)
 chaos:
 	PELWARDEN_CHAOS=full $(GO) test -count=1 -v -run TestChaos -timeout 30m ./test/chaos/
 
@@ -108,6 +109,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzLoadYAML -fuzztime 60s ./internal/config/
 	$(GO) test -run '^$$' -fuzz FuzzLoadEnv -fuzztime 60s ./internal/config/
 	$(GO) test -run '^$$' -fuzz FuzzRequestValidation -fuzztime 60s ./internal/admin/
+	$(GO) test -run '^$$' -fuzz FuzzHashSlot -fuzztime 30s ./internal/redisx/
 
 ## image: the container image $(IMAGE) (Dockerfile: static binary on
 ## distroless, nonroot), its binary reporting $(VERSION)

@@ -97,6 +97,7 @@ func TestUnreadableHeartbeatIsUnknownAndCountedAsLive(t *testing.T) {
 		`pelwarden_scaler_reported_value{group="workers",metric="pendingEntriesCount",redis="default",stream="jobs"} 3`,
 		`pelwarden_scaler_target_value{group="workers",metric="pendingEntriesCount",redis="default",stream="jobs"} 5`,
 		`pelwarden_shared_consumer_names` + lv + ` 0`,
+		`pelwarden_dead_letter_held_entries` + lv + ` 0`,
 	} {
 		require.Contains(t, metrics, line)
 	}

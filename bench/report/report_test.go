@@ -147,3 +147,29 @@ func TestPlanRunsTheAPIRestartBenchmarkOnlyWithItsBinaries(t *testing.T) {
 		}
 	}
 }
+
+func TestBuildRowsSetEachClusterFigureBesideTheSingleNodeOne(t *testing.T) {
+	t.Parallel()
+	rows, err := buildRows(suite(t))
+	require.NoError(t, err)
+	var modes []string
+	for _, r := range rows {
+		if strings.Contains(r.What, "Redis Cluster") || strings.Contains(r.What, "waitReplicas") {
+			require.NotNil(t, r.Baseline, r.What)
+			modes = append(modes, r.Workload+": "+r.Pelwarden.Text+" vs "+r.Baseline.Text)
+		}
+	}
+	require.Equal(t, []string{
+		"1000 consumers: 526 µs / 700 µs vs 693 µs / 801 µs",
+		"1000 consumers: 7.02 ms / 8 ms vs 1.96 ms / 2.3 ms",
+		"10000 consumers: 31.4 ms / 35 ms vs 26.6 ms / 29 ms",
+		"20k-entry ghost PEL, batches of 1000, median of 3 runs a side, sides alternating: 87.1k entries/s vs 125k entries/s",
+		"20k-entry ghost PEL, batches of 1000, median of 3 runs a side, sides alternating: 52.5k entries/s vs 49.7k entries/s",
+	}, modes)
+}
+
+func TestBuildRowsNameTheMissingClusterRows(t *testing.T) {
+	t.Parallel()
+	_, err := buildRows(suite(t, "BenchmarkModes/reclaim-2"))
+	require.ErrorContains(t, err, "Modes/reclaim [entries/s-cluster]")
+}

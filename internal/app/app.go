@@ -163,7 +163,8 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 	}
 	m = newMetrics(reg, a.view, reports, podSets, time.Now)
 	bus := events.NewBus(events.Options{}, reg)
-	engine, err := reclaim.New(reclaim.Options{View: a.view, Events: bus, BatchSize: int64(cfg.Hygiene.BatchSize), Log: log}, reg)
+	engine, err := reclaim.New(reclaim.Options{View: a.view, Events: bus, BatchSize: int64(cfg.Hygiene.BatchSize), Log: log,
+		Durability: durability(cfg.Redis)}, reg)
 	if err != nil {
 		return nil, err
 	}
@@ -369,4 +370,13 @@ var klogOnce sync.Once
 // the reflectors of an App already running.
 func setKlogLogger(log *slog.Logger) {
 	klogOnce.Do(func() { klog.SetSlogLogger(log) })
+}
+
+// durability is each connection's WAIT after a guarded write.
+func durability(conns []config.Redis) func(string) redisx.Durability {
+	by := make(map[string]redisx.Durability, len(conns))
+	for _, c := range conns {
+		by[c.Name] = redisx.Durability{Replicas: c.WaitReplicas, Timeout: c.WaitTimeout}
+	}
+	return func(name string) redisx.Durability { return by[name] }
 }

@@ -204,6 +204,18 @@ type Redis struct {
 	// PoolSize is the most connections kept to this server. Default 20;
 	// must be at least 1.
 	PoolSize int `yaml:"poolSize"`
+
+	// Durability of hygiene's writes (kept apart from the connection's
+	// mode and addresses).
+
+	// WaitReplicas, above 0, makes hygiene send WAIT after each guarded
+	// script call on this connection and stop its scan when fewer replicas
+	// than this acknowledged the writes, so a failover to a replica that
+	// had not seen them is reported, not silent. Default 0 (off); must not
+	// be negative.
+	WaitReplicas int `yaml:"waitReplicas"`
+	// WaitTimeout bounds each WAIT. Default 1s; must be positive.
+	WaitTimeout time.Duration `yaml:"waitTimeout"`
 }
 
 // RedisTLS configures TLS for one Redis connection, to every node and, in
@@ -270,5 +282,6 @@ func DefaultRedis(name, addr string) Redis {
 		ReadTimeout:  2 * time.Second,
 		WriteTimeout: 2 * time.Second,
 		PoolSize:     20,
+		WaitTimeout:  time.Second,
 	}
 }

@@ -145,6 +145,10 @@ func (r *Redis) validate(p *problems, path string) {
 	checkPositive(p, path+".readTimeout", r.ReadTimeout, "2s")
 	checkPositive(p, path+".writeTimeout", r.WriteTimeout, "2s")
 	checkAtLeastOne(p, path+".poolSize", int64(r.PoolSize))
+	if r.WaitReplicas < 0 {
+		p.add(path+".waitReplicas", "must be an integer >= 0 (0 turns WAIT off), got %d", r.WaitReplicas)
+	}
+	checkPositive(p, path+".waitTimeout", r.WaitTimeout, "1s")
 	r.TLS.validate(p, path+".tls")
 }
 

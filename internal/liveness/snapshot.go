@@ -149,6 +149,10 @@ type Snapshot struct {
 	// GhostPending is the pending entries held by Ghost consumers.
 	GhostPending   int64
 	UnknownPending int64
+	// HeldPending is the entries pelwarden's dead-letter holder holds on
+	// their way to the dead-letter stream: no worker's work, so left out
+	// of LivePending, and shown apart.
+	HeldPending int64
 	// DegradedPending is the pending entries held by Degraded consumers;
 	// like a ghost's, they are left out of LivePending.
 	DegradedPending   int64
@@ -207,6 +211,10 @@ func Build(t Target, obs Observation, prev *Snapshot, now time.Time) *Snapshot {
 	s.NoHeartbeatRecords = noHeartbeatRecords(t.Spec, all)
 	s.Consumers = make([]ConsumerView, 0, len(all))
 	for _, g := range all {
+		if IsHolder(g.view.Name) {
+			s.addHolder(g.view)
+			continue
+		}
 		g.ev.NoGroupHeartbeats = s.NoHeartbeatRecords
 		j := Judge(t.Spec, g.ev)
 		cv := g.view

@@ -84,6 +84,9 @@ func Decide(snap *liveness.Snapshot, h policy.Hygiene, now time.Time) []Step {
 
 func decideOne(owner liveness.ConsumerView, consumers []liveness.ConsumerView, claims policy.ClaimTally, h policy.Hygiene, now time.Time) Step {
 	st := Step{Owner: owner, Action: None, rule: ruleLoop, seen: true}
+	if liveness.IsHolder(owner.Name) {
+		return decideHolder(st, h)
+	}
 	threshold, reclaimable := policy.ReclaimThreshold(owner, h, now)
 	switch {
 	case h.Mode == policy.ReclaimOff:

@@ -27,6 +27,12 @@ type Options struct {
 	BatchSize int64
 	Now       func() time.Time
 	Log       *slog.Logger
+	// TwoStepDeadLetter takes the two-step dead-letter path everywhere,
+	// not only where Redis Cluster requires it.
+	TwoStepDeadLetter bool
+	// Durability is the WAIT a connection asks for after each guarded
+	// write, by connection name; nil asks for none.
+	Durability func(conn string) redisx.Durability
 }
 
 func (o Options) validate() error {
@@ -156,6 +162,8 @@ func (e *Engine) Run(ctx context.Context, job Job, st Step) (StepResult, error) 
 		}
 	case DeleteConsumer:
 		err = e.delete(ctx, job, st, &res)
+	case FinishDeadLetter:
+		err = e.finishAll(ctx, job, st, &res)
 	default:
 		if st.Skip != "" && st.Owner.Pending > 0 {
 			res.add(st.Skip, st.Owner.Pending)
@@ -189,10 +197,13 @@ func (e *Engine) paged(ctx context.Context, job Job, st Step, res *StepResult) e
 		}
 		st.MinIdle = minIdle
 		r, err := redisx.RunReclaim(ctx, job.Client, e.batch(job, st, nil, after))
+		e.record(job, st, r, res, after)
 		if err != nil {
+			return e.behind(job, err)
+		}
+		if err := e.finishHeld(ctx, job, st, r, res); err != nil {
 			return err
 		}
-		e.record(job, st, r, res, after)
 		if r.Total() < e.opts.BatchSize {
 			return nil
 		}
@@ -206,11 +217,14 @@ func (e *Engine) named(ctx context.Context, job Job, st Step, res *StepResult) e
 	for start := 0; start < len(job.IDs); start += int(e.opts.BatchSize) {
 		ids := job.IDs[start:min(len(job.IDs), start+int(e.opts.BatchSize))]
 		r, err := redisx.RunReclaim(ctx, job.Client, e.batch(job, st, ids, ""))
-		if err != nil {
-			return err
-		}
 		e.record(job, st, r, res, "")
 		res.Outcomes = append(res.Outcomes, r.Outcomes...)
+		if err != nil {
+			return e.behind(job, err)
+		}
+		if err := e.finishHeld(ctx, job, st, r, res); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -242,11 +256,16 @@ func (e *Engine) threshold(job Job, st Step) (time.Duration, bool) {
 
 func (e *Engine) batch(job Job, st Step, ids []string, after string) redisx.Reclaim {
 	h := job.Hygiene
+	hold := ""
+	if e.twoStep(job) {
+		hold = liveness.DeadLetterHolder
+	}
 	return redisx.Reclaim{
+		Hold:   hold,
 		Stream: job.Target.Stream, Group: job.Target.Group, Consumer: st.Owner.Name, ClaimTo: st.ClaimTo,
 		MinIdle: st.MinIdle, CarryField: h.DeliveryCountField, MaxDeliveries: h.MaxDeliveries,
 		DeadLetterStream: h.DeadLetterStream, DeleteOriginal: h.DeleteOriginal, DryRun: job.DryRun,
-		IDs: ids, After: after, Count: e.opts.BatchSize,
+		Wait: e.durability(job), IDs: ids, After: after, Count: e.opts.BatchSize,
 	}
 }
 
@@ -273,4 +292,24 @@ func (e *Engine) delete(ctx context.Context, job Job, st Step, res *StepResult) 
 		e.metrics.skipped.WithLabelValues(job.Target.Labels(string(out))...).Inc()
 	}
 	return nil
+}
+
+// durability is the WAIT job's connection asks for.
+func (e *Engine) durability(job Job) redisx.Durability {
+	if e.opts.Durability == nil {
+		return redisx.Durability{}
+	}
+	return e.opts.Durability(job.Target.Conn)
+}
+
+// behind counts and logs a write the replicas did not acknowledge in
+// time, and passes err on: the scan stops there and the next one goes on,
+// every guarded step being safe to run again.
+func (e *Engine) behind(job Job, err error) error {
+	var rb *redisx.ReplicasBehindError
+	if errors.As(err, &rb) {
+		e.metrics.replicasBehind.WithLabelValues(job.Target.Labels()...).Inc()
+		e.opts.Log.Warn("replicas did not acknowledge a guarded write in time; stopping this scan", "target", job.Target.String(), "err", err)
+	}
+	return err
 }

@@ -2,6 +2,7 @@ package reclaim
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -118,7 +119,9 @@ func TestWhatPlanReportsIsWhatTheScanDoes(t *testing.T) {
 		setup    func(t *testing.T, g group)
 		// operator, when set, is the consumer an operator's forced Reclaim names.
 		operator string
-		want     map[redisx.Outcome]int64
+		// twoStep forces the two-step dead-letter path.
+		twoStep bool
+		want    map[redisx.Outcome]int64
 	}{
 		"a ghost's entries are requeued, page by page": {
 			h: base, verdicts: ghost,
@@ -161,6 +164,14 @@ func TestWhatPlanReportsIsWhatTheScanDoes(t *testing.T) {
 				redistest.Read(t, g.rdb, "jobs", "workers", "ghost", 2)
 			},
 			want: map[redisx.Outcome]int64{redisx.Requeued: 2, redisx.FieldCollision: 2},
+		},
+		"the two-step dead-letter path holds, writes and acknowledges each poison entry": {
+			h: with(func(h *policy.Hygiene) { h.MaxDeliveries = 3 }), verdicts: ghost, twoStep: true,
+			setup: func(t *testing.T, g group) {
+				redistest.Hold(t, g.rdb, "jobs", "workers", "ghost", "g", 3)
+				g.addCarried(t, "ghost", 4, "2")
+			},
+			want: map[redisx.Outcome]int64{redisx.DeadLetterHeld: 4, redisx.DeadLettered: 4, redisx.Requeued: 3},
 		},
 		"claim mode gives a ghost's entries to a live consumer": {
 			h: with(func(h *policy.Hygiene) { h.Mode = policy.ReclaimClaim }), verdicts: ghost,
@@ -208,7 +219,7 @@ func TestWhatPlanReportsIsWhatTheScanDoes(t *testing.T) {
 			}
 			// An empty view: each step keeps the verdict this test gave it.
 			view := liveness.NewView(g.reader.Fetch, liveness.ViewOptions{RefreshInterval: time.Hour, MaxAge: time.Hour, FetchTimeout: time.Second, Expiry: time.Hour, MaxTargets: 1})
-			engine, err := New(Options{View: view, BatchSize: 3}, prometheus.NewRegistry())
+			engine, err := New(Options{View: view, BatchSize: 3, TwoStepDeadLetter: tc.twoStep}, prometheus.NewRegistry())
 			require.NoError(t, err)
 			job := Job{Client: g.rdb, Target: g.target, Hygiene: tc.h, Source: events.SourceHygiene, DryRun: tc.h.DryRun}
 
@@ -244,7 +255,12 @@ func requireRedisShows(t *testing.T, before, after state, counts map[redisx.Outc
 	require.Len(t, after.stream, len(before.stream)+requeued, "one copy per requeued entry")
 	require.Len(t, after.dead, len(before.dead)+dead, "one record per dead-lettered entry")
 	require.Len(t, after.pel, len(before.pel)-gone, "every entry given back left the PEL")
-	require.Len(t, after.names, len(before.names)-int(counts[redisx.ConsumerDeleted]))
+	holder := 0
+	if counts[redisx.DeadLetterHeld] > 0 && !slices.Contains(before.names, liveness.DeadLetterHolder) {
+		holder = 1 // XCLAIM made pelwarden's holding consumer
+	}
+	require.Len(t, after.names, len(before.names)-int(counts[redisx.ConsumerDeleted])+holder)
+	require.Zero(t, after.owned(liveness.DeadLetterHolder), "the holder holds nothing once a run is finished")
 	require.Equal(t, before.stream, after.stream[:len(before.stream)], "no entry that was there changed: copies are appended")
 	if claimed := int(counts[redisx.Claimed]); claimed > 0 {
 		require.Equal(t, before.owned("live")+claimed, after.owned("live"), "claimed entries moved to the live consumer")

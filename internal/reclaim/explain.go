@@ -29,7 +29,7 @@ func Explain(res StepResult, h policy.Hygiene) Explanation {
 	x := Explanation{Action: st.Action, Entries: res.Taken(), DeadLetter: res.Counts[redisx.DeadLettered],
 		Tombstones: res.Counts[redisx.Tombstoned], ClaimTo: st.ClaimTo, Reason: st.Reason}
 	switch st.Action {
-	case Requeue, Claim:
+	case Requeue, Claim, FinishDeadLetter:
 	case DeleteConsumer:
 		if res.Counts[redisx.ConsumerDeleted] == 0 {
 			x.Action = None
@@ -37,6 +37,11 @@ func Explain(res StepResult, h policy.Hygiene) Explanation {
 		}
 		return withDryRun(x, h)
 	default:
+		return x
+	}
+	if x.Entries == 0 && st.Action == FinishDeadLetter {
+		x.Action = None
+		x.Reason = fmt.Sprintf("%s; but none was finished (%s): they stay held", st.Reason, outcomes(res.Counts))
 		return x
 	}
 	if x.Entries == 0 {
@@ -57,6 +62,9 @@ func Explain(res StepResult, h policy.Hygiene) Explanation {
 	notes := []string{fmt.Sprintf("%s: %d of its %d entries have been idle %s or more", st.Reason, x.Entries, st.Owner.Pending, st.MinIdle)}
 	if x.DeadLetter > 0 {
 		notes = append(notes, fmt.Sprintf("%d have been delivered %d times and go to %s", x.DeadLetter, h.MaxDeliveries, h.DeadLetterStream))
+	}
+	if n := res.Counts[redisx.DeadLetterHeld]; n > 0 {
+		notes = append(notes, fmt.Sprintf("%s is in another Redis Cluster slot, so %d went by the holding consumer %s (two steps)", h.DeadLetterStream, n, liveness.DeadLetterHolder))
 	}
 	if x.Tombstones > 0 {
 		notes = append(notes, fmt.Sprintf("%d were deleted from the stream and are only acknowledged", x.Tombstones))

@@ -11,6 +11,9 @@ type metrics struct {
 	skipped *prometheus.CounterVec
 	dryRun  *prometheus.CounterVec
 	errors  *prometheus.CounterVec
+	// replicasBehind counts guarded writes fewer replicas acknowledged
+	// than the connection's waitReplicas asks.
+	replicasBehind *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -32,8 +35,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "pelwarden_hygiene_errors_total",
 			Help: "Hygiene scans, leases or entry writes that failed.",
 		}, labels()),
+		replicasBehind: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pelwarden_hygiene_replicas_behind_total",
+			Help: "Guarded writes that fewer replicas acknowledged within waitTimeout than the connection's waitReplicas asks; each stops its scan.",
+		}, labels()),
 	}
-	reg.MustRegister(m.actions, m.skipped, m.dryRun, m.errors)
+	reg.MustRegister(m.actions, m.skipped, m.dryRun, m.errors, m.replicasBehind)
 	return m
 }
 
@@ -47,7 +54,7 @@ func (e *Engine) CountError(g liveness.GroupRef) {
 // looked after.
 func (e *Engine) Forget(g liveness.GroupRef) {
 	match := prometheus.Labels{"redis": g.Conn, "stream": g.Stream, "group": g.Group}
-	for _, v := range []*prometheus.CounterVec{e.metrics.actions, e.metrics.skipped, e.metrics.dryRun, e.metrics.errors} {
+	for _, v := range []*prometheus.CounterVec{e.metrics.actions, e.metrics.skipped, e.metrics.dryRun, e.metrics.errors, e.metrics.replicasBehind} {
 		v.DeletePartialMatch(match)
 	}
 }

@@ -24,12 +24,13 @@ package redisx
 //   - xadd, xack, xdel, xclaim, xgroup|delconsumer: requeue, dead-letter,
 //     deleteOriginal, claim and deleting ghost consumers.
 //   - evalsha, eval: every script (EVALSHA, then EVAL after NOSCRIPT).
+//   - wait: waitReplicas, after each guarded write.
 //
 // HELLO and AUTH need no grant: Redis lets any connection run them.
 const ACLCommands = "-@all +ping +client|setname +select +time +get +set +pexpire +del " +
 	"+xinfo|groups +xinfo|consumers +xpending +xrange " +
 	"+xrevrange +xread +client|id +client|unblock " +
-	"+xadd +xack +xdel +xclaim +xgroup|delconsumer +evalsha +eval"
+	"+xadd +xack +xdel +xclaim +xgroup|delconsumer +evalsha +eval +wait"
 
 // ClusterACLCommands are added to ACLCommands on every node for a
 // connection in mode cluster:

@@ -54,12 +54,18 @@ type Reclaim struct {
 	// MaxDeliveries dead-letters an entry delivered this many times; 0 is off.
 	MaxDeliveries int64
 	// DeadLetterStream receives dead-lettered entries. It must hash to the
-	// stream's slot under Redis Cluster.
+	// stream's slot under Redis Cluster unless Hold is set.
 	DeadLetterStream string
+	// Hold, when set, is step 1 of the two-step dead-letter path: a poison
+	// entry moves to this holding consumer instead, and FinishHeld writes
+	// its record and acknowledges it.
+	Hold string
 	// DeleteOriginal XDELs the original after a requeue or dead-letter.
 	DeleteOriginal bool
 	// DryRun runs every guard and decision and writes nothing.
 	DryRun bool
+	// Wait is the WAIT after the call; a dry run writes nothing to wait for.
+	Wait Durability
 	// IDs names the entries, each guarded on its own. Without IDs the batch
 	// is the consumer's next Count entries above After idle at least
 	// MinIdle, selected inside the script.
@@ -90,6 +96,8 @@ func (r Result) Total() int64 {
 
 func (r Reclaim) validate() error {
 	switch {
+	case r.Hold != "" && (r.Hold == r.Consumer || r.Hold == r.ClaimTo):
+		return errors.New("the holding consumer must differ from the owner and the claim target")
 	case r.ClaimTo == r.Consumer:
 		return errors.New("claim needs a target consumer other than the owner")
 	case r.MaxDeliveries > 0 && r.DeadLetterStream == "":
@@ -107,23 +115,35 @@ func (r Reclaim) validate() error {
 	return nil
 }
 
-// RunReclaim applies one batch in one script call.
-func RunReclaim(ctx context.Context, c redis.Scripter, r Reclaim) (Result, error) {
+// RunReclaim applies one batch in one script call. When the replicas
+// Wait asks for fall behind, it returns what the batch did together with a
+// *ReplicasBehindError.
+func RunReclaim(ctx context.Context, c redis.UniversalClient, r Reclaim) (Result, error) {
 	if err := r.validate(); err != nil {
 		return Result{}, err
 	}
 	dlq := r.DeadLetterStream
-	if dlq == "" {
+	if dlq == "" || r.Hold != "" {
 		dlq = r.Stream
 	}
-	args := make([]any, 0, 10+len(r.IDs))
+	args := make([]any, 0, 11+len(r.IDs))
 	args = append(args, r.Group, r.Consumer, r.MinIdle.Milliseconds(), r.CarryField,
-		r.MaxDeliveries, boolArg(r.DeleteOriginal), r.ClaimTo, r.After, r.Count, boolArg(r.DryRun))
+		r.MaxDeliveries, boolArg(r.DeleteOriginal), r.ClaimTo, r.After, r.Count, boolArg(r.DryRun), r.Hold)
 	for _, id := range r.IDs {
 		args = append(args, id)
 	}
-	reply, err := reclaimScript.Run(ctx, c, []string{r.Stream, dlq}, args...).Slice()
-	if err != nil {
+	var reply []any
+	wait := r.Wait
+	if r.DryRun {
+		wait = Durability{}
+	}
+	err := durably(ctx, c, r.Stream, wait, func(s redis.Scripter) error {
+		var err error
+		reply, err = reclaimScript.Run(ctx, s, []string{r.Stream, dlq}, args...).Slice()
+		return err
+	})
+	var behind *ReplicasBehindError
+	if err != nil && !errors.As(err, &behind) {
 		return Result{}, fmt.Errorf("reclaim from %s on %s/%s: %w", r.Consumer, r.Stream, r.Group, err)
 	}
 	if len(reply) != 3 {
@@ -140,6 +160,9 @@ func RunReclaim(ctx context.Context, c redis.Scripter, r Reclaim) (Result, error
 	listed, _ := reply[2].([]any)
 	if res.Outcomes, err = parseOutcomes(listed); err != nil {
 		return Result{}, err
+	}
+	if behind != nil {
+		return res, behind
 	}
 	return res, nil
 }

@@ -2,33 +2,16 @@ package redisx
 
 import (
 	"context"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pelwarden/pelwarden/internal/config"
 	"github.com/pelwarden/pelwarden/internal/liveness"
 	"github.com/pelwarden/pelwarden/internal/redistest"
 )
-
-// getCalls is how many GET commands the server ran, from INFO commandstats.
-func getCalls(t *testing.T, rdb *redis.Client) int {
-	t.Helper()
-	info, err := rdb.Info(context.Background(), "commandstats").Result()
-	require.NoError(t, err)
-	for _, line := range strings.Split(info, "\r\n") {
-		if rest, ok := strings.CutPrefix(line, "cmdstat_get:calls="); ok {
-			n, err := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
-			require.NoError(t, err)
-			return n
-		}
-	}
-	return 0
-}
 
 func TestAPrefixOwnerMatchReadsAtMostMaxCandidatesHeartbeatKeysPerConsumer(t *testing.T) {
 	t.Parallel()
@@ -53,7 +36,7 @@ func TestAPrefixOwnerMatchReadsAtMostMaxCandidatesHeartbeatKeysPerConsumer(t *te
 	obs, err := (&Reader{Conns: conns, LagEstimateCap: 10}).Fetch(ctx, target, nil)
 	require.NoError(t, err)
 	require.Len(t, obs.Heartbeats, liveness.MaxCandidates+2, "the long name's 16 longest candidates, and short-0's two")
-	require.Equal(t, liveness.MaxCandidates+2, getCalls(t, rdb), "Redis was asked for no more keys than that")
+	require.Equal(t, liveness.MaxCandidates+2, getCalls(t.Context(), t, rdb), "Redis was asked for no more keys than that")
 	require.Contains(t, obs.Heartbeats, "hb:"+long, "the longest (most specific) candidate is kept")
 	require.NotContains(t, obs.Heartbeats, "hb:w", "the shortest prefix is the one left out")
 }

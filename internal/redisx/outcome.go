@@ -15,6 +15,9 @@ const (
 	// DeadLettered: a record went to the dead-letter stream and the
 	// original was acknowledged.
 	DeadLettered Outcome = "dead-lettered"
+	// DeadLetterHeld: step 1 of the two-step dead-letter path moved the
+	// entry to the holding consumer; its record and acknowledgement follow.
+	DeadLetterHeld Outcome = "dead-letter-held"
 	// Tombstoned: the stream entry had been deleted; its PEL id was
 	// acknowledged.
 	Tombstoned Outcome = "tombstoned"
@@ -68,7 +71,7 @@ const Deregistered Outcome = "deregistered"
 // Acted reports whether the outcome changed Redis.
 func (o Outcome) Acted() bool {
 	switch o {
-	case Requeued, Claimed, DeadLettered, Tombstoned, ConsumerDeleted:
+	case Requeued, Claimed, DeadLettered, DeadLetterHeld, Tombstoned, ConsumerDeleted:
 		return true
 	}
 	return false

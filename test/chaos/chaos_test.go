@@ -1,5 +1,7 @@
-// Package chaos runs pelwarden and real worker processes against a real
-// redis-server, kills things at random, and checks the books at the end.
+// Package chaos runs pelwarden and real worker processes against real
+// Redis deployments (one server, a 3-master cluster, a master with a
+// replica under 3 sentinels), kills things at random, and checks the books
+// at the end.
 package chaos
 
 import (
@@ -18,7 +20,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pelwarden/pelwarden/internal/proctest"
-	"github.com/pelwarden/pelwarden/internal/redistest"
 )
 
 // size is one run's scale. CI runs the bounded size; `make chaos` sets
@@ -28,19 +29,62 @@ type size struct {
 	produceFor, settle                   time.Duration
 }
 
+func full() bool { return os.Getenv("PELWARDEN_CHAOS") == "full" }
+
 func chaosSize() size {
-	if os.Getenv("PELWARDEN_CHAOS") == "full" {
+	if full() {
 		return size{entries: 30000, workers: 8, poisonEvery: 100, hoard: 10000, produceFor: 40 * time.Second, settle: 4 * time.Minute}
 	}
 	return size{entries: 3000, workers: 4, poisonEvery: 50, hoard: 1500, produceFor: 10 * time.Second, settle: 90 * time.Second}
 }
 
-const (
-	stream, group, dlq, ledger = "jobs", "workers", "jobs:dead", "ledger"
-	leaseKey                   = "pelwarden:lease:4:jobs:workers"
-)
+// multiNodeSize is the scale of the cluster and sentinel runs: smaller in
+// CI, whose time goes mostly to starting the nodes and to failovers.
+func multiNodeSize() size {
+	if full() {
+		return chaosSize()
+	}
+	return size{entries: 1200, workers: 3, poisonEvery: 40, hoard: 600, produceFor: 6 * time.Second, settle: 90 * time.Second}
+}
 
-func pelwardenConfig(t *testing.T, redisAddr, identity string) string {
+const group = "workers"
+
+// maxDeliveries is the hygiene target's delivery limit.
+const maxDeliveries = 3
+
+// keys are the keys of one run. Under Cluster the stream, its ledger and
+// pelwarden's lease share the {jobs} slot, as a worker's MULTI needs, and
+// the dead-letter stream is in another slot, so the two-step path runs.
+type keys struct {
+	stream, dlq, ledger string
+}
+
+func (k keys) lease() string {
+	return fmt.Sprintf("pelwarden:lease:%d:%s:%s", len(k.stream), k.stream, group)
+}
+
+// setup is one Redis deployment the suite runs against.
+type setup struct {
+	keys
+	sz size
+	// rdb is the suite's own client: the producer's and the books'.
+	rdb redis.UniversalClient
+	// conn is the pelwarden connection's YAML, under `redis:`.
+	conn string
+	// worker is the chaos worker's connection flags.
+	worker []string
+	// failover says a failover that may drop acknowledged writes happens,
+	// so a worker may process a delivery the new master never saw.
+	failover bool
+	// producerWait makes the producer WAIT for a replica: a failover
+	// that is not coordinated may drop writes the old master acknowledged.
+	producerWait bool
+	// disrupt runs the deployment's own failures while the run goes on,
+	// and returns once the last of them is done.
+	disrupt func(t *testing.T, f *fleet)
+}
+
+func pelwardenConfig(t *testing.T, s *setup, identity string) string {
 	t.Helper()
 	cfg := fmt.Sprintf(`grpc:
   addr: %s
@@ -54,8 +98,7 @@ scaler:
   maxSnapshotAge: 500ms
 redis:
   - name: default
-    addr: %s
-    dialTimeout: 300ms
+%s    dialTimeout: 300ms
     readTimeout: 1s
     writeTimeout: 1s
 hygiene:
@@ -64,7 +107,7 @@ hygiene:
   batchSize: 50
   identity: %s
   targets:
-    - stream: %s
+    - stream: "%s"
       consumerGroup: %s
       reclaim: requeue
       liveness: heartbeat
@@ -73,21 +116,18 @@ hygiene:
       entryStaleSeconds: "0.5"
       hardTimeoutSeconds: "4"
       maxDeliveries: "%d"
-      deadLetterStream: %s
-`, freePort(t), freePort(t), redisAddr, identity, stream, group, maxDeliveries, dlq)
+      deadLetterStream: "%s"
+`, freePort(t), freePort(t), s.conn, identity, s.stream, group, maxDeliveries, s.dlq)
 	path := filepath.Join(t.TempDir(), identity+".yaml")
 	require.NoError(t, os.WriteFile(path, []byte(cfg), 0o600))
 	return path
 }
 
-// maxDeliveries is the hygiene target's delivery limit.
-const maxDeliveries = 3
-
 // fleet is the running processes of one chaos run.
 type fleet struct {
 	t         *testing.T
 	bin, wbin string
-	redisAddr string
+	s         *setup
 
 	mu        sync.Mutex
 	workers   []*proctest.Proc
@@ -101,9 +141,9 @@ func (f *fleet) startWorker() {
 	defer f.mu.Unlock()
 	f.seq++
 	name := fmt.Sprintf("worker-%d", f.seq)
-	f.workers = append(f.workers, proctest.Start(f.t, name, f.wbin,
-		"--redis", f.redisAddr, "--stream", stream, "--group", group, "--consumer", name,
-		"--poison-every", strconv.Itoa(chaosSize().poisonEvery), "--ledger", ledger))
+	args := append([]string{"--stream", f.s.stream, "--group", group, "--consumer", name,
+		"--poison-every", strconv.Itoa(f.s.sz.poisonEvery), "--ledger", f.s.ledger}, f.s.worker...)
+	f.workers = append(f.workers, proctest.Start(f.t, name, f.wbin, args...))
 }
 
 // killRandomWorker SIGKILLs one worker and starts a replacement under a new
@@ -122,7 +162,7 @@ func (f *fleet) startPelwarden(identity string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.configs[identity] == "" {
-		f.configs[identity] = pelwardenConfig(f.t, f.redisAddr, identity)
+		f.configs[identity] = pelwardenConfig(f.t, f.s, identity)
 	}
 	f.pelwarden[identity] = proctest.Start(f.t, "pelwarden-"+identity, f.bin, "serve", "--config", f.configs[identity])
 }
@@ -143,45 +183,39 @@ func (f *fleet) logs() string {
 	return out
 }
 
-// TestChaosBooksBalance: workers are SIGKILLed at random, Redis restarts
-// once (AOF), pelwarden is SIGKILLed in the middle of a large requeue and
-// started again, and two replicas run together for part of the run. At the
+// TestChaosBooksBalance runs the suite on each deployment. In every one,
+// workers are SIGKILLed at random, two pelwarden replicas run together for
+// part of the run, and a large requeue is under way when something
+// breaks: on one server pelwarden is SIGKILLed mid-batch and Redis
+// restarts (AOF); in a cluster the stream's slot migrates to another
+// master mid-requeue and that master fails over; under Sentinel pelwarden
+// is SIGKILLed mid-batch and the sentinels fail the master over. At the
 // end every entry is processed exactly once or dead-lettered, the
-// dead-letter stream holds every poison entry, and anything else in it
-// reached maxDeliveries.
+// dead-letter stream holds every poison entry once (across slots in the
+// cluster), and anything else in it reached maxDeliveries.
 func TestChaosBooksBalance(t *testing.T) {
-	sz := chaosSize()
 	bins := proctest.Build(t, "../../cmd/pelwarden", "../chaosworker")
-	bin, wbin := bins[0], bins[1]
-	srv := redistest.Start(t, redistest.Options{AOF: true, Args: []string{"--appendfsync", "always"}})
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), MaxRetries: 20, MinRetryBackoff: 50 * time.Millisecond, MaxRetryBackoff: 200 * time.Millisecond})
-	t.Cleanup(func() { _ = rdb.Close() })
-	ctx := context.Background()
-	redistest.CreateGroup(t, rdb, stream, group)
+	for name, start := range map[string]func(t *testing.T) *setup{
+		"standalone": standalone,
+		"cluster":    cluster,
+		"sentinel":   sentinel,
+	} {
+		t.Run(name, func(t *testing.T) { run(t, bins[0], bins[1], start(t)) })
+	}
+}
 
-	f := &fleet{t: t, bin: bin, wbin: wbin, redisAddr: srv.Addr(), pelwarden: map[string]*proctest.Proc{}, configs: map[string]string{}}
+func run(t *testing.T, bin, wbin string, s *setup) {
+	sz := s.sz
+	f := &fleet{t: t, bin: bin, wbin: wbin, s: s, pelwarden: map[string]*proctest.Proc{}, configs: map[string]string{}}
 	f.startPelwarden("a")
 	for range sz.workers {
 		f.startWorker()
 	}
-
 	produced := make(chan struct{})
 	go func() { // the producer: unique job ids at a steady rate
 		defer close(produced)
-		every := sz.produceFor / time.Duration(sz.entries/10)
-		for i := 0; i < sz.entries; i += 10 {
-			pipe := rdb.Pipeline()
-			for j := i; j < i+10 && j < sz.entries; j++ {
-				pipe.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: []any{"job", strconv.Itoa(j)}})
-			}
-			if _, err := pipe.Exec(ctx); err != nil {
-				t.Errorf("producer: %v", err)
-				return
-			}
-			time.Sleep(every)
-		}
+		produce(t, s)
 	}()
-
 	stopKilling := make(chan struct{})
 	killed := make(chan int)
 	go func() { // the chaos monkey
@@ -201,187 +235,91 @@ func TestChaosBooksBalance(t *testing.T) {
 	time.Sleep(sz.produceFor / 5)
 	f.startPelwarden("b") // two replicas from here on, for a while
 	time.Sleep(sz.produceFor / 10)
-	killedMidBatch := killLeaderMidRequeue(t, f, rdb, sz.hoard)
-	time.Sleep(sz.produceFor / 10)
-	t.Log("restarting redis")
-	srv.Stop()
-	srv.Restart(t)
-	time.Sleep(sz.produceFor / 10)
+	s.disrupt(t, f)
 	f.pelwardenProc("b").Term() // back to one replica
 
 	<-produced
 	close(stopKilling)
 	kills := <-killed
-	t.Logf("produced %d entries; SIGKILLed %d workers; pelwarden killed mid-batch: %v", sz.entries, kills, killedMidBatch)
-	require.True(t, killedMidBatch, "pelwarden was SIGKILLed while a large requeue was under way")
-
-	waitForBooks(t, f, rdb, sz)
-	checkBooks(t, rdb, sz)
+	t.Logf("produced %d entries; SIGKILLed %d workers", sz.entries, kills)
+	waitForBooks(t, f, s)
+	checkBooks(t, s)
 }
 
-// killLeaderMidRequeue makes a hoarder consumer read a large batch and go
-// silent, waits until the lease holder has requeued part of it, SIGKILLs
-// that pelwarden, and starts it again.
+func produce(t *testing.T, s *setup) {
+	every := s.sz.produceFor / time.Duration(s.sz.entries/10)
+	for i := 0; i < s.sz.entries; i += 10 {
+		if err := addBatch(s, i, min(i+10, s.sz.entries)); err != nil {
+			t.Errorf("producer: %v", err)
+			return
+		}
+		time.Sleep(every)
+	}
+}
+
+// addBatch adds jobs [from, to), retried until it succeeds. With
+// producerWait a batch counts only once a replica has it (WAIT on the
+// pipeline's connection), so a failover cannot take back what the
+// producer was told is written; a batch sent twice adds its jobs twice,
+// which the books count as entries, not as jobs.
+func addBatch(s *setup, from, to int) error {
+	ctx := context.Background()
+	var err error
+	for range 20 {
+		pipe := s.rdb.Pipeline()
+		for j := from; j < to; j++ {
+			pipe.XAdd(ctx, &redis.XAddArgs{Stream: s.stream, Values: []any{"job", strconv.Itoa(j)}})
+		}
+		var wait *redis.Cmd
+		if s.producerWait {
+			wait = pipe.Do(ctx, "WAIT", 1, 1000)
+		}
+		if _, err = pipe.Exec(ctx); err == nil && (wait == nil || wait.Val() == int64(1)) {
+			return nil
+		}
+		if err == nil {
+			err = fmt.Errorf("jobs %d-%d: no replica acknowledged them", from, to-1)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return err
+}
+
 // hoardJob numbers hoarded jobs after the produced ones, never poison.
-func hoardJob(i int) int {
-	sz := chaosSize()
+func hoardJob(sz size, i int) int {
 	return (sz.entries/sz.poisonEvery+1+i)*sz.poisonEvery + 1
 }
 
-func killLeaderMidRequeue(t *testing.T, f *fleet, rdb *redis.Client, hoard int) bool {
+// midRequeue makes a hoarder consumer read a large batch and go silent,
+// waits until pelwarden has requeued part of it, and then calls strike
+// with how many are still pending. It reports whether strike ran.
+func midRequeue(t *testing.T, s *setup, strike func(left, held int64)) bool {
 	t.Helper()
 	ctx := context.Background()
-	addJobs := rdb.Pipeline()
-	for i := range hoard {
-		addJobs.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: []any{"job", strconv.Itoa(hoardJob(i))}})
+	addJobs := s.rdb.Pipeline()
+	for i := range s.sz.hoard {
+		addJobs.XAdd(ctx, &redis.XAddArgs{Stream: s.stream, Values: []any{"job", strconv.Itoa(hoardJob(s.sz, i))}})
 	}
 	_, err := addJobs.Exec(ctx)
 	require.NoError(t, err)
-	res, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: group, Consumer: "hoarder", Streams: []string{stream, ">"}, Count: int64(hoard), Block: -1}).Result()
+	res, err := s.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: group, Consumer: "hoarder", Streams: []string{s.stream, ">"}, Count: int64(s.sz.hoard), Block: -1}).Result()
 	require.NoError(t, err)
-	held := len(res[0].Messages)
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		p, err := rdb.XPending(ctx, stream, group).Result()
+	held := int64(len(res[0].Messages))
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		p, err := s.rdb.XPending(ctx, s.stream, group).Result()
 		if err != nil {
 			continue
 		}
 		left := p.Consumers["hoarder"]
-		if left > 0 && left < int64(held) {
-			leader, err := rdb.Get(ctx, leaseKey).Result()
-			if err != nil {
-				continue
-			}
-			f.pelwardenProc(leader).Kill()
-			t.Logf("SIGKILLed pelwarden %s with %d of %d hoarded entries still pending", leader, left, held)
-			time.Sleep(300 * time.Millisecond)
-			f.startPelwarden(leader)
+		if left > 0 && left < held {
+			strike(left, held)
 			return true
 		}
-		if left == 0 && p.Consumers != nil {
-			if _, still := p.Consumers["hoarder"]; !still && time.Since(deadline.Add(-30*time.Second)) > 2*time.Second {
-				return false // the whole batch went before the kill could land
-			}
+		if left == 0 {
+			return false // the whole batch went before the strike could land
 		}
-		time.Sleep(time.Millisecond)
 	}
 	return false
-}
-
-// waitForBooks waits until every job is acknowledged or dead-lettered and
-// nothing is pending.
-func waitForBooks(t *testing.T, f *fleet, rdb *redis.Client, sz size) {
-	t.Helper()
-	ctx := context.Background()
-	want := int64(sz.entries + sz.hoard)
-	deadline := time.Now().Add(sz.settle)
-	var done, dead, pending int64
-	for time.Now().Before(deadline) {
-		done, _ = rdb.HLen(ctx, ledger).Result()
-		dead, _ = rdb.XLen(ctx, dlq).Result()
-		p, err := rdb.XPending(ctx, stream, group).Result()
-		if err == nil {
-			pending = p.Count
-		}
-		if done+dead >= want && pending == 0 {
-			return
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatalf("books did not settle within %s: %d processed + %d dead-lettered of %d, %d pending\n%s",
-		sz.settle, done, dead, want, pending, f.logs())
-}
-
-func checkBooks(t *testing.T, rdb *redis.Client, sz size) {
-	t.Helper()
-	ctx := context.Background()
-	counts, err := rdb.HGetAll(ctx, ledger).Result()
-	require.NoError(t, err)
-	deadRecords, err := rdb.XRange(ctx, dlq, "-", "+").Result()
-	require.NoError(t, err)
-	dead := map[string]int{}
-	var deadTooSoon []string
-	for _, r := range deadRecords {
-		job := r.Values["job"].(string)
-		dead[job]++
-		// Only the delivery limit sends an entry to the dead-letter stream.
-		if n, _ := strconv.Atoi(fmt.Sprint(r.Values["pelwarden-deliveries"])); n < maxDeliveries {
-			deadTooSoon = append(deadTooSoon, fmt.Sprintf("%s (%v deliveries)", job, r.Values["pelwarden-deliveries"]))
-		}
-	}
-
-	// The producer retries through the Redis restart, and a retried
-	// pipeline can add an entry twice: count the originals (entries without
-	// pelwarden's delivery-count field) so each entry, not each job number,
-	// must be processed once.
-	originals := map[string]int{}
-	for start := "-"; ; {
-		page, err := rdb.XRangeN(ctx, stream, start, "+", 5000).Result()
-		require.NoError(t, err)
-		for _, e := range page {
-			if _, isCopy := e.Values["pelwarden-deliveries"]; !isCopy {
-				originals[e.Values["job"].(string)]++
-			}
-		}
-		if len(page) < 5000 {
-			break
-		}
-		start = "(" + page[len(page)-1].ID
-	}
-
-	var lost, twice, wrongDead, slowDead []string
-	check := func(job string, poison bool) {
-		n, _ := strconv.Atoi(counts[job])
-		entries := originals[job]
-		switch {
-		case entries == 0:
-			lost = append(lost, job+" (never in the stream)")
-		case poison && (dead[job] != entries || n != 0):
-			wrongDead = append(wrongDead, fmt.Sprintf("%s (processed %d, dead-lettered %d, entries %d)", job, n, dead[job], entries))
-		case !poison && n > entries:
-			twice = append(twice, fmt.Sprintf("%s (%d times, %d entries)", job, n, entries))
-		case !poison && n+dead[job] < entries:
-			lost = append(lost, fmt.Sprintf("%s (processed %d of %d entries, dead-lettered %d)", job, n, entries, dead[job]))
-		case !poison && dead[job] > 0:
-			// A good entry can reach maxDeliveries too: held by workers
-			// that were killed, or taken past hardTimeoutSeconds from a
-			// worker slowed by a loaded machine. It is not lost: it is in
-			// the dead-letter stream with its count.
-			slowDead = append(slowDead, job)
-		}
-	}
-	poisonCount := 0
-	for i := range sz.entries {
-		poison := i%sz.poisonEvery == 0
-		if poison {
-			poisonCount++
-		}
-		check(strconv.Itoa(i), poison)
-	}
-	for i := range sz.hoard {
-		check(strconv.Itoa(hoardJob(i)), false)
-	}
-	for job := range counts {
-		if _, err := strconv.Atoi(job); err != nil {
-			t.Errorf("ledger has an entry without a job id: %s", job)
-		}
-	}
-	require.Empty(t, lost, "entries neither processed nor dead-lettered")
-	require.Empty(t, twice, "entries processed twice although no worker died holding them after processing")
-	require.Empty(t, wrongDead, "poison entries not dead-lettered exactly once")
-	require.Empty(t, deadTooSoon, "entries dead-lettered before maxDeliveries")
-	require.Len(t, dead, poisonCount+len(slowDead), "the dead-letter stream holds the poison entries and good ones that reached maxDeliveries")
-	if len(slowDead) > 0 {
-		t.Logf("good entries that reached maxDeliveries and were dead-lettered: %v", slowDead)
-	}
-	poisonEntries := 0
-	for job := range dead {
-		poisonEntries += originals[job]
-	}
-	require.Len(t, deadRecords, poisonEntries, "one dead-letter record per poison entry")
-	p, err := rdb.XPending(ctx, stream, group).Result()
-	require.NoError(t, err)
-	require.Zero(t, p.Count, "nothing is left pending")
 }
 
 func freePort(t *testing.T) string {

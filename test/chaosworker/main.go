@@ -23,8 +23,18 @@ import (
 
 // config is everything one worker process needs; flags map onto it 1:1.
 type config struct {
-	// Redis is the server's host:port. Required.
+	// Mode is how the worker reaches Redis: standalone (Redis), cluster
+	// (Addrs are seed nodes) or sentinel (Addrs are the sentinels of
+	// MasterName), as pelwarden's own connection modes.
+	Mode string
+	// Redis is the server's host:port. Required in mode standalone.
 	Redis string
+	// Addrs are the seed nodes (cluster) or sentinels (sentinel). Required
+	// in those modes.
+	Addrs []string
+	// MasterName is the sentinels' name of the master. Required in mode
+	// sentinel.
+	MasterName string
 	// Stream and Group name the consumer group to read. Required; the group
 	// must exist (the suite creates it, so a worker never races it).
 	Stream, Group string
@@ -58,6 +68,7 @@ type config struct {
 
 func defaultConfig() config {
 	return config{
+		Mode:           "standalone",
 		HeartbeatKey:   "hb:{consumer}",
 		HeartbeatEvery: 200 * time.Millisecond,
 		MinProcess:     5 * time.Millisecond,
@@ -74,7 +85,20 @@ func defaultConfig() config {
 func (c config) validate() error {
 	var errs []error
 	required := []struct{ flag, value string }{
-		{"redis", c.Redis}, {"stream", c.Stream}, {"group", c.Group}, {"consumer", c.Consumer}, {"ledger", c.Ledger},
+		{"stream", c.Stream}, {"group", c.Group}, {"consumer", c.Consumer}, {"ledger", c.Ledger},
+	}
+	switch c.Mode {
+	case "standalone":
+		required = append(required, struct{ flag, value string }{"redis", c.Redis})
+	case "sentinel":
+		required = append(required, struct{ flag, value string }{"sentinel-master", c.MasterName})
+		fallthrough
+	case "cluster":
+		if len(c.Addrs) == 0 {
+			errs = append(errs, fmt.Errorf("--redis-addrs is required in mode %s", c.Mode))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("--redis-mode %q: want standalone, sentinel or cluster", c.Mode))
 	}
 	for _, r := range required {
 		if r.value == "" {
@@ -106,7 +130,13 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	cfg := defaultConfig()
 	fs := flag.NewFlagSet("chaosworker", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&cfg.Redis, "redis", "", "Redis host:port (required)")
+	fs.StringVar(&cfg.Mode, "redis-mode", cfg.Mode, "standalone, sentinel or cluster")
+	fs.StringVar(&cfg.Redis, "redis", "", "Redis host:port (required in mode standalone)")
+	fs.Func("redis-addrs", "comma-separated seed nodes (cluster) or sentinels (sentinel)", func(v string) error {
+		cfg.Addrs = strings.Split(v, ",")
+		return nil
+	})
+	fs.StringVar(&cfg.MasterName, "sentinel-master", "", "the sentinels' name of the master (mode sentinel)")
 	fs.StringVar(&cfg.Stream, "stream", "", "stream key (required)")
 	fs.StringVar(&cfg.Group, "group", "", "consumer group (required)")
 	fs.StringVar(&cfg.Consumer, "consumer", "", "consumer name, unique per process (required)")

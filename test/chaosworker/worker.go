@@ -32,7 +32,7 @@ const (
 
 type worker struct {
 	cfg  config
-	rdb  *redis.Client
+	rdb  redis.UniversalClient
 	log  *slog.Logger
 	errs *errorLog
 }
@@ -44,16 +44,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	if err := cfg.validate(); err != nil {
 		return err
 	}
-	rdb := redis.NewClient(&redis.Options{
-		Addr:        cfg.Redis,
-		ClientName:  cfg.Consumer,
-		DialTimeout: ioTimeout, ReadTimeout: ioTimeout, WriteTimeout: ioTimeout,
-		// go-redis would blindly resend a failed MULTI/EXEC; ack retries
-		// must first check whether it committed, so all retries are ours.
-		MaxRetries: -1, DialerRetries: 1,
-		// CLIENT SETINFO is unknown before Redis 7.2.
-		DisableIdentity: true,
-	})
+	rdb := newClient(cfg)
 	defer func() { _ = rdb.Close() }()
 	w := &worker{cfg: cfg, rdb: rdb, log: log, errs: &errorLog{log: log}}
 
@@ -76,6 +67,34 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	}
 	log.Info("exit")
 	return nil
+}
+
+// newClient connects in the configured mode. go-redis would blindly
+// resend a failed MULTI/EXEC; ack retries must first check whether it
+// committed, so all retries are ours (cluster redirections, which resend
+// nothing that ran, stay go-redis's).
+func newClient(cfg config) redis.UniversalClient {
+	switch cfg.Mode {
+	case "cluster":
+		return redis.NewClusterClient(&redis.ClusterOptions{
+			Addrs: cfg.Addrs, ClientName: cfg.Consumer,
+			DialTimeout: ioTimeout, ReadTimeout: ioTimeout, WriteTimeout: ioTimeout,
+			MaxRetries: -1, DialerRetries: 1, DisableIdentity: true,
+		})
+	case "sentinel":
+		return redis.NewFailoverClient(&redis.FailoverOptions{
+			MasterName: cfg.MasterName, SentinelAddrs: cfg.Addrs, ClientName: cfg.Consumer,
+			DialTimeout: ioTimeout, ReadTimeout: ioTimeout, WriteTimeout: ioTimeout,
+			MaxRetries: -1, DialerRetries: 1, DisableIdentity: true,
+		})
+	}
+	return redis.NewClient(&redis.Options{
+		Addr: cfg.Redis, ClientName: cfg.Consumer,
+		DialTimeout: ioTimeout, ReadTimeout: ioTimeout, WriteTimeout: ioTimeout,
+		MaxRetries: -1, DialerRetries: 1,
+		// CLIENT SETINFO is unknown before Redis 7.2.
+		DisableIdentity: true,
+	})
 }
 
 // consume reads and handles batches until ctx ends. With ReadOwnPEL it
@@ -170,11 +189,26 @@ func jobOf(values map[string]any) (int64, error) {
 
 func isPoison(job, every int64) bool { return every > 0 && job%every == 0 }
 
-// ack counts field in the ledger and acks id in one MULTI/EXEC, retrying
-// until it succeeds. An EXEC that failed on the client side may still have
-// committed (Redis ran it, then died before replying), and resending it
-// would count the job twice. So before each resend ack asks Redis whether
-// id is still pending: if not, the earlier EXEC committed.
+// ackScript acknowledges an entry and counts the job: in the ledger when
+// the XACK acknowledged it, in the ledger's ":stray" hash when the entry was
+// no longer pending here. A stray is a job processed from a delivery the
+// server no longer knows: after a failover to a replica that missed the
+// delivery (the entry is then delivered again), or an entry taken from a
+// live worker past hardTimeoutSeconds. The books tell those apart from a
+// duplicate: two acknowledged entries of one job. KEYS: stream, ledger,
+// stray ledger (one slot). ARGV: group, id, field.
+var ackScript = redis.NewScript(`
+if redis.call('XACK', KEYS[1], ARGV[1], ARGV[2]) == 1 then
+  return redis.call('HINCRBY', KEYS[2], ARGV[3], 1)
+end
+redis.call('HINCRBY', KEYS[3], ARGV[3], 1)
+return 0`)
+
+// ack counts field and acks id in one script, retrying until it succeeds.
+// A call that failed on the client side may still have run (Redis ran it,
+// then died before replying), and resending it would count the job twice.
+// So before each resend ack asks Redis whether id is still pending: if
+// not, the earlier call ran.
 func (w *worker) ack(ctx context.Context, id, field string) error {
 	sent := false
 	return w.retry(ctx, "ack", func(ctx context.Context) error {
@@ -191,12 +225,7 @@ func (w *worker) ack(ctx context.Context, id, field string) error {
 			}
 		}
 		sent = true
-		_, err := w.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-			p.HIncrBy(ctx, w.cfg.Ledger, field, 1)
-			p.XAck(ctx, w.cfg.Stream, w.cfg.Group, id)
-			return nil
-		})
-		return err
+		return ackScript.Run(ctx, w.rdb, []string{w.cfg.Stream, w.cfg.Ledger, w.cfg.Ledger + ":stray"}, w.cfg.Group, id, field).Err()
 	})
 }
 

@@ -3,6 +3,7 @@ package chart
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
@@ -143,4 +144,16 @@ func TestLoaderCheckCatchesAConfigPelwardenRefuses(t *testing.T) {
 	var cfgErr *config.Error
 	require.ErrorAs(t, err, &cfgErr)
 	require.ErrorContains(t, err, "hygiene.leaseTTL")
+}
+
+func TestWaitReplicasReachesTheConnectionConfig(t *testing.T) {
+	t.Parallel()
+	stream, err := renderChart(t, chartDir, nil, []string{"redis[0].name=default", "redis[0].addr=redis:6379", "redis[0].waitReplicas=2", "redis[0].waitTimeout=3s"})
+	require.NoError(t, err)
+	objs, err := decodeManifests(stream)
+	require.NoError(t, err)
+	cfg, err := loadRendered(t, objs)
+	require.NoError(t, err)
+	require.Equal(t, 2, cfg.Redis[0].WaitReplicas)
+	require.Equal(t, 3*time.Second, cfg.Redis[0].WaitTimeout)
 }

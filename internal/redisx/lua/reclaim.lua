@@ -3,7 +3,11 @@
 -- (the stream itself when dead-lettering is off).
 -- ARGV: group, consumer, min_idle_ms, carry_field ('' = off),
 --       max_deliveries (0 = off), delete_original (0|1), claim_to ('' =
---       requeue), after, count, dry (0|1), then ids.
+--       requeue), after, count, dry (0|1), hold ('' = write the
+--       dead-letter record here), then ids.
+-- hold names the reserved consumer of the two-step dead-letter path (the
+-- dead-letter stream is in another Cluster slot): a poison entry moves to
+-- it, guarded like a claim, and deadletter.lua and ackheld.lua finish it.
 -- With ids, each id is guarded on its own. Without ids, the batch is the
 -- consumer's next count entries above `after` idle at least min_idle: that
 -- XPENDING query, run inside this script, is itself the guard.
@@ -16,6 +20,7 @@
 --   requeued       detail = id of the copy ('' in a dry run)
 --   claimed        detail = the consumer it went to
 --   dead-lettered  detail = id of the dead-letter record ('' in a dry run)
+--   dead-letter-held  detail = the holding consumer
 --   tombstoned     the stream entry was deleted; the PEL id was acked
 --   failed         a write failed (detail says why); the entry is untouched
 --   field-collision  the entry holds a field the requeue or the dead-letter
@@ -35,7 +40,8 @@ local max_deliveries = tonumber(ARGV[5])
 local delete_original = ARGV[6] == '1'
 local claim_to, after, count = ARGV[7], ARGV[8], ARGV[9]
 local dry = ARGV[10] == '1'
-local explicit = #ARGV > 10
+local hold = ARGV[11]
+local explicit = #ARGV > 11
 
 local counts, listed = {}, {}
 local claims = {}
@@ -77,12 +83,19 @@ local function act(id, pel_deliveries)
   local deliveries = count + pel_deliveries
   -- Mirrors policy.ShouldDeadLetter: delivered max_deliveries times.
   if max_deliveries > 0 and deliveries >= max_deliveries then
-    local tags = dead_tags(id, key, group, consumer, deliveries)
-    clash = first_of(fields, tags)
+    -- The record, written here or by the two-step path, adds these fields.
+    clash = first_of(fields, dead_tags(id, key, group, consumer, deliveries))
     if clash then
       record(id, 'field-collision', clash, deliveries)
       return
     end
+  end
+  if max_deliveries > 0 and deliveries >= max_deliveries and hold ~= '' then
+    -- JUSTID: the holder is not a delivery, so the count stays the entry's.
+    if not dry then redis.call('XCLAIM', key, group, hold, min_idle, id, 'JUSTID') end
+    record(id, 'dead-letter-held', hold, deliveries)
+  elseif max_deliveries > 0 and deliveries >= max_deliveries then
+    local tags = dead_tags(id, key, group, consumer, deliveries)
     local rec = {}
     for j = 1, #fields do rec[j] = fields[j] end
     for _, v in ipairs(tags) do rec[#rec + 1] = v end
@@ -112,7 +125,7 @@ end
 local last = after
 if explicit then
   local seen = {}
-  for i = 11, #ARGV do
+  for i = 12, #ARGV do
     local id = ARGV[i]
     local row, why = guard(key, group, id, consumer, min_idle)
     -- Redis's own id, so 5-1 and 05-1 are one entry.
