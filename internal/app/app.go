@@ -141,6 +141,9 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 		Expiry:          cfg.Scaler.TargetIdleExpiry,
 		MaxTargets:      cfg.Scaler.MaxTargets,
 		OnRefresh: func(t liveness.Target, s *liveness.Snapshot, err error, took time.Duration) {
+			if err == nil {
+				a.hygiene.Observe(t, s)
+			}
 			if m.refreshed(t, s, err, took) {
 				log.Warn("consumer group not found; reporting 0", "target", t.String())
 			}
@@ -170,6 +173,8 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 		LeaseTTL:     cfg.Hygiene.LeaseTTL,
 		Identity:     identity(cfg.Hygiene.Identity),
 		Expiry:       cfg.Scaler.TargetIdleExpiry,
+		Workers:      cfg.Hygiene.Workers,
+		MaxTargets:   cfg.Hygiene.MaxTargets,
 		Log:          log,
 		Engine:       engine,
 	}, reg)
@@ -178,7 +183,9 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 		if err != nil { // Validate has already refused these
 			return nil, err
 		}
-		a.hygiene.Add(hygiene.Target{Target: r.Target, Hygiene: r.Hygiene}, true)
+		if err := a.hygiene.Add(hygiene.Target{Target: r.Target, Hygiene: r.Hygiene}, true); err != nil {
+			return nil, fmt.Errorf("hygiene.targets: %w", err)
+		}
 	}
 
 	for _, name := range conns.Names() {
@@ -197,8 +204,8 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 			return w.Arm(ctx, stream)
 		},
 		Reported: m.report,
-		Hygiene: func(r metadata.Request) {
-			a.hygiene.Add(hygiene.Target{Target: r.Target, Hygiene: r.Hygiene}, false)
+		Hygiene: func(r metadata.Request) error {
+			return a.hygiene.Add(hygiene.Target{Target: r.Target, Hygiene: r.Hygiene}, false)
 		},
 		Log: log,
 	})

@@ -35,17 +35,24 @@ func newLoopRefreshing(t *testing.T, addr string, refresh time.Duration, bus *ev
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = conns.Close() })
 	reader := &redisx.Reader{Conns: conns, LagEstimateCap: 1000}
+	var l *Loop
 	view := liveness.NewView(reader.Fetch, liveness.ViewOptions{
-		RefreshInterval: refresh, MaxAge: refresh, FetchTimeout: 5 * time.Second, Expiry: time.Hour, MaxTargets: 10,
+		RefreshInterval: refresh, MaxAge: refresh, FetchTimeout: 5 * time.Second, Expiry: time.Hour, MaxTargets: 100,
+		OnRefresh: func(t liveness.Target, s *liveness.Snapshot, err error, _ time.Duration) {
+			if err == nil {
+				l.Observe(t, s)
+			}
+		},
 	})
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	reg := prometheus.NewRegistry()
 	engine, err := reclaim.New(reclaim.Options{View: view, Events: bus, BatchSize: 100, Log: log}, reg)
 	require.NoError(t, err)
-	return New(view, conns, Options{
+	l = New(view, conns, Options{
 		ScanInterval: 50 * time.Millisecond, LeaseTTL: time.Second, Identity: t.Name(),
 		Expiry: time.Hour, Log: log, Engine: engine,
 	}, reg)
+	return l
 }
 
 func target(t *testing.T, kv ...string) Target {
@@ -244,7 +251,7 @@ func TestANewGhostIsReclaimedWithoutWaitingForTheScan(t *testing.T) {
 	l := newLoopRefreshing(t, srv.Addr(), 50*time.Millisecond, nil)
 	l.opts.ScanInterval = time.Hour
 	redistest.CreateGroup(t, rdb, "jobs", "workers")
-	l.Add(target(t, "ghostIdleSeconds", "0.3"), true)
+	require.NoError(t, l.Add(target(t, "ghostIdleSeconds", "0.3"), true))
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = l.view.Run(ctx) })
@@ -267,23 +274,23 @@ func TestOneScannerPerGroupWhoseSettingsFollowTheLatestRequest(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	l := newLoop(t, srv.Addr())
-	l.Add(target(t), false)
-	l.Add(target(t, "dryRun", "true"), false)
+	require.NoError(t, l.Add(target(t), false))
+	require.NoError(t, l.Add(target(t, "dryRun", "true"), false))
 	require.Len(t, l.targets, 1, "one scanner per group")
 	for _, r := range l.targets {
 		require.True(t, r.t.Hygiene.DryRun, "the latest settings win")
 	}
-	l.Add(target(t, "reclaim", "off"), false)
+	require.NoError(t, l.Add(target(t, "reclaim", "off"), false))
 	require.Len(t, l.targets, 1, "another ScaledObject on the group with reclaim off does not stop hygiene")
-	l.Add(target(t, "liveness", "heartbeat", "heartbeatKey", "hb:{consumer}"), false)
+	require.NoError(t, l.Add(target(t, "liveness", "heartbeat", "heartbeatKey", "hb:{consumer}"), false))
 	require.Len(t, l.targets, 1, "new liveness settings replace the scanner")
 	l.opts.Now = func() time.Time { return time.Now().Add(2 * time.Hour) }
-	l.sync(context.Background())
+	l.next(l.opts.Now())
 	require.Empty(t, l.targets, "a group no request asks to reclaim expires")
 	l.opts.Now = time.Now
 
-	l.Add(target(t, "maxDeliveries", "3"), true)
-	l.Add(target(t, "reclaim", "off"), false)
+	require.NoError(t, l.Add(target(t, "maxDeliveries", "3"), true))
+	require.NoError(t, l.Add(target(t, "reclaim", "off"), false))
 	require.Len(t, l.targets, 1, "a request cannot remove a target from configuration")
 	for _, r := range l.targets {
 		require.Equal(t, int64(3), r.t.Hygiene.MaxDeliveries)

@@ -57,3 +57,60 @@ func (l Lease) Release(ctx context.Context) error {
 	}
 	return err
 }
+
+// Pipeliner is what a batch of lease calls needs of a client: one
+// pipeline, whatever the connection mode.
+type Pipeliner interface {
+	redis.Scripter
+	Pipeline() redis.Pipeliner
+}
+
+// HoldAll takes or extends many leases of one holder in one round trip
+// (one pipeline of the same guarded script per key, so keys in different
+// cluster slots work too) and reports, per key, whether the holder has it.
+// Each key is decided on its own, exactly as Hold decides it.
+func HoldAll(ctx context.Context, c Pipeliner, keys []string, holder string, ttl time.Duration) ([]bool, error) {
+	return runAll(ctx, c, leaseScript, keys, holder, ttl.Milliseconds())
+}
+
+// ReleaseAll gives up every one of keys this holder has, in one round
+// trip; keys another holder has are left alone.
+func ReleaseAll(ctx context.Context, c Pipeliner, keys []string, holder string) error {
+	_, err := runAll(ctx, c, releaseScript, keys, holder)
+	return err
+}
+
+// runAll runs script once per key in one pipeline by its SHA; after a
+// Redis restart flushed the script cache it loads the script and runs the
+// batch once more, which is safe because both lease scripts are idempotent.
+func runAll(ctx context.Context, c Pipeliner, script *redis.Script, keys []string, args ...any) ([]bool, error) {
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	for attempt := 0; ; attempt++ {
+		pipe := c.Pipeline()
+		cmds := make([]*redis.Cmd, len(keys))
+		for i, k := range keys {
+			cmds[i] = script.EvalSha(ctx, pipe, []string{k}, args...)
+		}
+		_, err := pipe.Exec(ctx)
+		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") && attempt == 0 {
+			if err := script.Load(ctx, c).Err(); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, err
+		}
+		out := make([]bool, len(keys))
+		for i, cmd := range cmds {
+			n, err := cmd.Int()
+			if err != nil && !errors.Is(err, redis.Nil) {
+				return nil, err
+			}
+			out[i] = n == 1
+		}
+		return out, nil
+	}
+}

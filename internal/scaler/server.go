@@ -41,7 +41,7 @@ type Options struct {
 	Reported func(r metadata.Request, metricName string, value int64)
 	// Hygiene, when set, is told of every request, so the hygiene loop
 	// looks after the targets whose metadata asks for reclaim.
-	Hygiene func(r metadata.Request)
+	Hygiene func(r metadata.Request) error
 	Log     *slog.Logger
 }
 
@@ -197,16 +197,21 @@ func (s *Server) parse(ref *externalscaler.ScaledObjectRef) (metadata.Request, e
 	if err != nil {
 		return r, status.Error(codes.InvalidArgument, err.Error())
 	}
-	s.register(r)
+	if err := s.register(r); err != nil {
+		return r, rpcstatus.Of(err, r.Target.GroupRef)
+	}
 	return r, nil
 }
 
 // register tells the hygiene loop about a request; the loop keeps the
-// groups that requests ask it to reclaim and lets the others expire.
-func (s *Server) register(r metadata.Request) {
+// groups that requests ask it to reclaim and lets the others expire. A
+// request it cannot enrol (the loop is full) fails rather than scale a
+// group whose reclaim was asked for and silently never runs.
+func (s *Server) register(r metadata.Request) error {
 	if s.opts.Hygiene != nil {
-		s.opts.Hygiene(r)
+		return s.opts.Hygiene(r)
 	}
+	return nil
 }
 
 // snapshot reads the target under pelwarden's own deadline; readNow forces

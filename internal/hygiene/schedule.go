@@ -1,0 +1,140 @@
+package hygiene
+
+import (
+	"container/heap"
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// idleWait is how long the dispatcher sleeps with no target queued; Add
+// wakes it sooner.
+const idleWait = time.Hour
+
+// Run scans until ctx ends, then waits for the scans in progress and gives
+// up this replica's leases. One dispatcher hands due targets to
+// Options.Workers workers; one lease keeper renews the leases. These are
+// all the goroutines the loop has, whatever the number of targets.
+func (l *Loop) Run(ctx context.Context) {
+	work := make(chan *runner)
+	var wg sync.WaitGroup
+	for range l.opts.Workers {
+		wg.Go(func() {
+			for r := range work {
+				l.scanRunner(ctx, r)
+			}
+		})
+	}
+	var keeper sync.WaitGroup
+	keeper.Go(func() { l.keepLeases(ctx) })
+	l.dispatch(ctx, work)
+	close(work)
+	wg.Wait()
+	keeper.Wait()
+	l.releaseAll(ctx)
+}
+
+// dispatch hands each target to a worker when it is due. A send blocks
+// while every worker is busy: the queue waits, not a goroutine per target.
+func (l *Loop) dispatch(ctx context.Context, work chan<- *runner) {
+	timer := time.NewTimer(idleWait)
+	defer timer.Stop()
+	for {
+		r, wait := l.next(l.opts.Now())
+		if r != nil {
+			select {
+			case work <- r:
+				continue
+			case <-ctx.Done():
+				return
+			}
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		case <-l.wake:
+		}
+	}
+}
+
+// next takes the queue's head if it is due and returns it, or returns how
+// long until it is. A target from requests that no request has named for
+// Options.Expiry is removed when it comes up: every target comes up once
+// per scan interval, so expiry costs no walk over all of them.
+func (l *Loop) next(now time.Time) (*runner, time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for l.queue.Len() > 0 {
+		r := l.queue[0]
+		if !r.permanent && now.Sub(r.lastSeen) > l.opts.Expiry {
+			l.remove(r, "no request named it for "+l.opts.Expiry.String())
+			continue
+		}
+		if wait := r.due.Sub(now); wait > 0 {
+			return nil, wait
+		}
+		heap.Pop(&l.queue)
+		r.scanning = true
+		return r, 0
+	}
+	return nil, idleWait
+}
+
+// scanRunner scans one due target if this replica holds its lease, then
+// queues it for the next interval with the ghosts its last read showed, so
+// only a ghost newer than the scan moves it forward again.
+func (l *Loop) scanRunner(ctx context.Context, r *runner) {
+	l.mu.Lock()
+	t := r.t
+	if r.unpin == nil { // the view was full when the target came from configuration
+		r.unpin, _ = l.view.Pin(t.Target)
+	}
+	l.mu.Unlock()
+	if l.holdsLease(ctx, r, t) {
+		if _, err := l.Scan(ctx, t); err != nil && ctx.Err() == nil {
+			l.errs.Log(l.opts.Log, slog.LevelWarn, t.Target.GroupRef.String(), "hygiene scan failed", "target", t.Target.String(), "err", err)
+		}
+	}
+	ghosts := ghostsHolding(l.view, t.Target)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r.scanning = false
+	if r.removed {
+		// The scan may have counted into series remove had deleted.
+		l.opts.Engine.Forget(t.Target.GroupRef)
+		l.metrics.forget(t.Target.GroupRef)
+		return
+	}
+	r.ghosts = ghosts
+	r.due = l.opts.Now().Add(l.opts.ScanInterval)
+	heap.Push(&l.queue, r)
+	l.poke(l.wake)
+}
+
+// queue orders runners by when they are next due (container/heap).
+type queue []*runner
+
+func (q queue) Len() int           { return len(q) }
+func (q queue) Less(i, j int) bool { return q[i].due.Before(q[j].due) }
+func (q queue) Swap(i, j int) {
+	q[i], q[j] = q[j], q[i]
+	q[i].index, q[j].index = i, j
+}
+
+func (q *queue) Push(x any) {
+	r := x.(*runner) //nolint:forcetypeassert // container/heap hands back what Push was given
+	r.index = len(*q)
+	*q = append(*q, r)
+}
+
+func (q *queue) Pop() any {
+	old := *q
+	r := old[len(old)-1]
+	old[len(old)-1] = nil
+	*q = old[:len(old)-1]
+	r.index = -1
+	return r
+}
