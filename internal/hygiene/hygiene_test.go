@@ -31,13 +31,20 @@ func newLoop(t *testing.T, addr string) *Loop {
 // its engine publishing to bus.
 func newLoopRefreshing(t *testing.T, addr string, refresh time.Duration, bus *events.Bus) *Loop {
 	t.Helper()
+	return newLoopOn(t, addr, refresh, bus, prometheus.NewRegistry(), nil)
+}
+
+// newLoopOn is newLoopRefreshing with its metrics on reg and its options
+// tuned.
+func newLoopOn(t *testing.T, addr string, refresh time.Duration, bus *events.Bus, reg *prometheus.Registry, tune func(*Options)) *Loop {
+	t.Helper()
 	conns, err := redisx.Open([]config.Redis{config.DefaultRedis("default", addr)})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = conns.Close() })
 	reader := &redisx.Reader{Conns: conns, LagEstimateCap: 1000}
 	var l *Loop
 	view := liveness.NewView(reader.Fetch, liveness.ViewOptions{
-		RefreshInterval: refresh, MaxAge: refresh, FetchTimeout: 5 * time.Second, Expiry: time.Hour, MaxTargets: 100,
+		RefreshInterval: refresh, MaxAge: refresh, FetchTimeout: 5 * time.Second, Expiry: time.Hour, MaxTargets: 1000,
 		OnRefresh: func(t liveness.Target, s *liveness.Snapshot, err error, _ time.Duration) {
 			if err == nil {
 				l.Observe(t, s)
@@ -45,13 +52,16 @@ func newLoopRefreshing(t *testing.T, addr string, refresh time.Duration, bus *ev
 		},
 	})
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	reg := prometheus.NewRegistry()
 	engine, err := reclaim.New(reclaim.Options{View: view, Events: bus, BatchSize: 100, Log: log}, reg)
 	require.NoError(t, err)
-	l = New(view, conns, Options{
+	opts := Options{
 		ScanInterval: 50 * time.Millisecond, LeaseTTL: time.Second, Identity: t.Name(),
 		Expiry: time.Hour, Log: log, Engine: engine,
-	}, reg)
+	}
+	if tune != nil {
+		tune(&opts)
+	}
+	l = New(view, conns, opts, reg)
 	return l
 }
 
