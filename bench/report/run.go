@@ -37,6 +37,7 @@ func plan(o options) []step {
 		{pattern: `^BenchmarkScale$/^targets=`, benchtime: "3x"},
 		{pattern: `^BenchmarkScale$/^consumers=`, benchtime: "20x"},
 		{pattern: `^BenchmarkMemoryVsPEL$`, benchtime: "1x"},
+		{pattern: `^BenchmarkHygieneTargets$`, benchtime: "1x"},
 	}
 	if o.kubeBin != "" {
 		steps = append(steps, step{pattern: `^BenchmarkAPIRestartToCurrentVerdicts$`, benchtime: "1x",
