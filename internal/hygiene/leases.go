@@ -38,21 +38,28 @@ func (l *Loop) keepLeases(ctx context.Context) {
 // renewAll takes or extends the leases of all targets, one round trip per
 // connection.
 func (l *Loop) renewAll(ctx context.Context) {
+	type batch struct {
+		runners []*runner
+		keys    []string
+	}
 	l.mu.Lock()
-	byConn := make(map[string][]*runner)
+	byConn := make(map[string]*batch)
 	for g, r := range l.targets {
-		byConn[g.Conn] = append(byConn[g.Conn], r)
+		b := byConn[g.Conn]
+		if b == nil {
+			b = &batch{}
+			byConn[g.Conn] = b
+		}
+		b.runners = append(b.runners, r)
+		b.keys = append(b.keys, leaseKey(r.t.Target))
 	}
 	l.mu.Unlock()
-	for conn, rs := range byConn {
+	for conn, b := range byConn {
 		c, ok := l.conns.Get(conn)
 		if !ok {
 			continue
 		}
-		keys := make([]string, len(rs))
-		for i, r := range rs {
-			keys[i] = leaseKey(r.t.Target)
-		}
+		rs, keys := b.runners, b.keys
 		start := l.opts.Now()
 		held, err := redisx.HoldAll(ctx, c, keys, l.opts.Identity, l.opts.LeaseTTL)
 		if err != nil {
