@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/pelwarden/pelwarden/internal/reclaim"
 )
 
 // idleWait is how long the dispatcher sleeps with no target queued; Add
@@ -93,7 +95,7 @@ func (l *Loop) scanRunner(ctx context.Context, r *runner) {
 		r.unpin, _ = l.view.Pin(t.Target)
 	}
 	l.mu.Unlock()
-	if l.holdsLease(ctx, r, t) {
+	if l.holdsLease(ctx, r, t) && l.mayHaveWork(t) {
 		if _, err := l.Scan(ctx, t); err != nil && ctx.Err() == nil {
 			l.errs.Log(l.opts.Log, slog.LevelWarn, t.Target.GroupRef.String(), "hygiene scan failed", "target", t.Target.String(), "err", err)
 		}
@@ -112,6 +114,28 @@ func (l *Loop) scanRunner(ctx context.Context, r *runner) {
 	r.due = l.opts.Now().Add(l.opts.ScanInterval)
 	heap.Push(&l.queue, r)
 	l.poke(l.wake)
+}
+
+// mayHaveWork reports whether a scan of t could do or count anything.
+// When the view has read t within the last scan interval and the scan's
+// own decision over that read takes nothing, deletes nothing and skips
+// nothing it would count, the scan is left out: it would read Redis afresh
+// to do nothing. A consumer that turns Ghost later is seen by the view's
+// next read (Observe), which moves t to the head of the queue; and a scan
+// that does run still decides on a fresh read, so the left-out scans never
+// change what is acted on.
+func (l *Loop) mayHaveWork(t Target) bool {
+	s, ok := l.view.Peek(t.Target)
+	now := l.opts.Now()
+	if !ok || now.Sub(s.At) >= l.opts.ScanInterval {
+		return true // no recent read to judge by
+	}
+	for _, st := range reclaim.Decide(s, t.Hygiene, now) {
+		if st.Action != reclaim.None || st.Skip != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // queue orders runners by when they are next due (container/heap).
