@@ -111,6 +111,9 @@ type runner struct {
 	leaseKnown time.Time
 	// leaderSet says the leader gauge has been set for this target.
 	leaderSet bool
+	// busy says the target's last turn found work; only busy targets hold
+	// a lease, so an idle group costs no lease renewal.
+	busy bool
 }
 
 // New returns a Loop; its metrics are registered on reg. Wire the view's

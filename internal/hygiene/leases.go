@@ -16,7 +16,9 @@ import (
 // extends them all. A lease renewed at t lasts until t+TTL in Redis; the
 // loop trusts it until t+2/3 TTL, by when the next renewal has run. A
 // target no renewal has covered yet (just added, or after a failed round
-// trip) takes its own lease before its scan.
+// trip) takes its own lease before its scan. Only targets whose last turn
+// had work hold a lease: an idle group's is given up, so idle groups cost
+// no renewals, and any replica takes it when the group has work again.
 
 // keepLeases renews every target's lease each third of LeaseTTL and gives
 // up the leases of removed targets as soon as it is told of them.
@@ -45,6 +47,9 @@ func (l *Loop) renewAll(ctx context.Context) {
 	l.mu.Lock()
 	byConn := make(map[string]*batch)
 	for g, r := range l.targets {
+		if !r.busy {
+			continue
+		}
 		b := byConn[g.Conn]
 		if b == nil {
 			b = &batch{}
@@ -129,16 +134,31 @@ func (l *Loop) setLease(r *runner, held bool, start time.Time) {
 	l.metrics.leader.WithLabelValues(r.t.Target.Labels()...).Set(gauge)
 }
 
-// releaseRemoved gives up the leases of removed targets, one round trip
-// per connection; a key whose group is a target again (its liveness
-// settings changed) is kept.
+// dropLease gives up r's lease once its turn found no work: the lease
+// keeper releases the key, and r takes it again before its next scan that
+// has work. l.mu is held.
+func (l *Loop) dropLease(r *runner) {
+	g := r.t.Target.GroupRef
+	l.release[g.Conn] = append(l.release[g.Conn], leaseKey(r.t.Target))
+	l.poke(l.renew)
+	r.leaseKnown = time.Time{}
+	r.leader = false
+	l.metrics.leader.WithLabelValues(r.t.Target.Labels()...).Set(0)
+}
+
+// releaseRemoved gives up the leases of removed and idle targets, one
+// round trip per connection; a key this replica holds again meanwhile (a
+// group whose liveness settings changed, or that found work again) is
+// kept.
 func (l *Loop) releaseRemoved(ctx context.Context) {
 	l.mu.Lock()
 	pending := l.release
 	l.release = make(map[string][]string)
 	live := make(map[string]bool)
 	for _, r := range l.targets {
-		live[leaseKey(r.t.Target)] = true
+		if r.leader {
+			live[leaseKey(r.t.Target)] = true
+		}
 	}
 	l.mu.Unlock()
 	for conn, keys := range pending {

@@ -95,7 +95,8 @@ func (l *Loop) scanRunner(ctx context.Context, r *runner) {
 		r.unpin, _ = l.view.Pin(t.Target)
 	}
 	l.mu.Unlock()
-	if l.holdsLease(ctx, r, t) && l.mayHaveWork(t) {
+	busy := l.mayHaveWork(t)
+	if busy && l.holdsLease(ctx, r, t) {
 		if _, err := l.Scan(ctx, t); err != nil && ctx.Err() == nil {
 			l.errs.Log(l.opts.Log, slog.LevelWarn, t.Target.GroupRef.String(), "hygiene scan failed", "target", t.Target.String(), "err", err)
 		}
@@ -111,6 +112,10 @@ func (l *Loop) scanRunner(ctx context.Context, r *runner) {
 		return
 	}
 	r.ghosts = ghosts
+	r.busy = busy
+	if !busy && r.leader {
+		l.dropLease(r)
+	}
 	r.due = l.opts.Now().Add(l.opts.ScanInterval)
 	heap.Push(&l.queue, r)
 	l.poke(l.wake)

@@ -119,6 +119,11 @@ func TestLeasesOfAConnectionAreRenewedInOneRoundTrip(t *testing.T) {
 		require.NoError(t, a.Add(tg, false))
 		require.NoError(t, b.Add(tg, false))
 	}
+	for _, l := range []*Loop{a, b} {
+		for _, r := range l.targets {
+			r.busy = true // each had work at its last turn
+		}
+	}
 	ctx := context.Background()
 	a.renewAll(ctx) // loads the script into Redis's cache
 	c, _ := a.conns.Get("default")
@@ -140,8 +145,8 @@ func TestLeasesOfAConnectionAreRenewedInOneRoundTrip(t *testing.T) {
 	}
 }
 
-// TestAnExpiredTargetLeavesNoSeriesNorLeaseBehind: a target scanned and
-// reclaimed from is expired while the loop runs; its series, its lease
+// TestAnExpiredTargetLeavesNoSeriesNorLeaseBehind: a target scanned is
+// expired while the loop runs; its series, its lease
 // and its error log state go with it.
 func TestAnExpiredTargetLeavesNoSeriesNorLeaseBehind(t *testing.T) {
 	t.Parallel()
@@ -153,15 +158,17 @@ func TestAnExpiredTargetLeavesNoSeriesNorLeaseBehind(t *testing.T) {
 	var c clock
 	reg := prometheus.NewRegistry()
 	l := newLoopOn(t, srv.Addr(), time.Hour, nil, reg, func(o *Options) { o.Now, o.Expiry = c.now, time.Minute })
-	require.NoError(t, l.Add(target(t), false))
+	// A dry run: the ghost keeps its entries, so every turn has work and
+	// holds the lease.
+	require.NoError(t, l.Add(target(t, "dryRun", "true"), false))
 	require.NoError(t, l.Add(target(t, "stream", "kept"), true))
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { l.Run(ctx) })
 	defer func() { cancel(); wg.Wait() }()
-	require.Eventually(t, func() bool { return len(pendingOf(t, rdb)) == 0 }, 5*time.Second, 10*time.Millisecond)
-	require.Contains(t, seriesText(t, reg), `stream="jobs"`, "the scan left series")
-	require.Equal(t, int64(1), rdb.Exists(ctx, leaseKey(target(t).Target)).Val())
+	require.Eventually(t, func() bool {
+		return strings.Contains(seriesText(t, reg), `stream="jobs"`) && rdb.Exists(ctx, leaseKey(target(t).Target)).Val() == 1
+	}, 5*time.Second, 10*time.Millisecond, "the scans left series, and the lease is held")
 
 	c.advance(2 * time.Minute)
 	require.Eventually(t, func() bool { return l.Len() == 1 }, 5*time.Second, 10*time.Millisecond, "the request's target expired")
@@ -204,4 +211,45 @@ func (h *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 		h.pipelines.Add(1)
 		return next(ctx, cmds)
 	}
+}
+
+// TestAnIdleGroupIsNotScannedWhileTheViewShowsNothingToDo: the view reads
+// both groups every 50ms; only the one with a ghost holding entries is
+// scanned (and given back), the idle one costs no scan.
+func TestAnIdleGroupIsNotScannedWhileTheViewShowsNothingToDo(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	redistest.Hold(t, rdb, "jobs", "workers", "ghost", "x", 3)
+	redistest.CreateGroup(t, rdb, "idle", "workers")
+	reg := prometheus.NewRegistry()
+	l := newLoopOn(t, srv.Addr(), 50*time.Millisecond, nil, reg, func(o *Options) { o.ScanInterval = 100 * time.Millisecond })
+	require.NoError(t, l.Add(target(t, "dryRun", "true"), false))
+	require.NoError(t, l.Add(target(t, "stream", "idle"), false))
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = l.view.Run(ctx) })
+	wg.Go(func() { l.Run(ctx) })
+	time.Sleep(time.Second) // ten intervals
+	cancel()
+	wg.Wait()
+	count := func(stream string) float64 {
+		mfs, err := reg.Gather()
+		require.NoError(t, err)
+		for _, mf := range mfs {
+			if mf.GetName() != "pelwarden_hygiene_scan_duration_seconds" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				for _, lp := range m.GetLabel() {
+					if lp.GetName() == "stream" && lp.GetValue() == stream {
+						return float64(m.GetHistogram().GetSampleCount())
+					}
+				}
+			}
+		}
+		return 0
+	}
+	require.GreaterOrEqual(t, count("jobs"), 3.0, "the group with a ghost is scanned every interval")
+	require.LessOrEqual(t, count("idle"), 1.0, "the idle group at most once, before the view had read it")
 }

@@ -9,13 +9,16 @@ import (
 )
 
 // leaseScript takes the lease when it is free and extends it when it is
-// already ours, in one step. KEYS[1] lease key; ARGV: holder, ttl ms.
+// already ours, in one step. KEYS[1] lease key; ARGV: holder, ttl ms. It
+// reads first: renewing, the common case, is two commands.
 var leaseScript = redis.NewScript(`
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+local holder = redis.call('GET', KEYS[1])
+if holder == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return 1
 end
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+if not holder then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
   return 1
 end
 return 0
