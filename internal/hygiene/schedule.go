@@ -97,7 +97,10 @@ func (l *Loop) scanRunner(ctx context.Context, r *runner) {
 	l.mu.Unlock()
 	busy := l.mayHaveWork(t)
 	if busy && l.holdsLease(ctx, r, t) {
-		if _, err := l.Scan(ctx, t); err != nil && ctx.Err() == nil {
+		switch _, err := l.Scan(ctx, t); {
+		case err == nil:
+			l.errs.Forget(t.Target.GroupRef.String()) // recovered: its next error is news
+		case ctx.Err() == nil:
 			l.errs.Log(l.opts.Log, slog.LevelWarn, t.Target.GroupRef.String(), "hygiene scan failed", "target", t.Target.String(), "err", err)
 		}
 	}
