@@ -131,7 +131,7 @@ func measureHygiene(b *testing.B, addr string, rdb *redis.Client, reclaim string
 	}
 	defer func() { _ = conn.Close() }()
 	keda := externalscaler.NewExternalScalerClient(conn)
-	enrolAll(b, keda, reclaim)
+	enrollAll(b, keda, reclaim)
 	time.Sleep(hygieneSettle)
 
 	var run hygieneRun
@@ -151,9 +151,9 @@ func measureHygiene(b *testing.B, addr string, rdb *redis.Client, reclaim string
 	return run
 }
 
-// enrolAll polls every group once, from 8 callers, as KEDA does when it
-// starts; with reclaim on, the poll enrols the group for hygiene.
-func enrolAll(b *testing.B, keda externalscaler.ExternalScalerClient, reclaim string) {
+// enrollAll polls every group once, from 8 callers, as KEDA does when it
+// starts; with reclaim on, the poll enrolls the group for hygiene.
+func enrollAll(b *testing.B, keda externalscaler.ExternalScalerClient, reclaim string) {
 	b.Helper()
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)

@@ -90,7 +90,7 @@ func TestAFloodOfHygieneTriggersPastTheCapStaysBounded(t *testing.T) {
 	require.NoError(t, err)
 	baseGoroutines := runtime.NumGoroutine()
 
-	enrol := func(i int) error {
+	enroll := func(i int) error {
 		stream := fmt.Sprintf("flood-%d", i)
 		// A string where a stream should be: every read of it fails.
 		require.NoError(t, rdb.Set(ctx, stream, "x", 0).Err())
@@ -108,21 +108,21 @@ func TestAFloodOfHygieneTriggersPastTheCapStaysBounded(t *testing.T) {
 		require.NoError(t, err, "a ScaledObject enrolled before the flood is still answered")
 	}
 	for i := range capacity - 1 {
-		require.NoError(t, enrol(i), "within the cap")
+		require.NoError(t, enroll(i), "within the cap")
 	}
 	time.Sleep(500 * time.Millisecond) // every enrolled target scanned and refreshed, failing, a few times
 	heapAtCap, metricsAtCap := heapAfterGC(), len(scrape(t, a.HTTPAddr()))
 
 	most := 0
 	for i := capacity - 1; i < flood; i++ {
-		err := enrol(i)
+		err := enroll(i)
 		require.Equal(t, codes.ResourceExhausted, status.Code(err), "trigger %d: %v", i, err)
 		if i%50 == 0 {
 			most = max(most, runtime.NumGoroutine())
 			pollEnrolled()
 		}
 	}
-	require.Contains(t, status.Convert(enrol(flood)).Message(), "hygiene.maxTargets is 100")
+	require.Contains(t, status.Convert(enroll(flood)).Message(), "hygiene.maxTargets is 100")
 	pollEnrolled()
 	linesAfterFlood := len(logs.lines())
 	time.Sleep(500 * time.Millisecond) // five scan intervals with every enrolled read failing

@@ -55,7 +55,7 @@ type Hygiene struct {
 	// Workers bounds the hygiene scans running at once, 1-256; targets
 	// wait their turn in a queue ordered by when each is due. Default 4.
 	Workers int `yaml:"workers"`
-	// MaxTargets bounds the groups that ScaledObject metadata may enrol
+	// MaxTargets bounds the groups that ScaledObject metadata may enroll
 	// for hygiene; past it a request asking for reclaim on a new group
 	// gets ResourceExhausted. Targets listed here under targets are always
 	// accepted. At least 1; default 1000.

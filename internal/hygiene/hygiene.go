@@ -29,7 +29,7 @@ import (
 	"github.com/pelwarden/pelwarden/internal/redisx"
 )
 
-// ErrFull is returned by Add when a request would enrol one target more
+// ErrFull is returned by Add when a request would enroll one target more
 // than Options.MaxTargets allows.
 var ErrFull = errors.New("too many hygiene targets")
 
@@ -56,7 +56,7 @@ type Options struct {
 	Expiry time.Duration
 	// Workers bounds the scans running at once; default 4.
 	Workers int
-	// MaxTargets bounds the targets requests may enrol; targets from
+	// MaxTargets bounds the targets requests may enroll; targets from
 	// configuration are always accepted. Zero means no bound.
 	MaxTargets int
 	// ErrorLogInterval is the most often one target's repeated error is
@@ -142,7 +142,7 @@ func New(view *liveness.View, conns *redisx.Conns, opts Options, reg prometheus.
 // request with reclaim off changes nothing: a group no request asks to
 // reclaim expires. Targets from configuration (permanent) never expire,
 // requests cannot change them, and they are accepted past MaxTargets; a
-// request that would enrol a new group past it gets ErrFull.
+// request that would enroll a new group past it gets ErrFull.
 func (l *Loop) Add(t Target, permanent bool) error {
 	if t.Hygiene.Mode == policy.ReclaimOff {
 		return nil

@@ -69,7 +69,7 @@ func (l *Loop) renewAll(ctx context.Context) {
 		held, err := redisx.HoldAll(ctx, c, keys, l.opts.Identity, l.opts.LeaseTTL)
 		if err != nil {
 			if ctx.Err() == nil {
-				l.errs.Log(l.opts.Log, slog.LevelWarn, "lease:"+conn, "hygiene leases not renewed", "redis", conn, "targets", len(keys), "err", err)
+				l.errs.Log(ctx, l.opts.Log, slog.LevelWarn, "lease:"+conn, "hygiene leases not renewed", "redis", conn, "targets", len(keys), "err", err)
 			}
 			continue
 		}
@@ -102,7 +102,7 @@ func (l *Loop) holdsLease(ctx context.Context, r *runner, t Target) bool {
 	if err != nil {
 		if ctx.Err() == nil {
 			l.opts.Engine.CountError(t.Target.GroupRef)
-			l.errs.Log(l.opts.Log, slog.LevelWarn, t.Target.GroupRef.String(), "hygiene lease failed", "target", t.Target.String(), "err", err)
+			l.errs.Log(ctx, l.opts.Log, slog.LevelWarn, t.Target.String(), "hygiene lease failed", "target", t.Target.String(), "err", err)
 		}
 		return false
 	}

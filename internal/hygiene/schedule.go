@@ -99,9 +99,9 @@ func (l *Loop) scanRunner(ctx context.Context, r *runner) {
 	if busy && l.holdsLease(ctx, r, t) {
 		switch _, err := l.Scan(ctx, t); {
 		case err == nil:
-			l.errs.Forget(t.Target.GroupRef.String()) // recovered: its next error is news
+			l.errs.Forget(t.Target.String()) // recovered: its next error is news
 		case ctx.Err() == nil:
-			l.errs.Log(l.opts.Log, slog.LevelWarn, t.Target.GroupRef.String(), "hygiene scan failed", "target", t.Target.String(), "err", err)
+			l.errs.Log(ctx, l.opts.Log, slog.LevelWarn, t.Target.String(), "hygiene scan failed", "target", t.Target.String(), "err", err)
 		}
 	}
 	ghosts := ghostsHolding(l.view, t.Target)

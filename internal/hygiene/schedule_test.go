@@ -66,7 +66,7 @@ func TestRequestsPastTheCapAreRefusedAndTargetsFromConfigurationAlwaysAccepted(t
 	require.ErrorIs(t, err, ErrFull)
 	require.Contains(t, err.Error(), "hygiene.maxTargets is 3")
 	_, ok := l.Lookup("default", "one-too-many", "workers")
-	require.False(t, ok, "a refused request enrols nothing")
+	require.False(t, ok, "a refused request enrolls nothing")
 
 	require.NoError(t, l.Add(target(t, "stream", "s0", "dryRun", "true"), false), "a target already enrolled is seen again past the cap")
 	require.NoError(t, l.Add(target(t, "stream", "configured"), true), "configuration is not bound by the cap")

@@ -58,7 +58,7 @@ func (l *Limiter) Allow(key string) (ok bool, suppressed int) {
 
 // Log writes msg at level through log when Allow lets key through, adding
 // the count of lines left out as "suppressed" when there were any.
-func (l *Limiter) Log(log *slog.Logger, level slog.Level, key, msg string, args ...any) {
+func (l *Limiter) Log(ctx context.Context, log *slog.Logger, level slog.Level, key, msg string, args ...any) {
 	ok, suppressed := l.Allow(key)
 	if !ok {
 		return
@@ -66,7 +66,7 @@ func (l *Limiter) Log(log *slog.Logger, level slog.Level, key, msg string, args 
 	if suppressed > 0 {
 		args = append(args, "suppressed", suppressed)
 	}
-	log.Log(context.Background(), level, msg, args...)
+	log.Log(ctx, level, msg, args...)
 }
 
 // Forget drops key: what it named is gone, or has recovered, and its next

@@ -2,6 +2,7 @@ package lograte
 
 import (
 	"bytes"
+	"context"
 	"log/slog"
 	"strings"
 	"testing"
@@ -17,7 +18,7 @@ func TestARepeatedErrorIsLoggedFirstThenOncePerIntervalWithTheCountLeftOut(t *te
 	var buf bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&buf, nil))
 	for range 1000 {
-		l.Log(log, slog.LevelWarn, "a", "scan failed")
+		l.Log(context.Background(), log, slog.LevelWarn, "a", "scan failed")
 		now = now.Add(100 * time.Millisecond) // 1000 lines over 100 s
 	}
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")

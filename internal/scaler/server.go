@@ -166,8 +166,10 @@ func (s *Server) StreamIsActive(ref *externalscaler.ScaledObjectRef, stream grpc
 		case <-updates:
 		case <-resend.C:
 			// An open stream is a request too: with external-push at zero
-			// replicas KEDA sends nothing else, and hygiene must go on.
-			s.register(r)
+			// replicas KEDA sends nothing else, and hygiene must go on. The
+			// group was enrolled when the stream opened; were it dropped and
+			// the loop full since, the next unary call reports it.
+			_ = s.register(r)
 			force = true
 		}
 	}
@@ -205,7 +207,7 @@ func (s *Server) parse(ref *externalscaler.ScaledObjectRef) (metadata.Request, e
 
 // register tells the hygiene loop about a request; the loop keeps the
 // groups that requests ask it to reclaim and lets the others expire. A
-// request it cannot enrol (the loop is full) fails rather than scale a
+// request it cannot enroll (the loop is full) fails rather than scale a
 // group whose reclaim was asked for and silently never runs.
 func (s *Server) register(r metadata.Request) error {
 	if s.opts.Hygiene != nil {
