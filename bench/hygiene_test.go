@@ -28,7 +28,9 @@ const (
 	// hygieneGhostEvery: one group in a hundred has a ghost holding an entry.
 	hygieneGhostEvery = 100
 	hygieneSettle     = 12 * time.Second // longer than one scan interval (10s)
-	hygieneWindow     = 12 * time.Second
+	// hygieneRefreshSettle is a few refresh cycles (2s) of the view alone.
+	hygieneRefreshSettle = 5 * time.Second
+	hygieneWindow        = 12 * time.Second
 )
 
 // hygieneRun is what one configuration cost at steady state.
@@ -41,9 +43,10 @@ type hygieneRun struct {
 
 // BenchmarkHygieneTargets: 10k groups, 1% of them with a ghost holding an
 // entry, each polled once so the view refreshes it (every 2s, the
-// default). In one run and on one Redis, side by side: the same targets
-// with hygiene off (the refreshes alone), then enrolled for hygiene (dry
-// run, so the ghosts stay and every interval scans them again). For each:
+// default). In one process, on one view and one Redis, one after the
+// other: the targets with hygiene off (the refreshes alone), then the same
+// targets enrolled for hygiene (dry run, so the ghosts stay and every
+// interval scans them again). For each:
 // the heap pelwarden holds after GC, the process's RSS, goroutines, Redis
 // commands per second (INFO stats deltas) and a poll's p50/p99 through
 // KEDA's client on one more group. Goals: RSS <= 128 MB, Redis ops/s <= 2x
@@ -58,10 +61,7 @@ func benchHygieneTargets(b *testing.B) {
 	hygieneGroups(b, rdb)
 	var off, on hygieneRun
 	for b.Loop() {
-		base := sampleMem(b)
-		on = measureHygiene(b, srv.Addr(), rdb, "requeue", base)
-		base = sampleMem(b)
-		off = measureHygiene(b, srv.Addr(), rdb, "off", base)
+		off, on = measureHygiene(b, srv.Addr(), rdb)
 	}
 	for _, r := range []struct {
 		sfx string
@@ -110,9 +110,13 @@ func hygieneMetadata(i int, reclaim string) map[string]string {
 }
 
 // measureHygiene runs pelwarden on its defaults (limits raised for 10k
-// targets), polls every group once, lets it settle and measures.
-func measureHygiene(b *testing.B, addr string, rdb *redis.Client, reclaim string, base memSample) hygieneRun {
+// targets) and polls every group once with reclaim off: the view refreshes
+// them all, and that steady state is measured. Then it polls every group
+// again asking for reclaim, which enrolls the same targets for hygiene, and
+// measures again: same process, same view, same Redis.
+func measureHygiene(b *testing.B, addr string, rdb *redis.Client) (off, on hygieneRun) {
 	b.Helper()
+	base := sampleMem(b)
 	cfg := config.Default()
 	cfg.GRPC.Addr, cfg.HTTP.Addr = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.Redis = []config.Redis{config.DefaultRedis("default", addr)}
@@ -131,9 +135,21 @@ func measureHygiene(b *testing.B, addr string, rdb *redis.Client, reclaim string
 	}
 	defer func() { _ = conn.Close() }()
 	keda := externalscaler.NewExternalScalerClient(conn)
-	enrollAll(b, keda, reclaim)
+	enrollAll(b, keda, "off")
+	time.Sleep(hygieneRefreshSettle)
+	off = steadyState(b, keda, rdb, base)
+	enrollAll(b, keda, "requeue")
 	time.Sleep(hygieneSettle)
+	on = steadyState(b, keda, rdb, base)
+	checkGhostsSeen(b, keda)
+	runtime.KeepAlive(a)
+	return off, on
+}
 
+// steadyState polls one more group for hygieneWindow and measures Redis's
+// commands meanwhile, then the process's goroutines and memory.
+func steadyState(b *testing.B, keda externalscaler.ExternalScalerClient, rdb *redis.Client, base memSample) hygieneRun {
+	b.Helper()
 	var run hygieneRun
 	before := commandsProcessed(b, rdb)
 	t0 := time.Now()
@@ -144,10 +160,6 @@ func measureHygiene(b *testing.B, addr string, rdb *redis.Client, reclaim string
 	now := sampleMem(b)
 	run.heapMB = float64(int64(now.heap)-int64(base.heap)) / (1 << 20)
 	run.rssMB = float64(now.rss) / (1 << 20)
-	if reclaim != "off" {
-		checkGhostsSeen(b, keda)
-	}
-	runtime.KeepAlive(a)
 	return run
 }
 
