@@ -193,13 +193,6 @@ func (l *Loop) Lookup(conn, stream, group string) (Target, bool) {
 	return r.t, true
 }
 
-// Len is the number of targets the loop looks after.
-func (l *Loop) Len() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.targets)
-}
-
 // Observe is the view's OnRefresh hook: when a read of a hygiene target
 // shows a consumer holding entries that has newly turned Ghost (or
 // Degraded), the target's scan moves to now. A target being scanned is

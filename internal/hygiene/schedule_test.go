@@ -70,7 +70,7 @@ func TestRequestsPastTheCapAreRefusedAndTargetsFromConfigurationAlwaysAccepted(t
 
 	require.NoError(t, l.Add(target(t, "stream", "s0", "dryRun", "true"), false), "a target already enrolled is seen again past the cap")
 	require.NoError(t, l.Add(target(t, "stream", "configured"), true), "configuration is not bound by the cap")
-	require.Equal(t, 4, l.Len())
+	require.Equal(t, 4, targetCount(l))
 }
 
 // TestScansRunOnTheWorkerPoolNotAGoroutinePerTarget: 300 targets, scanned
@@ -171,11 +171,17 @@ func TestAnExpiredTargetLeavesNoSeriesNorLeaseBehind(t *testing.T) {
 	}, 5*time.Second, 10*time.Millisecond, "the scans left series, and the lease is held")
 
 	c.advance(2 * time.Minute)
-	require.Eventually(t, func() bool { return l.Len() == 1 }, 5*time.Second, 10*time.Millisecond, "the request's target expired")
+	require.Eventually(t, func() bool { return targetCount(l) == 1 }, 5*time.Second, 10*time.Millisecond, "the request's target expired")
 	require.Eventually(t, func() bool { return rdb.Exists(ctx, leaseKey(target(t).Target)).Val() == 0 }, 5*time.Second, 10*time.Millisecond, "its lease is given up")
 	text := seriesText(t, reg)
 	require.NotContains(t, text, `stream="jobs"`)
 	require.Contains(t, text, `stream="kept"`, "the target from configuration stays")
+}
+
+func targetCount(l *Loop) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.targets)
 }
 
 func seriesText(t *testing.T, reg *prometheus.Registry) string {

@@ -76,10 +76,3 @@ func (l *Limiter) Forget(key string) {
 	delete(l.keys, key)
 	l.mu.Unlock()
 }
-
-// Len is the number of keys held.
-func (l *Limiter) Len() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.keys)
-}

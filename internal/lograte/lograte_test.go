@@ -38,7 +38,7 @@ func TestKeysAreLimitedApartAndForgottenKeysLogAtOnce(t *testing.T) {
 	ok, _ = l.Allow("a")
 	require.False(t, ok)
 	l.Forget("a")
-	require.Equal(t, 1, l.Len(), "a forgotten key holds nothing")
+	require.Len(t, l.keys, 1, "a forgotten key holds nothing")
 	ok, n := l.Allow("a")
 	require.True(t, ok, "a forgotten key's next error is news")
 	require.Zero(t, n)
