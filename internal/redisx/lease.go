@@ -84,23 +84,24 @@ func ReleaseAll(ctx context.Context, c Pipeliner, keys []string, holder string) 
 }
 
 // runAll runs script once per key in one pipeline by its SHA; after a
-// Redis restart flushed the script cache it loads the script and runs the
-// batch once more, which is safe because both lease scripts are idempotent.
+// Redis restart flushed the script cache it runs the batch once more with
+// EVAL, which caches the script again (pelwarden's ACL grants EVALSHA and
+// EVAL, not SCRIPT LOAD). Both lease scripts are idempotent, so running a
+// key twice is safe.
 func runAll(ctx context.Context, c Pipeliner, script *redis.Script, keys []string, args ...any) ([]bool, error) {
 	if len(keys) == 0 {
 		return nil, nil
 	}
-	for attempt := 0; ; attempt++ {
+	run, retried := script.EvalSha, false
+	for {
 		pipe := c.Pipeline()
 		cmds := make([]*redis.Cmd, len(keys))
 		for i, k := range keys {
-			cmds[i] = script.EvalSha(ctx, pipe, []string{k}, args...)
+			cmds[i] = run(ctx, pipe, []string{k}, args...)
 		}
 		_, err := pipe.Exec(ctx)
-		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") && attempt == 0 {
-			if err := script.Load(ctx, c).Err(); err != nil {
-				return nil, err
-			}
+		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") && !retried {
+			run, retried = script.Eval, true
 			continue
 		}
 		if err != nil && !errors.Is(err, redis.Nil) {
