@@ -14,7 +14,6 @@ package hygiene
 
 import (
 	"container/heap"
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -158,9 +157,7 @@ func (l *Loop) Add(t Target, permanent bool) error {
 		r.lastSeen = now
 		return nil
 	case ok && r.key == key:
-		// Every poll lands here: the settings' text is built only for a
-		// log that will be written.
-		if l.opts.Log.Enabled(context.Background(), slog.LevelDebug) && r.t.settings() != t.settings() {
+		if r.t.settings() != t.settings() {
 			l.opts.Log.Debug("hygiene settings changed", "target", t.Target.String(), "reclaim", t.Hygiene.Mode, "dryRun", t.Hygiene.DryRun)
 		}
 		r.t = t
