@@ -128,11 +128,17 @@ func New(view *liveness.View, conns *redisx.Conns, opts Options, reg prometheus.
 	if opts.ErrorLogInterval <= 0 {
 		opts.ErrorLogInterval = time.Minute
 	}
-	return &Loop{
-		view: view, conns: conns, opts: opts, metrics: newMetrics(reg), errs: lograte.New(opts.ErrorLogInterval, opts.Now),
+	l := &Loop{
+		view: view, conns: conns, opts: opts, errs: lograte.New(opts.ErrorLogInterval, opts.Now),
 		targets: make(map[liveness.GroupRef]*runner), release: make(map[string][]string),
 		wake: make(chan struct{}, 1), renew: make(chan struct{}, 1),
 	}
+	l.metrics = newMetrics(reg, func() float64 {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return float64(len(l.targets))
+	})
+	return l
 }
 
 // Add registers a target, or marks it seen again, in O(log n). There is
@@ -167,6 +173,7 @@ func (l *Loop) Add(t Target, permanent bool) error {
 	case ok:
 		l.remove(r, "liveness settings changed")
 	case !permanent && l.opts.MaxTargets > 0 && len(l.targets) >= l.opts.MaxTargets:
+		l.metrics.refused.Inc()
 		return fmt.Errorf("%w: hygiene.maxTargets is %d; a target from hygiene.targets is always accepted", ErrFull, l.opts.MaxTargets)
 	}
 	unpin, err := l.view.Pin(t.Target)

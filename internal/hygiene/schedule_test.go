@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
@@ -58,7 +59,8 @@ func TestTargetsComeUpInTheOrderTheyAreDue(t *testing.T) {
 func TestRequestsPastTheCapAreRefusedAndTargetsFromConfigurationAlwaysAccepted(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
-	l := newLoopOn(t, srv.Addr(), time.Second, nil, prometheus.NewRegistry(), func(o *Options) { o.MaxTargets = 3 })
+	reg := prometheus.NewRegistry()
+	l := newLoopOn(t, srv.Addr(), time.Second, nil, reg, func(o *Options) { o.MaxTargets = 3 })
 	for i := range 3 {
 		require.NoError(t, l.Add(target(t, "stream", fmt.Sprint("s", i)), false))
 	}
@@ -71,6 +73,11 @@ func TestRequestsPastTheCapAreRefusedAndTargetsFromConfigurationAlwaysAccepted(t
 	require.NoError(t, l.Add(target(t, "stream", "s0", "dryRun", "true"), false), "a target already enrolled is seen again past the cap")
 	require.NoError(t, l.Add(target(t, "stream", "configured"), true), "configuration is not bound by the cap")
 	require.Equal(t, 4, targetCount(l))
+	require.InDelta(t, 1, testutil.ToFloat64(l.metrics.refused), 0, "the refusal is counted")
+	n, err := testutil.GatherAndCount(reg, "pelwarden_hygiene_targets")
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.InDelta(t, 4, gaugeValue(t, reg, "pelwarden_hygiene_targets"), 0)
 }
 
 // TestScansRunOnTheWorkerPoolNotAGoroutinePerTarget: 300 targets, scanned
@@ -176,6 +183,19 @@ func TestAnExpiredTargetLeavesNoSeriesNorLeaseBehind(t *testing.T) {
 	text := seriesText(t, reg)
 	require.NotContains(t, text, `stream="jobs"`)
 	require.Contains(t, text, `stream="kept"`, "the target from configuration stays")
+}
+
+func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no %s", name)
+	return 0
 }
 
 func targetCount(l *Loop) int {
