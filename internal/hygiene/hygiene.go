@@ -44,10 +44,11 @@ func (t Target) settings() string { return t.Target.Key() + "\x00" + t.Hygiene.S
 // Options configures a Loop.
 type Options struct {
 	// ScanInterval is how often every target is scanned; a new ghost also
-	// triggers a scan at once.
+	// triggers a scan at once. Default 10s.
 	ScanInterval time.Duration
 	// LeaseTTL is how long a scanner's lease lasts without renewal; the
-	// leases are renewed every third of it.
+	// leases are renewed every third of it. Longer than ScanInterval;
+	// default three intervals.
 	LeaseTTL time.Duration
 	// Identity names this replica in the lease.
 	Identity string
@@ -124,6 +125,12 @@ func New(view *liveness.View, conns *redisx.Conns, opts Options, reg prometheus.
 	}
 	if opts.Workers <= 0 {
 		opts.Workers = 4
+	}
+	if opts.ScanInterval <= 0 {
+		opts.ScanInterval = 10 * time.Second
+	}
+	if opts.LeaseTTL <= opts.ScanInterval {
+		opts.LeaseTTL = 3 * opts.ScanInterval
 	}
 	if opts.ErrorLogInterval <= 0 {
 		opts.ErrorLogInterval = time.Minute
