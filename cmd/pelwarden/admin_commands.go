@@ -210,7 +210,9 @@ func newDeregisterCommand(env func(string) (string, bool), stderr io.Writer) *co
 		Long: `Do what a worker does in graceful shutdown, after it stopped reading and
 finished its in-flight work: requeue every entry of its pending list, then
 delete its consumer. Running it again is harmless. Needs a bearer token
-(--token-file) or an allowed mTLS client certificate.`,
+(--token-file): the workers' token (admin.workerTokenFile) or the
+operator's; or an mTLS client certificate that is allowed, or whose URI SAN
+under admin.workerIdentityPrefix names this consumer.`,
 	}
 	cmd.Flags().StringVar(&consumer, "consumer", "", "the consumer to deregister (required)")
 	return adminCommand(env, stderr, cmd, true, func(s *session) error {

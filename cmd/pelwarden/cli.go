@@ -96,7 +96,9 @@ probes and scrapes.
 
 The Admin RPCs that change a group (Reclaim, DeleteConsumer, Deregister)
 are refused until admin.tokenFile (--admin-token-file) or
-admin.allowedClientIdentities names who may call them.
+admin.allowedClientIdentities names who may call them. A worker's
+credential, admin.workerTokenFile (--admin-worker-token-file) or a client
+certificate under admin.workerIdentityPrefix, allows Deregister only.
 
 Environment variables (variable, flag, config path it sets):
 `

@@ -55,7 +55,7 @@ func (f *clientFlags) register(fs *pflag.FlagSet, env func(string) (string, bool
 	}
 	tokenFile, _ := env(envTokenFile)
 	fs.StringVar(&f.server, "server", server, "pelwarden's gRPC address, host:port (env "+envServer+")")
-	fs.StringVar(&f.tokenFile, "token-file", tokenFile, "file holding the bearer token mutating calls need (env "+envTokenFile+", or the token itself in "+envToken+")")
+	fs.StringVar(&f.tokenFile, "token-file", tokenFile, "file holding the bearer token mutating calls need: the operator's, or the workers' for deregister (env "+envTokenFile+", or the token itself in "+envToken+")")
 	fs.BoolVar(&f.tlsOn, "tls", false, "connect with TLS (implied by --tls-ca, --tls-cert)")
 	fs.StringVar(&f.ca, "tls-ca", "", "CA bundle (PEM) that verifies pelwarden; empty means the system roots")
 	fs.StringVar(&f.cert, "tls-cert", "", "client certificate (PEM) for mutual TLS")

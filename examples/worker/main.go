@@ -27,7 +27,7 @@
 //	BATCH                 entries per read; default 5
 //	LEDGER                optional hash: HINCRBY <job> 1 in the same MULTI as the XACK
 //	PELWARDEN_ADDR        pelwarden's gRPC address; empty skips Deregister
-//	PELWARDEN_TOKEN_FILE  bearer token for Deregister
+//	PELWARDEN_TOKEN_FILE  the workers' bearer token (admin.workerTokenFile) for Deregister
 package main
 
 import (

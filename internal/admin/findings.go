@@ -39,10 +39,14 @@ func (s *Server) Findings(ctx context.Context, req *pelwardenv1.FindingsRequest)
 		if err != nil {
 			return nil, err
 		}
-		fs, err := findings.Detect(ctx, findings.Input{
+		in := findings.Input{
 			Snapshot: snap, Client: c, MinDeliveries: s.minDeliveries(g, req.GetMinDeliveries()),
 			Sample: sample, MaxScan: findings.DefaultMaxScan,
-		})
+		}
+		// Without hygiene settings, Deregister still requeues with the defaults.
+		h, _ := s.settings(g)
+		in.CarryField, in.DeadLetter = h.DeliveryCountField, h.MaxDeliveries > 0
+		fs, err := findings.Detect(ctx, in)
 		if err != nil {
 			return nil, rpcstatus.Of(err, g)
 		}

@@ -163,6 +163,8 @@ func entryOutcome(o redisx.EntryOutcome, st reclaim.Step) *pelwardenv1.EntryOutc
 		detail = fmt.Sprintf("idle less than %s", st.MinIdle)
 	case redisx.DuplicateID:
 		detail = "named more than once; acted on once"
+	case redisx.FieldCollision:
+		detail = fmt.Sprintf("the entry holds its own field %q, which pelwarden would write over; left pending, untouched", o.Detail)
 	case redisx.Requeued, redisx.DeadLettered:
 		if detail == "" {
 			detail = "dry run: nothing written"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"os"
@@ -18,125 +19,165 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/pelwarden/pelwarden/internal/config"
-	pelwardenv1 "github.com/pelwarden/pelwarden/proto/pelwarden/v1"
 )
 
-// mutatingMethods are the Admin RPCs that change a group. Every other
-// method (the scaler, health, reflection, the read RPCs) passes unchecked.
-var mutatingMethods = map[string]bool{
-	pelwardenv1.Admin_Reclaim_FullMethodName:        true,
-	pelwardenv1.Admin_DeleteConsumer_FullMethodName: true,
-	pelwardenv1.Admin_Deregister_FullMethodName:     true,
-}
+const credentialHint = "send `authorization: Bearer <token>` with the token of admin.tokenFile (or, for Deregister, " +
+	"admin.workerTokenFile), or a client certificate whose identity is listed in admin.allowedClientIdentities " +
+	"(or, for Deregister, a URI SAN under admin.workerIdentityPrefix)"
 
-const credentialHint = "send `authorization: Bearer <token>` with the token of admin.tokenFile, " +
-	"or a client certificate whose identity is listed in admin.allowedClientIdentities"
-
-// adminAuth decides who may call the mutating Admin RPCs: a caller with
-// the bearer token of admin.tokenFile, or with a verified client
-// certificate whose identity admin.allowedClientIdentities lists.
+// adminAuth decides who may call the guarded Admin RPCs (see required):
+// the operator, with the bearer token of admin.tokenFile or a verified
+// client certificate admin.allowedClientIdentities lists, may call them
+// all; a worker, with the token of admin.workerTokenFile or a client
+// certificate whose URI SAN starts with admin.workerIdentityPrefix, only
+// Deregister, and with a certificate only for the consumer it names.
 type adminAuth struct {
 	cfg     config.Admin
 	allowed map[string]bool
 	log     *slog.Logger
 
-	mu    sync.Mutex
-	info  os.FileInfo // of the token file when last read
-	token [sha256.Size]byte
+	operator, worker bearerFile
 }
 
 func newAdminAuth(cfg config.Admin, log *slog.Logger) *adminAuth {
-	a := &adminAuth{cfg: cfg, allowed: make(map[string]bool, len(cfg.AllowedClientIdentities)), log: log}
+	a := &adminAuth{cfg: cfg, allowed: make(map[string]bool, len(cfg.AllowedClientIdentities)), log: log,
+		operator: bearerFile{key: "admin.tokenFile", path: cfg.TokenFile, log: log},
+		worker:   bearerFile{key: "admin.workerTokenFile", path: cfg.WorkerTokenFile, log: log}}
 	for _, id := range cfg.AllowedClientIdentities {
 		a.allowed[id] = true
 	}
 	return a
 }
 
-// guarded says whether a call needs credentials: the mutating RPCs, and a
-// Findings call that asks for a MONITOR sample, which slows the whole
-// Redis server while it runs.
-func guarded(method string, req any) bool {
-	if f, ok := req.(*pelwardenv1.FindingsRequest); ok {
-		return f.GetSampleMs() > 0
-	}
-	return mutatingMethods[method]
-}
-
 // unary is the auth step of the interceptor chain.
 func (a *adminAuth) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if !guarded(info.FullMethod, req) {
+	need := required(info.FullMethod, req)
+	if need == nobody {
 		return handler(ctx, req)
 	}
-	who, err := a.authorize(ctx)
+	c, err := a.authorize(ctx)
 	if err != nil {
 		return nil, err
 	}
-	a.log.InfoContext(ctx, "admin call authorized", "method", info.FullMethod, "by", who)
+	if err := c.allows(need, info.FullMethod, req); err != nil {
+		a.log.WarnContext(ctx, "admin call refused", "method", info.FullMethod, "by", c.who, "err", err)
+		return nil, err
+	}
+	a.log.InfoContext(ctx, "admin call authorized", "method", info.FullMethod, "by", c.who)
 	return handler(ctx, req)
 }
 
 // authorize returns who the caller is, or the status that refuses it:
 // Unauthenticated when it presented nothing usable, PermissionDenied when
-// what it presented is not allowed or nothing is configured to allow.
-func (a *adminAuth) authorize(ctx context.Context) (string, error) {
+// what it presented is not allowed or nothing is configured to allow. The
+// operator's credential wins over a worker's when a caller shows both.
+func (a *adminAuth) authorize(ctx context.Context) (caller, error) {
 	if !a.cfg.Enabled() {
-		return "", status.Error(codes.PermissionDenied, "Reclaim, DeleteConsumer and Deregister are off: "+
+		return caller{}, status.Error(codes.PermissionDenied, "Reclaim, DeleteConsumer and Deregister are off: "+
 			"set admin.tokenFile (--admin-token-file) to accept a bearer token, "+
 			"or admin.allowedClientIdentities to accept mTLS client certificates")
 	}
 	token, hasToken, malformed := bearerToken(ctx)
-	ids := verifiedIdentities(ctx)
+	leaf := verifiedLeaf(ctx)
+	ids := identities(leaf)
 	for _, id := range ids {
 		if a.allowed[id] {
-			return "client certificate " + id, nil
+			return caller{class: operatorClass, who: "client certificate " + id}, nil
 		}
+	}
+	if hasToken {
+		for _, f := range []*bearerFile{&a.operator, &a.worker} {
+			ok, err := f.matches(ctx, token)
+			switch {
+			case err != nil:
+				return caller{}, err
+			case ok && f == &a.operator:
+				return caller{class: operatorClass, who: "bearer token"}, nil
+			case ok:
+				return caller{class: workerClass, who: "worker bearer token"}, nil
+			}
+		}
+	}
+	if c, ok := a.workerCertificate(leaf); ok {
+		return c, nil
 	}
 	switch {
 	case malformed && len(ids) == 0:
-		return "", status.Error(codes.Unauthenticated, "the authorization header must be `Bearer <token>`")
+		return caller{}, status.Error(codes.Unauthenticated, "the authorization header must be `Bearer <token>`")
 	case !hasToken && len(ids) == 0:
-		return "", status.Error(codes.Unauthenticated, "this call needs credentials: "+credentialHint)
+		return caller{}, status.Error(codes.Unauthenticated, "this call needs credentials: "+credentialHint)
 	case !hasToken:
-		return "", status.Errorf(codes.PermissionDenied, "client certificate identities %s are not in admin.allowedClientIdentities", strings.Join(ids, ", "))
-	case a.cfg.TokenFile == "":
-		return "", status.Error(codes.PermissionDenied, "bearer tokens are not accepted: admin.tokenFile is not set")
+		return caller{}, status.Errorf(codes.PermissionDenied, "client certificate identities %s are not in admin.allowedClientIdentities "+
+			"(nor under admin.workerIdentityPrefix)", strings.Join(ids, ", "))
+	case a.cfg.TokenFile == "" && a.cfg.WorkerTokenFile == "":
+		return caller{}, status.Error(codes.PermissionDenied, "bearer tokens are not accepted: neither admin.tokenFile nor admin.workerTokenFile is set")
 	}
-	want, err := a.currentToken()
+	return caller{}, status.Error(codes.PermissionDenied, "the bearer token does not match admin.tokenFile (nor admin.workerTokenFile)")
+}
+
+// workerCertificate is the worker a verified certificate's URI SAN under
+// admin.workerIdentityPrefix names. Only a URI SAN counts: a common name is
+// free text a CA may copy from a request.
+func (a *adminAuth) workerCertificate(leaf *x509.Certificate) (caller, bool) {
+	if a.cfg.WorkerIdentityPrefix == "" || leaf == nil {
+		return caller{}, false
+	}
+	for _, u := range leaf.URIs {
+		id := u.String()
+		if consumer, ok := strings.CutPrefix(id, a.cfg.WorkerIdentityPrefix); ok && consumer != "" {
+			return caller{class: workerClass, consumer: consumer, who: "worker client certificate " + id}, true
+		}
+	}
+	return caller{}, false
+}
+
+// bearerFile is one bearer token file, read again whenever it changes (a
+// rotated Kubernetes Secret swaps the file).
+type bearerFile struct {
+	key, path string
+	log       *slog.Logger
+
+	mu    sync.Mutex
+	info  os.FileInfo // of the file when last read
+	token [sha256.Size]byte
+}
+
+// matches says whether token is the file's; an unset file matches nothing,
+// and an unreadable one refuses the call.
+func (f *bearerFile) matches(ctx context.Context, token string) (bool, error) {
+	if f.path == "" {
+		return false, nil
+	}
+	want, err := f.current()
 	if err != nil {
-		a.log.ErrorContext(ctx, "admin token file unreadable; refusing mutating calls", "err", err)
-		return "", status.Error(codes.Unavailable, "admin.tokenFile cannot be read; see pelwarden's log")
+		f.log.ErrorContext(ctx, "token file unreadable; refusing the calls it allows", "key", f.key, "err", err)
+		return false, status.Errorf(codes.Unavailable, "%s cannot be read; see pelwarden's log", f.key)
 	}
 	got := sha256.Sum256([]byte(token))
 	// Comparing digests keeps the time spent independent of the token's
 	// content and length.
-	if subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
-		return "", status.Error(codes.PermissionDenied, "the bearer token does not match admin.tokenFile")
-	}
-	return "bearer token", nil
+	return subtle.ConstantTimeCompare(got[:], want[:]) == 1, nil
 }
 
-// currentToken returns the digest of the token file, reading it again
-// whenever it changed (a rotated Kubernetes Secret swaps the file).
-func (a *adminAuth) currentToken() ([sha256.Size]byte, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	info, err := os.Stat(a.cfg.TokenFile)
+func (f *bearerFile) current() ([sha256.Size]byte, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	info, err := os.Stat(f.path)
 	if err != nil {
 		return [sha256.Size]byte{}, err
 	}
-	if a.info != nil && os.SameFile(a.info, info) && a.info.ModTime().Equal(info.ModTime()) && a.info.Size() == info.Size() {
-		return a.token, nil
+	if f.info != nil && os.SameFile(f.info, info) && f.info.ModTime().Equal(info.ModTime()) && f.info.Size() == info.Size() {
+		return f.token, nil
 	}
-	token, err := config.ReadToken(a.cfg.TokenFile)
+	token, err := config.ReadToken(f.path)
 	if err != nil {
-		return [sha256.Size]byte{}, fmt.Errorf("admin.tokenFile: %w", err)
+		return [sha256.Size]byte{}, fmt.Errorf("%s: %w", f.key, err)
 	}
-	if a.info != nil {
-		a.log.Info("admin token file changed; using the new token", "file", a.cfg.TokenFile)
+	if f.info != nil {
+		f.log.Info("token file changed; using the new token", "key", f.key, "file", f.path)
 	}
-	a.info, a.token = info, sha256.Sum256([]byte(token))
-	return a.token, nil
+	f.info, f.token = info, sha256.Sum256([]byte(token))
+	return f.token, nil
 }
 
 // bearerToken reads the authorization header: the token, whether there was
@@ -155,10 +196,9 @@ func bearerToken(ctx context.Context) (token string, ok, malformed bool) {
 	return token, true, false
 }
 
-// verifiedIdentities lists the identities of the caller's client
-// certificate (subject common name, DNS and URI SANs), only when the TLS
+// verifiedLeaf is the caller's client certificate, only when the TLS
 // handshake verified it against the configured client CAs.
-func verifiedIdentities(ctx context.Context) []string {
+func verifiedLeaf(ctx context.Context) *x509.Certificate {
 	p, ok := peer.FromContext(ctx)
 	if !ok {
 		return nil
@@ -167,7 +207,15 @@ func verifiedIdentities(ctx context.Context) []string {
 	if !ok || len(info.State.VerifiedChains) == 0 || len(info.State.VerifiedChains[0]) == 0 {
 		return nil
 	}
-	leaf := info.State.VerifiedChains[0][0]
+	return info.State.VerifiedChains[0][0]
+}
+
+// identities lists a verified certificate's identities: subject common
+// name, DNS and URI SANs.
+func identities(leaf *x509.Certificate) []string {
+	if leaf == nil {
+		return nil
+	}
 	var ids []string
 	if leaf.Subject.CommonName != "" {
 		ids = append(ids, leaf.Subject.CommonName)

@@ -27,11 +27,23 @@ type Admin struct {
 	// verifies client certificates can present one. Optional; default none;
 	// each entry is non-empty and has no spaces.
 	AllowedClientIdentities []string `yaml:"allowedClientIdentities"`
+	// WorkerTokenFile is the path of a file holding the workers' bearer
+	// token, read like TokenFile. It allows Deregister and nothing else, so
+	// a worker's pod does not hold the operator's token. Optional; default
+	// none; it must differ from the token of TokenFile.
+	WorkerTokenFile string `yaml:"workerTokenFile"`
+	// WorkerIdentityPrefix makes verified mTLS client certificates worker
+	// credentials bound to one consumer: a certificate with a URI SAN
+	// <prefix><consumer>, such as spiffe://cluster.local/pelwarden/worker/
+	// followed by the pod's name, may Deregister that consumer and no
+	// other, and nothing else. Optional; default none; a URI of 1-1024
+	// characters without spaces.
+	WorkerIdentityPrefix string `yaml:"workerIdentityPrefix"`
 }
 
 // Enabled reports whether any credential is configured.
 func (a Admin) Enabled() bool {
-	return a.TokenFile != "" || len(a.AllowedClientIdentities) > 0
+	return a.TokenFile != "" || len(a.AllowedClientIdentities) > 0 || a.WorkerTokenFile != "" || a.WorkerIdentityPrefix != ""
 }
 
 // MinTokenLength is the shortest bearer token accepted: guessing 16
@@ -79,6 +91,18 @@ func (c *Config) validateAdmin(p *problems) {
 		if _, err := ReadToken(a.TokenFile); err != nil {
 			p.add("admin.tokenFile", "must name a readable file holding the bearer token: %v", err)
 		}
+	}
+	if a.WorkerTokenFile != "" {
+		worker, err := ReadToken(a.WorkerTokenFile)
+		if err != nil {
+			p.add("admin.workerTokenFile", "must name a readable file holding the workers' bearer token: %v", err)
+		} else if operator, err := ReadToken(a.TokenFile); a.TokenFile != "" && err == nil && operator == worker {
+			p.add("admin.workerTokenFile", "must hold a token other than admin.tokenFile's: the worker token allows only Deregister")
+		}
+	}
+	if w := a.WorkerIdentityPrefix; w != "" && (len(w) > 1024 || !strings.Contains(w, ":") || strings.ContainsFunc(w, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) })) {
+		p.add("admin.workerIdentityPrefix", "must be the start of a URI SAN of 1-1024 characters without spaces, such as %q, got %q",
+			"spiffe://cluster.local/pelwarden/worker/", w)
 	}
 	for i, id := range a.AllowedClientIdentities {
 		if id == "" || len(id) > 1024 || strings.ContainsFunc(id, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) {

@@ -280,6 +280,8 @@ func TestFlagsAndVariablesAreNamedAfterTheirConfigPaths(t *testing.T) {
 		"kubernetes":                      "PELWARDEN_KUBERNETES_ENABLED",
 		"kubeconfig":                      "PELWARDEN_KUBERNETES_KUBECONFIG",
 		"admin-token-file":                "PELWARDEN_ADMIN_TOKEN_FILE",
+		"admin-worker-token-file":         "PELWARDEN_ADMIN_WORKER_TOKEN_FILE",
+		"admin-worker-identity-prefix":    "PELWARDEN_ADMIN_WORKER_IDENTITY_PREFIX",
 		"admin-allowed-client-identities": "PELWARDEN_ADMIN_ALLOWED_CLIENT_IDENTITIES",
 		"redis-addr":                      "PELWARDEN_REDIS_ADDR",
 		"redis-username":                  "PELWARDEN_REDIS_USERNAME",

@@ -127,9 +127,13 @@ var settings = []setting{
 		withFlagNamed("kubeconfig", "kubeconfig file for running outside a cluster; empty means in-cluster"),
 
 	stringSetting("admin.tokenFile", func(c *Config) *string { return &c.Admin.TokenFile }).
-		withFlag("file holding the bearer token that Reclaim, DeleteConsumer and Deregister need"),
+		withFlag("file holding the operator's bearer token: Reclaim, DeleteConsumer, Deregister and Findings samples"),
 	listSetting("admin.allowedClientIdentities", func(c *Config) *[]string { return &c.Admin.AllowedClientIdentities }).
 		withFlag("comma list of mTLS client identities (CN, DNS or URI SAN) allowed to call the mutating Admin RPCs"),
+	stringSetting("admin.workerTokenFile", func(c *Config) *string { return &c.Admin.WorkerTokenFile }).
+		withFlag("file holding the workers' bearer token: it allows Deregister and nothing else"),
+	stringSetting("admin.workerIdentityPrefix", func(c *Config) *string { return &c.Admin.WorkerIdentityPrefix }).
+		withFlag("URI SAN prefix of worker client certificates: <prefix><consumer> may Deregister that consumer only"),
 
 	stringSetting("redis[default].addr", func(c *Config) *string { return &defaultRedis(c).Addr }).
 		withFlagNamed("redis-addr", "address host:port of the Redis connection named default"),

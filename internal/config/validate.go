@@ -177,9 +177,17 @@ func (t *RedisTLS) validate(p *problems, path string) {
 	checkReadable(p, path+".keyFile", t.KeyFile)
 }
 
+// minDuration is the shortest interval or timeout accepted: pelwarden's
+// timers and Redis's own times count in milliseconds, and anything shorter
+// (1ns passes "> 0") would spin a loop or time out every call.
+const minDuration = time.Millisecond
+
 func checkPositive(p *problems, field string, d time.Duration, example string) {
-	if d <= 0 {
+	switch {
+	case d <= 0:
 		p.add(field, "must be a positive duration such as %s, got %q", example, d)
+	case d < minDuration:
+		p.add(field, "must be at least %s, such as %s, got %q", minDuration, example, d)
 	}
 }
 

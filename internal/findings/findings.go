@@ -1,11 +1,13 @@
 // Package findings reports what looks wrong with a consumer group: shared
 // consumer names, consumers with no pod or no owner, entries bouncing
 // between deliveries, tombstones, a NULL lag, a group without any heartbeat
-// record and heartbeats dated in the future. It is the detector behind
+// record, heartbeats dated in the future, entries holding a field a reclaim
+// would write, and owner candidates cut. It is the detector behind
 // pelwarden.v1.Admin/Findings.
 //
 // It reads and never writes: no finding is acted on here, and Detect sends
-// Redis only read commands (XPENDING, XRANGE and, when asked, MONITOR).
+// Redis only read commands (XPENDING, XRANGE, a script that only runs
+// XRANGE and, when asked, MONITOR).
 package findings
 
 import (
@@ -49,6 +51,12 @@ const (
 	// HeartbeatInFuture is a consumer whose heartbeat is dated in the
 	// future beyond liveness.FutureTolerance: a broken clock or writer.
 	HeartbeatInFuture Kind = 9
+	// FieldCollision is pending entries that hold, as a field of the job, a
+	// field a reclaim would write: reclaims leave them pending, untouched.
+	FieldCollision Kind = 10
+	// HeartbeatCandidatesCut is a consumer whose ownerMatch gave more owner
+	// candidates than liveness.MaxCandidates: only the longest were read.
+	HeartbeatCandidatesCut Kind = 11
 )
 
 func (k Kind) String() string {
@@ -71,6 +79,10 @@ func (k Kind) String() string {
 		return "no-heartbeat-records"
 	case HeartbeatInFuture:
 		return "heartbeat-in-future"
+	case FieldCollision:
+		return "field-collision"
+	case HeartbeatCandidatesCut:
+		return "heartbeat-candidates-cut"
 	default:
 		return fmt.Sprintf("kind(%d)", int(k))
 	}
@@ -115,9 +127,13 @@ type Input struct {
 	// than one connection; 0 skips it. MONITOR slows a busy server, so
 	// callers leave it off unless an operator asks.
 	Sample time.Duration
-	// MaxScan bounds the pending entries read for bouncing entries and
-	// tombstones, oldest first.
+	// MaxScan bounds the pending entries read for bouncing entries,
+	// tombstones and field collisions, oldest first.
 	MaxScan int64
+	// CarryField and DeadLetter are the target's deliveryCountField and
+	// whether it dead-letters: what a reclaim would write into an entry.
+	CarryField string
+	DeadLetter bool
 }
 
 func (in Input) validate() error {
@@ -167,7 +183,7 @@ func Detect(ctx context.Context, in Input) ([]Finding, error) {
 	}
 
 	out := fromSnapshot(s)
-	pel, err := scanPEL(ctx, in.Client, s.Target.Stream, s.Target.Group, in.MaxScan, in.MinDeliveries)
+	pel, err := scanPEL(ctx, in.Client, s.Target.Stream, s.Target.Group, in.MaxScan, in.MinDeliveries, writes{in.CarryField, in.DeadLetter})
 	if err != nil {
 		cancel()
 	}

@@ -2,6 +2,7 @@ package findings
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -122,6 +123,33 @@ func TestDetectFindsWhatLooksWrongAndChangesNothing(t *testing.T) {
 				redistest.Read(t, rdb, stream, group, "api-1-reader", 1)
 				return nil, []brief{{HeartbeatInFuture, "api-0-reader", nil}}
 			}},
+		"entries holding a field a reclaim would write are reported, a requeued copy is not": {target: idleTarget,
+			detail: "2 pending entries hold their own field pelwarden-deliveries, pelwarden-reason",
+			setup: func(t *testing.T, rdb *redis.Client) (annotator, []brief) {
+				redistest.CreateGroup(t, rdb, stream, group)
+				var ids []string
+				for _, fields := range [][]any{
+					{"job", "a", "pelwarden-deliveries", "1", "pelwarden-carried", "pelwarden-deliveries"}, // pelwarden's own copy
+					{"job", "b", "pelwarden-deliveries", "mine"},
+					{"job", "c", "pelwarden-reason", "mine"}, // written over only by a dead-letter record
+				} {
+					id, err := rdb.XAdd(context.Background(), &redis.XAddArgs{Stream: stream, Values: fields}).Result()
+					require.NoError(t, err)
+					ids = append(ids, id)
+				}
+				redistest.Read(t, rdb, stream, group, "a", 3)
+				return nil, []brief{{FieldCollision, "a", ids[1:]}}
+			}},
+		"a name with more owner candidates than are looked up is reported": {target: heartbeatTarget, detail: "more than 16 owner candidates",
+			setup: func(t *testing.T, rdb *redis.Client) (annotator, []brief) {
+				addEntries(t, rdb, 2)
+				long := strings.Repeat("api-", 20) + "0"
+				require.NoError(t, rdb.Set(context.Background(), "hb:"+long, time.Now().UnixMilli(), 0).Err())
+				require.NoError(t, rdb.Set(context.Background(), "hb:api-1", time.Now().UnixMilli(), 0).Err())
+				redistest.Read(t, rdb, stream, group, long, 1)
+				redistest.Read(t, rdb, stream, group, "api-1-reader", 1)
+				return nil, []brief{{HeartbeatCandidatesCut, long, nil}}
+			}},
 		"a group read and acknowledged by live workers has no findings": {target: idleTarget,
 			setup: func(t *testing.T, rdb *redis.Client) (annotator, []brief) {
 				addEntries(t, rdb, 4)
@@ -158,7 +186,8 @@ func TestDetectFindsWhatLooksWrongAndChangesNothing(t *testing.T) {
 			snap := snapshot(t, srv.Addr(), tg, annotate)
 			before := stateOf(t, rdb)
 
-			got, err := Detect(context.Background(), Input{Snapshot: snap, Client: rdb, MinDeliveries: 3, MaxScan: DefaultMaxScan})
+			got, err := Detect(context.Background(), Input{Snapshot: snap, Client: rdb, MinDeliveries: 3, MaxScan: DefaultMaxScan,
+				CarryField: "pelwarden-deliveries", DeadLetter: true})
 			require.NoError(t, err)
 			require.Equal(t, want, briefs(got), "findings: %+v", got)
 			if sc.detail != "" {
@@ -251,7 +280,8 @@ func TestAMissingGroupHasNothingToReport(t *testing.T) {
 
 func TestKindsKeepTheProtoNumbers(t *testing.T) {
 	t.Parallel()
-	for _, k := range []Kind{SharedName, NoPod, Bouncing, NoOwner, Tombstone, NullLag, PodsUnobserved, NoHeartbeatRecords, HeartbeatInFuture} {
+	for _, k := range []Kind{SharedName, NoPod, Bouncing, NoOwner, Tombstone, NullLag, PodsUnobserved, NoHeartbeatRecords, HeartbeatInFuture,
+		FieldCollision, HeartbeatCandidatesCut} {
 		require.Equal(t, int32(k), int32(k.Proto()), "kind %s", k)
 		require.NotContains(t, k.String(), "kind(")
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 
@@ -20,6 +21,14 @@ type entry struct {
 	Deliveries int64
 	// Gone says the stream entry was deleted: a tombstone.
 	Gone bool
+	// Clash is the field of the job a reclaim would write over.
+	Clash string
+}
+
+// writes is what a reclaim of the target would write into an entry.
+type writes struct {
+	carry      string
+	deadLetter bool
 }
 
 // pelScan is what a bounded scan of a group's PEL found.
@@ -36,7 +45,7 @@ type pelScan struct {
 // scanPEL pages through the group's PEL, oldest first, up to maxScan
 // entries, keeping those delivered at least minDeliveries times and those
 // whose stream entry is gone.
-func scanPEL(ctx context.Context, c redis.Cmdable, stream, group string, maxScan, minDeliveries int64) (pelScan, error) {
+func scanPEL(ctx context.Context, c redis.Cmdable, stream, group string, maxScan, minDeliveries int64, w writes) (pelScan, error) {
 	var scan pelScan
 	after := ""
 	for scan.scanned < maxScan {
@@ -50,13 +59,18 @@ func scanPEL(ctx context.Context, c redis.Cmdable, stream, group string, maxScan
 		if err != nil {
 			return pelScan{}, err
 		}
+		clashes, err := redisx.Collisions(ctx, c, stream, pageIDs(page), w.carry, w.deadLetter)
+		if err != nil {
+			return pelScan{}, err
+		}
 		for _, p := range page {
 			g, isGone := gone[p.ID]
+			clash := clashes[p.ID]
 			switch {
 			case isGone:
 				scan.hits = append(scan.hits, entry{ID: p.ID, Consumer: g.Consumer, Deliveries: g.Deliveries, Gone: true})
-			case p.Deliveries >= minDeliveries:
-				scan.hits = append(scan.hits, entry{ID: p.ID, Consumer: p.Consumer, Deliveries: p.Deliveries})
+			case p.Deliveries >= minDeliveries || clash != "":
+				scan.hits = append(scan.hits, entry{ID: p.ID, Consumer: p.Consumer, Deliveries: p.Deliveries, Clash: clash})
 			}
 		}
 		if int64(len(page)) < count {
@@ -80,7 +94,8 @@ func (s pelScan) findings(minDeliveries int64) []Finding {
 		n   int64
 		top entry
 	}
-	groups := map[Kind]map[string]*group{Bouncing: {}, Tombstone: {}}
+	groups := map[Kind]map[string]*group{Bouncing: {}, Tombstone: {}, FieldCollision: {}}
+	clashes := map[string][]string{}
 	add := func(k Kind, e entry) {
 		g, ok := groups[k][e.Consumer]
 		if !ok {
@@ -102,9 +117,15 @@ func (s pelScan) findings(minDeliveries int64) []Finding {
 		if e.Deliveries >= minDeliveries {
 			add(Bouncing, e)
 		}
+		if e.Clash != "" {
+			add(FieldCollision, e)
+			if !slices.Contains(clashes[e.Consumer], e.Clash) {
+				clashes[e.Consumer] = append(clashes[e.Consumer], e.Clash)
+			}
+		}
 	}
 	var out []Finding
-	for _, k := range []Kind{Bouncing, Tombstone} {
+	for _, k := range []Kind{Bouncing, Tombstone, FieldCollision} {
 		names := make([]string, 0, len(groups[k]))
 		for name := range groups[k] {
 			names = append(names, name)
@@ -112,9 +133,14 @@ func (s pelScan) findings(minDeliveries int64) []Finding {
 		slices.Sort(names)
 		for _, name := range names {
 			g := groups[k][name]
-			d := s.bouncingDetail(g.n, minDeliveries, g.top)
-			if k == Tombstone {
+			var d string
+			switch k {
+			case Bouncing:
+				d = s.bouncingDetail(g.n, minDeliveries, g.top)
+			case Tombstone:
 				d = s.tombstoneDetail(g.n)
+			default:
+				d = s.collisionDetail(g.n, clashes[name])
 			}
 			out = append(out, Finding{Kind: k, Consumer: name, IDs: g.ids, Detail: d})
 		}
@@ -132,6 +158,21 @@ func (s pelScan) tombstoneDetail(n int64) string {
 	return fmt.Sprintf("%d pending %s whose stream entry was deleted (XDEL or XTRIM after delivery): nobody can process them, "+
 		"and they count as pending until acknowledged (hygiene acknowledges a ghost's tombstones; a live worker must XACK its own)%s",
 		n, plural(n, "entry", "entries"), s.suffix(n))
+}
+
+func (s pelScan) collisionDetail(n int64, fields []string) string {
+	return fmt.Sprintf("%d pending %s hold their own field %s, which a reclaim would write (deliveryCountField, its marker pelwarden-carried, "+
+		"or a dead-letter record's field): pelwarden never writes over a field of a job, so reclaims leave them pending; "+
+		"choose a deliveryCountField the jobs do not use, or have a worker process them%s",
+		n, plural(n, "entry", "entries"), strings.Join(fields, ", "), s.suffix(n))
+}
+
+func pageIDs(page []redisx.PendingEntry) []string {
+	ids := make([]string, len(page))
+	for i, p := range page {
+		ids[i] = p.ID
+	}
+	return ids
 }
 
 // suffix says what the ids and the counts leave out.

@@ -26,6 +26,10 @@ func (k Kind) Proto() pelwardenv1.FindingKind {
 		return pelwardenv1.FindingKind_FINDING_KIND_NO_HEARTBEAT_RECORDS
 	case HeartbeatInFuture:
 		return pelwardenv1.FindingKind_FINDING_KIND_HEARTBEAT_IN_FUTURE
+	case FieldCollision:
+		return pelwardenv1.FindingKind_FINDING_KIND_FIELD_COLLISION
+	case HeartbeatCandidatesCut:
+		return pelwardenv1.FindingKind_FINDING_KIND_HEARTBEAT_CANDIDATES_CUT
 	default:
 		return pelwardenv1.FindingKind_FINDING_KIND_UNSPECIFIED
 	}

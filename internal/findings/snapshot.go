@@ -29,6 +29,12 @@ func fromSnapshot(s *liveness.Snapshot) []Finding {
 		if c.Owner == "" {
 			out = append(out, Finding{Kind: NoOwner, Consumer: c.Name, Detail: noOwnerDetail(spec, c)})
 		}
+		if spec.Heartbeat && spec.Owner.CandidatesCut(c.Name) {
+			out = append(out, Finding{Kind: HeartbeatCandidatesCut, Consumer: c.Name, Detail: fmt.Sprintf("ownerMatch %s gives the name more "+
+				"than %d owner candidates; only the %d longest are looked up (heartbeat keys read), so an owner named by a shorter "+
+				"prefix is not found. Use ownerMatch regex:<pattern with (?P<owner>...)> for such names", spec.Owner, liveness.MaxCandidates,
+				liveness.MaxCandidates)})
+		}
 		if c.Heartbeat == liveness.HeartbeatFuture {
 			out = append(out, Finding{Kind: HeartbeatInFuture, Consumer: c.Name, Detail: fmt.Sprintf("the heartbeat is dated in the future "+
 				"beyond the %s tolerance, so a broken clock on the worker's host or a writer that stores something other than the "+

@@ -122,15 +122,11 @@ func (m OwnerMatch) String() string {
 // prefixes cut at a separator (review-e-codex-0, review-e-codex, review-e,
 // review), so that the longest known owner wins; regex gives the owner group
 // of a match, or nothing.
+// Prefix matching keeps the MaxCandidates longest.
 func (m OwnerMatch) Candidates(consumer string) []string {
 	switch m.mode {
 	case "prefix":
-		out := []string{consumer}
-		for i := len(consumer) - 1; i > 0; i-- {
-			if strings.IndexByte(prefixSeparators, consumer[i]) >= 0 && !strings.ContainsRune(prefixSeparators, rune(consumer[i-1])) {
-				out = append(out, consumer[:i])
-			}
-		}
+		out, _ := prefixes(consumer)
 		return out
 	case "regex":
 		sub := m.re.FindStringSubmatch(consumer)
@@ -145,6 +141,40 @@ func (m OwnerMatch) Candidates(consumer string) []string {
 	default:
 		return []string{consumer}
 	}
+}
+
+// MaxCandidates bounds the owner candidates of one consumer name, and so
+// the heartbeat keys read for it. A pod name (a Deployment's name and two
+// hashes, at most 253 bytes) seldom has more than six '-'-separated parts;
+// 16 leaves room for long owner names, while a name with thousands of
+// separators costs 16 reads, not thousands. The longest (most specific)
+// candidates are kept, since the longest known owner wins.
+const MaxCandidates = 16
+
+// CandidatesCut reports whether prefix matching gave consumer more owner
+// candidates than MaxCandidates, so that its shortest prefixes are not
+// looked at.
+func (m OwnerMatch) CandidatesCut(consumer string) bool {
+	if m.mode != "prefix" {
+		return false
+	}
+	_, cut := prefixes(consumer)
+	return cut
+}
+
+// prefixes is the name and its prefixes cut at a separator, longest first,
+// at most MaxCandidates, and whether more were left out.
+func prefixes(consumer string) ([]string, bool) {
+	out := []string{consumer}
+	for i := len(consumer) - 1; i > 0; i-- {
+		if strings.IndexByte(prefixSeparators, consumer[i]) >= 0 && !strings.ContainsRune(prefixSeparators, rune(consumer[i-1])) {
+			if len(out) == MaxCandidates {
+				return out, true
+			}
+			out = append(out, consumer[:i])
+		}
+	}
+	return out, false
 }
 
 // Resolve returns the owner of a consumer: the first candidate for which

@@ -36,6 +36,16 @@ const (
 	// DefaultHeartbeatMaxAgeSeconds: three missed beats of a 10 s heartbeat.
 	DefaultHeartbeatMaxAgeSeconds = 30
 	maxSeconds                    = 366 * 24 * 3600
+	// MinDuration is the shortest non-zero duration a *Seconds key takes,
+	// checked after conversion: Redis keeps idle times in milliseconds, so
+	// anything shorter reaches XPENDING IDLE and the scripts as 0, "any
+	// idle", and 1e-9 would pass a "> 0" check on the number as written.
+	MinDuration = time.Millisecond
+	// MinTarget is the smallest pendingEntriesCount, lagCount or
+	// backlogCount: one entry per replica. KEDA's own redis-streams scaler
+	// takes whole numbers; a smaller target asks for more replicas than
+	// there are entries, and 1e-300 asks for maxReplicaCount at once.
+	MinTarget = 1
 	// MaxNameLen is the longest stream, group, consumer or key name
 	// accepted, in bytes, here and in the Admin API.
 	MaxNameLen = 1024
@@ -182,6 +192,8 @@ func parseHygiene(md map[string]string, stream string) (policy.Hygiene, error) {
 			h.DeliveryCountField = ""
 		case v == "" || len(v) > 256:
 			return h, &Error{Key: "deliveryCountField", Accepted: "must be a field name of 1 to 256 bytes, or off", Got: v}
+		case policy.ReservedField(v):
+			return h, &Error{Key: "deliveryCountField", Accepted: "must not be a field pelwarden writes itself (" + strings.Join(policy.ReservedFields, ", ") + ")", Got: v}
 		default:
 			h.DeliveryCountField = v
 		}
@@ -225,6 +237,9 @@ func parseMetric(md map[string]string) (policy.Metric, float64, error) {
 		return policy.Pending, DefaultPendingEntriesCount, nil
 	case 1:
 		v, err := number(md, set[0].Key(), 0, true)
+		if err == nil && v < MinTarget {
+			err = &Error{Key: set[0].Key(), Accepted: fmt.Sprintf("must be a number >= %d (entries per replica)", MinTarget), Got: md[set[0].Key()]}
+		}
 		return set[0], v, err
 	default:
 		return 0, 0, &Error{Key: set[1].Key(), Accepted: "set only one of pendingEntriesCount, lagCount, backlogCount"}
@@ -263,11 +278,12 @@ func parseSpec(md map[string]string, env Env) (liveness.Spec, error) {
 		return s, &Error{Key: "ownerMatch", Accepted: "must be exact, prefix or regex:<pattern with (?P<owner>...)> (" + err.Error() + ")", Got: md["ownerMatch"]}
 	}
 	s.HeartbeatKey = md["heartbeatKey"]
-	hasConsumer := strings.Contains(s.HeartbeatKey, "{consumer}")
-	hasOwner := strings.Contains(s.HeartbeatKey, "{owner}")
+	// One placeholder: each one multiplies the key by the candidate's
+	// length, and a key names one record.
+	placeholders := strings.Count(s.HeartbeatKey, "{consumer}") + strings.Count(s.HeartbeatKey, "{owner}")
 	switch {
-	case s.Heartbeat && hasConsumer == hasOwner:
-		return s, &Error{Key: "heartbeatKey", Accepted: "required with liveness heartbeat: a key pattern with exactly one of {consumer} or {owner}", Got: s.HeartbeatKey}
+	case s.Heartbeat && placeholders != 1:
+		return s, &Error{Key: "heartbeatKey", Accepted: "required with liveness heartbeat: a key pattern with exactly one placeholder, {consumer} or {owner}, once", Got: s.HeartbeatKey}
 	case !s.Heartbeat && s.HeartbeatKey != "":
 		return s, &Error{Key: "heartbeatKey", Accepted: "is used only when liveness includes heartbeat", Got: s.HeartbeatKey}
 	case len(s.HeartbeatKey) > MaxNameLen:
@@ -288,12 +304,9 @@ func parseStartGrace(md map[string]string, s *liveness.Spec) error {
 		s.StartGrace = s.HeartbeatMaxAge
 		return nil
 	}
-	grace, err := number(md, "heartbeatStartGraceSeconds", 0, false)
-	if err != nil || grace > maxSeconds {
-		return &Error{Key: "heartbeatStartGraceSeconds", Accepted: fmt.Sprintf("must be a number of seconds >= 0 and <= %d (0: a worker must beat before its first read)", maxSeconds), Got: raw}
-	}
-	s.StartGrace = time.Duration(grace * float64(time.Second))
-	return nil
+	var err error
+	s.StartGrace, err = graceSeconds(md, "heartbeatStartGraceSeconds", 0, " (a worker must beat before its first read)")
+	return err
 }
 
 // DefaultPodDeletionGraceSeconds is how long a consumer whose pod went is
@@ -325,12 +338,9 @@ func parsePods(md map[string]string, env Env, s *liveness.Spec) error {
 	if errs := validation.IsDNS1123Label(s.PodNamespace); len(errs) > 0 {
 		return &Error{Key: "podNamespace", Accepted: "must be a namespace name (lowercase letters, digits and '-'); it defaults to the ScaledObject's namespace", Got: s.PodNamespace}
 	}
-	grace, err := number(md, "podDeletionGraceSeconds", DefaultPodDeletionGraceSeconds, false)
-	if err != nil || grace > maxSeconds {
-		return &Error{Key: "podDeletionGraceSeconds", Accepted: fmt.Sprintf("must be a number of seconds >= 0 and <= %d", maxSeconds), Got: md["podDeletionGraceSeconds"]}
-	}
-	s.PodGrace = time.Duration(grace * float64(time.Second))
-	return nil
+	var err error
+	s.PodGrace, err = graceSeconds(md, "podDeletionGraceSeconds", DefaultPodDeletionGraceSeconds, "")
+	return err
 }
 
 func requiredName(md map[string]string, key string) (string, error) {
@@ -365,10 +375,22 @@ func number(md map[string]string, key string, def float64, positive bool) (float
 
 func seconds(md map[string]string, key string, def float64) (time.Duration, error) {
 	v, err := number(md, key, def, true)
-	if err != nil || v > maxSeconds {
-		return 0, &Error{Key: key, Accepted: fmt.Sprintf("must be a number of seconds > 0 and <= %d", maxSeconds), Got: md[key]}
+	d := time.Duration(v * float64(time.Second))
+	if err != nil || v > maxSeconds || d < MinDuration {
+		return 0, &Error{Key: key, Accepted: fmt.Sprintf("must be a number of seconds from %g (%s) to %d", MinDuration.Seconds(), MinDuration, maxSeconds), Got: md[key]}
 	}
-	return time.Duration(v * float64(time.Second)), nil
+	return d, nil
+}
+
+// graceSeconds reads a *Seconds key that may be 0: a non-zero value must
+// still be at least MinDuration once converted.
+func graceSeconds(md map[string]string, key string, def float64, zero string) (time.Duration, error) {
+	v, err := number(md, key, def, false)
+	d := time.Duration(v * float64(time.Second))
+	if err != nil || v > maxSeconds || (d < MinDuration && v != 0) {
+		return 0, &Error{Key: key, Accepted: fmt.Sprintf("must be 0%s or a number of seconds from %g (%s) to %d", zero, MinDuration.Seconds(), MinDuration, maxSeconds), Got: md[key]}
+	}
+	return d, nil
 }
 
 // metricName is a lowercase name of letters, digits and dashes, as

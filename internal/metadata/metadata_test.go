@@ -102,16 +102,16 @@ func TestParseMetadataNamesTheBadKey(t *testing.T) {
 		"kubernetes without a selector": {md: base("liveness", "kubernetes"), key: "podSelector", mention: "label selector"},
 		"kubernetes bad selector":       {md: base("liveness", "kubernetes", "podSelector", "app in (("), key: "podSelector", mention: "app=worker"},
 		"kubernetes bad namespace":      {md: base("liveness", "kubernetes", "podSelector", "app=w", "podNamespace", "Jobs_1"), key: "podNamespace", mention: "namespace name"},
-		"kubernetes negative grace":     {md: base("liveness", "kubernetes", "podSelector", "app=w", "podDeletionGraceSeconds", "-1"), key: "podDeletionGraceSeconds", mention: ">= 0"},
+		"kubernetes negative grace":     {md: base("liveness", "kubernetes", "podSelector", "app=w", "podDeletionGraceSeconds", "-1"), key: "podDeletionGraceSeconds", mention: "0 or a number of seconds"},
 		"pod selector without source":   {md: base("podSelector", "app=w"), key: "podSelector", mention: "only when"},
 		"heartbeat without a key":       {md: base("liveness", "heartbeat"), key: "heartbeatKey", mention: "{consumer}"},
 		"heartbeat key with both":       {md: base("liveness", "heartbeat", "heartbeatKey", "{owner}:{consumer}"), key: "heartbeatKey", mention: "exactly one"},
 		"heartbeat key without source":  {md: base("heartbeatKey", "hb:{consumer}"), key: "heartbeatKey", mention: "only when"},
 		"start grace without heartbeat": {md: base("heartbeatStartGraceSeconds", "5"), key: "heartbeatStartGraceSeconds", mention: "only when"},
-		"negative start grace":          {md: base("liveness", "heartbeat", "heartbeatKey", "hb:{consumer}", "heartbeatStartGraceSeconds", "-1"), key: "heartbeatStartGraceSeconds", mention: ">= 0"},
+		"negative start grace":          {md: base("liveness", "heartbeat", "heartbeatKey", "hb:{consumer}", "heartbeatStartGraceSeconds", "-1"), key: "heartbeatStartGraceSeconds", mention: "0 (a worker"},
 		"ghost idle not a number":       {md: base("ghostIdleSeconds", "5m"), key: "ghostIdleSeconds", mention: "seconds"},
-		"ghost idle zero":               {md: base("ghostIdleSeconds", "0"), key: "ghostIdleSeconds", mention: "> 0"},
-		"heartbeat max age over a year": {md: base("heartbeatMaxAgeSeconds", "1e12"), key: "heartbeatMaxAgeSeconds", mention: "<= 31622400"},
+		"ghost idle zero":               {md: base("ghostIdleSeconds", "0"), key: "ghostIdleSeconds", mention: "from 0.001"},
+		"heartbeat max age over a year": {md: base("heartbeatMaxAgeSeconds", "1e12"), key: "heartbeatMaxAgeSeconds", mention: "to 31622400"},
 		"bad owner match":               {md: base("ownerMatch", "fuzzy"), key: "ownerMatch", mention: "exact, prefix or regex"},
 		"regex without owner group":     {md: base("ownerMatch", "regex:^(.*)$"), key: "ownerMatch", mention: "(?P<owner>"},
 		"stream name too long":          {md: base("stream", strings.Repeat("s", 2000)), key: "stream", mention: "at most"},
@@ -181,6 +181,8 @@ func FuzzParse(f *testing.F) {
 	f.Add("s", "g", "pendingEntriesCount", "3", "kubernetes", "app=worker", "jobs", "0.5")
 	f.Add("s", "g", "pendingEntriesCount", "3", "kubernetes,heartbeat", "app in (a,b)", "-", "2")
 	f.Add("", "", "pendingEntriesCount", "+Inf", ",", "", "regex:^(?P<owner>.+)-\\d+$", "1e400")
+	f.Add("s", "g", "pendingEntriesCount", "1e-300", "heartbeat", "{owner}{owner}{owner}", "prefix", "1e-12")
+	f.Add("s", "g", "lagCount", "1", "kubernetes", "app=w", "jobs", "5e-324")
 	f.Fuzz(func(t *testing.T, stream, group, metricKey, metricValue, sources, hbKey, ownerMatch, ghostIdle string) {
 		md := map[string]string{
 			"stream": stream, "consumerGroup": group, metricKey: metricValue,
@@ -198,14 +200,19 @@ func FuzzParse(f *testing.F) {
 			}
 			return
 		}
-		if r.TargetValue <= 0 || r.Activation < 0 || r.Target.Stream == "" || r.Target.Group == "" {
+		if r.TargetValue < MinTarget || r.Activation < 0 || r.Target.Stream == "" || r.Target.Group == "" {
 			t.Fatalf("accepted an unusable request: %+v", r)
 		}
 		if r.Target.Spec.Kubernetes && (r.Target.Spec.PodSelector == "" || r.Target.Spec.PodNamespace == "" || r.Target.Spec.PodGrace < 0) {
 			t.Fatalf("accepted an unusable kubernetes source: %+v", r.Target.Spec)
 		}
-		if r.Target.Spec.GhostIdle <= 0 || r.Target.Spec.HeartbeatMaxAge <= 0 {
-			t.Fatalf("accepted a non-positive duration: %+v", r.Target.Spec)
+		sp := r.Target.Spec
+		if sp.GhostIdle < MinDuration || sp.HeartbeatMaxAge < MinDuration || r.Hygiene.EntryStale < MinDuration ||
+			(sp.StartGrace != 0 && sp.StartGrace < MinDuration) || (sp.PodGrace != 0 && sp.PodGrace < MinDuration) {
+			t.Fatalf("accepted a duration under %s: %+v", MinDuration, sp)
+		}
+		if sp.Heartbeat && strings.Count(sp.HeartbeatKey, "{consumer}")+strings.Count(sp.HeartbeatKey, "{owner}") != 1 {
+			t.Fatalf("accepted heartbeatKey %q without exactly one placeholder", sp.HeartbeatKey)
 		}
 		for _, c := range []string{"a", "b-0", ""} {
 			_ = r.Target.Spec.HeartbeatKeys(c)

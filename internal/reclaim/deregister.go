@@ -56,6 +56,10 @@ func (e *Engine) Deregister(ctx context.Context, job Job, consumer string) (Dere
 		case res.Counts[redisx.Failed] > 0:
 			return out, &Incomplete{Reason: fmt.Sprintf("%d entries of %q could not be requeued and stay pending (%s); the consumer was kept: retry Deregister",
 				res.Counts[redisx.Failed], consumer, strings.Join(failures[:min(3, len(failures))], "; "))}
+		case res.Counts[redisx.FieldCollision] > 0:
+			return out, &Incomplete{Reason: fmt.Sprintf("%d entries of %q hold a field pelwarden would write over and stay pending untouched (%s); "+
+				"the consumer was kept: change deliveryCountField, or process those entries, then retry Deregister",
+				res.Counts[redisx.FieldCollision], consumer, strings.Join(failures[:min(3, len(failures))], "; "))}
 		}
 		// The worker read more entries while it was drained: drain again.
 	}

@@ -83,7 +83,8 @@ type StepResult struct {
 	Counts map[redisx.Outcome]int64
 	// Outcomes lists every named entry of a Job with IDs.
 	Outcomes []redisx.EntryOutcome
-	// Failures are the first entries whose write failed.
+	// Failures are the first entries left pending for an operator to fix:
+	// a failed write or a field collision.
 	Failures []redisx.EntryOutcome
 	// Stopped says why paging ended before the owner's PEL did.
 	Stopped string

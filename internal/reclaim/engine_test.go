@@ -97,7 +97,7 @@ func (g group) addCarried(t *testing.T, consumer string, n int, deliveries strin
 	t.Helper()
 	ctx := context.Background()
 	for range n {
-		require.NoError(t, g.rdb.XAdd(ctx, &redis.XAddArgs{Stream: "jobs", Values: []any{"job", "poison", "pelwarden-deliveries", deliveries}}).Err())
+		require.NoError(t, g.rdb.XAdd(ctx, &redis.XAddArgs{Stream: "jobs", Values: []any{"job", "poison", "pelwarden-deliveries", deliveries, "pelwarden-carried", "pelwarden-deliveries"}}).Err())
 	}
 	require.NoError(t, g.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "workers", Consumer: consumer, Streams: []string{"jobs", ">"}, Count: int64(n), Block: -1}).Err())
 }
@@ -150,6 +150,17 @@ func TestWhatPlanReportsIsWhatTheScanDoes(t *testing.T) {
 				g.addCarried(t, "ghost", 4, "2")
 			},
 			want: map[redisx.Outcome]int64{redisx.DeadLettered: 4, redisx.Requeued: 3},
+		},
+		"entries holding their own carry field stay pending, untouched, and the rest are requeued": {
+			h: base, verdicts: ghost,
+			setup: func(t *testing.T, g group) {
+				redistest.Hold(t, g.rdb, "jobs", "workers", "ghost", "g", 2)
+				for _, fields := range [][]any{{"job", "x", "pelwarden-deliveries", "mine"}, {"job", "y", "pelwarden-carried", "job"}} {
+					require.NoError(t, g.rdb.XAdd(context.Background(), &redis.XAddArgs{Stream: "jobs", Values: fields}).Err())
+				}
+				redistest.Read(t, g.rdb, "jobs", "workers", "ghost", 2)
+			},
+			want: map[redisx.Outcome]int64{redisx.Requeued: 2, redisx.FieldCollision: 2},
 		},
 		"claim mode gives a ghost's entries to a live consumer": {
 			h: with(func(h *policy.Hygiene) { h.Mode = policy.ReclaimClaim }), verdicts: ghost,
@@ -234,6 +245,7 @@ func requireRedisShows(t *testing.T, before, after state, counts map[redisx.Outc
 	require.Len(t, after.dead, len(before.dead)+dead, "one record per dead-lettered entry")
 	require.Len(t, after.pel, len(before.pel)-gone, "every entry given back left the PEL")
 	require.Len(t, after.names, len(before.names)-int(counts[redisx.ConsumerDeleted]))
+	require.Equal(t, before.stream, after.stream[:len(before.stream)], "no entry that was there changed: copies are appended")
 	if claimed := int(counts[redisx.Claimed]); claimed > 0 {
 		require.Equal(t, before.owned("live")+claimed, after.owned("live"), "claimed entries moved to the live consumer")
 	}

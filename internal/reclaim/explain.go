@@ -2,6 +2,7 @@ package reclaim
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/pelwarden/pelwarden/internal/liveness"
@@ -41,6 +42,10 @@ func Explain(res StepResult, h policy.Hygiene) Explanation {
 	if x.Entries == 0 {
 		x.Action, x.ClaimTo = None, ""
 		x.Reason = fmt.Sprintf("%s, but none of its %d entries has been idle %s yet", st.Reason, st.Owner.Pending, st.MinIdle)
+		if n := res.Counts[redisx.FieldCollision]; n > 0 {
+			x.Reason = fmt.Sprintf("%s, but %d of its %d entries hold a field pelwarden would write over (%s) and stay pending untouched",
+				st.Reason, n, st.Owner.Pending, collided(res.Failures))
+		}
 		if res.Stopped != "" {
 			x.Reason += "; " + res.Stopped
 		}
@@ -58,6 +63,9 @@ func Explain(res StepResult, h policy.Hygiene) Explanation {
 	}
 	if n := res.Counts[redisx.Failed]; n > 0 {
 		notes = append(notes, fmt.Sprintf("%d writes failed and those entries stay", n))
+	}
+	if n := res.Counts[redisx.FieldCollision]; n > 0 {
+		notes = append(notes, fmt.Sprintf("%d hold a field pelwarden would write over (%s) and stay pending untouched", n, collided(res.Failures)))
 	}
 	if res.Stopped != "" {
 		notes = append(notes, res.Stopped)
@@ -82,4 +90,15 @@ func outcomes(counts map[redisx.Outcome]int64) string {
 		parts = append(parts, string(o))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// collided names the fields of the first field collisions.
+func collided(stuck []redisx.EntryOutcome) string {
+	var fields []string
+	for _, o := range stuck {
+		if o.Outcome == redisx.FieldCollision && !slices.Contains(fields, o.Detail) {
+			fields = append(fields, o.Detail)
+		}
+	}
+	return "field " + strings.Join(fields, ", ")
 }

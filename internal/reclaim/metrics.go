@@ -22,7 +22,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, labels("outcome")),
 		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pelwarden_hygiene_skipped_total",
-			Help: "Entries or consumers left alone, by reason (not-pending, owner-changed, not-idle, owner-unknown, no-live-consumer, failed, delete-has-pending, ...).",
+			Help: "Entries or consumers left alone, by reason (not-pending, owner-changed, not-idle, owner-unknown, no-live-consumer, failed, field-collision, delete-has-pending, ...).",
 		}, labels("reason")),
 		dryRun: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pelwarden_hygiene_dry_run_total",

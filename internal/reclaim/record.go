@@ -1,6 +1,8 @@
 package reclaim
 
 import (
+	"strings"
+
 	"github.com/pelwarden/pelwarden/internal/events"
 	"github.com/pelwarden/pelwarden/internal/redisx"
 )
@@ -13,7 +15,7 @@ func (e *Engine) record(job Job, st Step, r redisx.Result, res *StepResult, afte
 		res.add(o, n)
 	}
 	for _, o := range r.Outcomes {
-		if o.Outcome == redisx.Failed && len(res.Failures) < maxFailures {
+		if o.Outcome.Stuck() && len(res.Failures) < maxFailures {
 			res.Failures = append(res.Failures, o)
 		}
 	}
@@ -38,7 +40,7 @@ func (e *Engine) record(job Job, st Step, r redisx.Result, res *StepResult, afte
 		detail = job.Call + ": " + detail
 	}
 	for o, n := range r.Counts {
-		if o.Acted() || o == redisx.Failed {
+		if o.Acted() || o.Stuck() {
 			e.publish(job, st.Owner.Name, o, n, detail)
 		}
 		if o.Acted() {
@@ -51,7 +53,8 @@ func (e *Engine) record(job Job, st Step, r redisx.Result, res *StepResult, afte
 }
 
 // logBatch logs a batch once, with its counts, plus each entry that needs
-// an operator's eye: a failed write and a dead-lettered entry.
+// an operator's eye: a failed write, a field collision and a
+// dead-lettered entry.
 func (e *Engine) logBatch(job Job, st Step, r redisx.Result, after string) {
 	log := e.opts.Log.With("target", job.Target.String(), "consumer", st.Owner.Name, "verdict", st.Owner.Verdict.String(), "source", job.Source)
 	attrs := []any{"mode", string(st.Action), "after", after, "last", r.Last}
@@ -62,6 +65,7 @@ func (e *Engine) logBatch(job Job, st Step, r redisx.Result, after string) {
 		attrs = append(attrs, string(o), n)
 	}
 	failed := 0
+	var collided []string
 	for _, o := range r.Outcomes {
 		switch o.Outcome {
 		case redisx.Failed:
@@ -69,12 +73,21 @@ func (e *Engine) logBatch(job Job, st Step, r redisx.Result, after string) {
 			if failed++; failed <= 3 {
 				log.Error("entry left untouched: a write failed", "id", o.ID, "err", o.Detail)
 			}
+		case redisx.FieldCollision:
+			if len(collided) < 3 {
+				collided = append(collided, o.ID+" ("+o.Detail+")")
+			}
 		case redisx.DeadLettered:
 			log.Warn("entry dead-lettered", "id", o.ID, "deliveries", o.Deliveries, "deadLetterStream", job.Hygiene.DeadLetterStream, "record", o.Detail)
 		}
 	}
 	if failed > 3 {
 		log.Error("more entries left untouched in this batch: writes failed", "more", failed-3)
+	}
+	// One line per batch: a collision stays until someone changes the
+	// entry or deliveryCountField, so each scan meets it again.
+	if n := r.Counts[redisx.FieldCollision]; n > 0 {
+		log.Warn("entries left pending: they hold a field pelwarden would write over", "entries", n, "first", strings.Join(collided, ", "))
 	}
 	log.Info("reclaimed", attrs...)
 }
@@ -94,7 +107,7 @@ func (e *Engine) publish(job Job, consumer string, o redisx.Outcome, n int64, de
 // countDryRun counts what the loop's dry-run targets would have done; an
 // operator's dry run (Plan, Reclaim with dry_run) is not a hygiene action.
 func (e *Engine) countDryRun(job Job, o redisx.Outcome, n int64) {
-	if job.Source == events.SourceHygiene && (o.Acted() || o == redisx.Failed) {
+	if job.Source == events.SourceHygiene && (o.Acted() || o.Stuck()) {
 		e.metrics.dryRun.WithLabelValues(job.Target.Labels(string(o))...).Add(float64(n))
 	}
 }

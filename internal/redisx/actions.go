@@ -17,11 +17,14 @@ var (
 	reclaimLua string
 	//go:embed lua/delconsumer.lua
 	delConsumerLua string
+	//go:embed lua/collisions.lua
+	collisionsLua string
 
 	// Script.Run sends EVALSHA and falls back to EVAL on NOSCRIPT, so a
 	// Redis restart or SCRIPT FLUSH costs one extra call, never an error.
 	reclaimScript     = redis.NewScript(guardLua + reclaimLua)
 	delConsumerScript = redis.NewScript(delConsumerLua)
+	collisionsScript  = redis.NewScript(guardLua + collisionsLua)
 )
 
 // EntryOutcome is what a guarded action did to one entry.
@@ -159,6 +162,30 @@ func DeleteConsumer(ctx context.Context, c redis.Scripter, stream, group, consum
 		return Outcome(outcome), fmt.Errorf("delete consumer %s dropped %d pending entries", consumer, dropped)
 	}
 	return Outcome(outcome), nil
+}
+
+// Collisions returns, by id, the field each of ids holds that a reclaim
+// with this carry field (and dead-lettering, when deadLetter) would write
+// over: the entries a reclaim leaves pending as FieldCollision. The rule is
+// the reclaim script's own, run by a script that only reads.
+func Collisions(ctx context.Context, c redis.Scripter, stream string, ids []string, carry string, deadLetter bool) (map[string]string, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	args := make([]any, 0, 2+len(ids))
+	args = append(args, carry, boolArg(deadLetter))
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	flat, err := collisionsScript.Run(ctx, c, []string{stream}, args...).StringSlice()
+	if err != nil {
+		return nil, fmt.Errorf("check %d entries of %s for field collisions: %w", len(ids), stream, err)
+	}
+	out := make(map[string]string, len(flat)/2)
+	for i := 0; i+1 < len(flat); i += 2 {
+		out[flat[i]] = flat[i+1]
+	}
+	return out, nil
 }
 
 func parseOutcomes(res []any) ([]EntryOutcome, error) {

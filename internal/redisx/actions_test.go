@@ -97,7 +97,7 @@ func TestRequeueCopiesThenAcksAndIsIdempotent(t *testing.T) {
 		copyEntry, err := rdb.XRange(ctx, "jobs", o.Detail, o.Detail).Result()
 		require.NoError(t, err)
 		require.Len(t, copyEntry, 1)
-		require.Equal(t, map[string]any{"job": strconv.Itoa(i), "pelwarden-deliveries": "1"}, copyEntry[0].Values)
+		require.Equal(t, map[string]any{"job": strconv.Itoa(i), "pelwarden-deliveries": "1", "pelwarden-carried": "pelwarden-deliveries"}, copyEntry[0].Values)
 	}
 
 	again, err := reclaimIDs(ctx, rdb, requeue(ids))
@@ -155,7 +155,7 @@ func TestDryRunPredictsTombstonesAndCarriedCountsAndWritesNothing(t *testing.T) 
 	ctx := context.Background()
 	redistest.CreateGroup(t, rdb, "jobs", "workers")
 	var ids []string
-	for _, values := range [][]any{{"job", "carried", "pelwarden-deliveries", "2"}, {"job", "a"}, {"job", "b"}, {"job", "c"}} {
+	for _, values := range [][]any{{"job", "carried", "pelwarden-deliveries", "2", "pelwarden-carried", "pelwarden-deliveries"}, {"job", "a"}, {"job", "b"}, {"job", "c"}} {
 		id, err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: "jobs", Values: values}).Result()
 		require.NoError(t, err)
 		ids = append(ids, id)
@@ -385,7 +385,7 @@ func TestAFailedWriteLeavesNoCopyBehindAnUnackedOriginal(t *testing.T) {
 	for i := range 5000 {
 		wide = append(wide, "f"+strconv.Itoa(i), "v")
 	}
-	for _, values := range [][]any{{"job", "0"}, {"job", "1", "pelwarden-deliveries", "9"}, wide, {"job", "3"}} {
+	for _, values := range [][]any{{"job", "0"}, {"job", "1", "pelwarden-deliveries", "9", "pelwarden-carried", "pelwarden-deliveries"}, wide, {"job", "3"}} {
 		require.NoError(t, rdb.XAdd(ctx, &redis.XAddArgs{Stream: "jobs", Values: values}).Err())
 	}
 	require.NoError(t, rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "workers", Consumer: "ghost", Streams: []string{"jobs", ">"}, Count: 10, Block: -1}).Err())

@@ -22,8 +22,17 @@ const (
 	ConsumerDeleted Outcome = "consumer-deleted"
 )
 
-// Failed means a write failed; the entry was left exactly as it was.
-const Failed Outcome = "failed"
+// Entries left pending, exactly as they were, for a reason an operator
+// must fix: they are never taken until then.
+const (
+	// Failed means a write failed.
+	Failed Outcome = "failed"
+	// FieldCollision means the entry holds, as a field of its own, a field
+	// pelwarden would write: the carry field (deliveryCountField), its
+	// marker pelwarden-carried, or a field of the dead-letter record.
+	// pelwarden never writes over a field of a job.
+	FieldCollision Outcome = "field-collision"
+)
 
 // Skips a script's guard found: the entry was no longer fit to touch.
 const (
@@ -73,4 +82,10 @@ func (o Outcome) Taken() bool {
 		return true
 	}
 	return false
+}
+
+// Stuck reports whether the entry was left pending for a reason an
+// operator must fix: a failed write or a field collision.
+func (o Outcome) Stuck() bool {
+	return o == Failed || o == FieldCollision
 }

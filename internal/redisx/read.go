@@ -153,8 +153,15 @@ func (r *Reader) second(ctx context.Context, c *redis.Client, t liveness.Target,
 	return nil
 }
 
+// MaxHeartbeatReads bounds the heartbeat keys one read of a target asks
+// Redis for: a thousand workers with prefix matching need a few thousand;
+// a crafted group of names (each costing up to liveness.MaxCandidates
+// keys) cannot make one refresh read more. A consumer whose keys were not
+// read is Unknown: counted as live and never reclaimed.
+const MaxHeartbeatReads = 20000
+
 // heartbeatKeys lists the heartbeat keys of consumers, leaving out the ones
-// already in have.
+// already in have, at most MaxHeartbeatReads.
 func heartbeatKeys(spec liveness.Spec, consumers []string, have map[string]liveness.HeartbeatObs) []string {
 	if !spec.Heartbeat {
 		return nil
@@ -165,6 +172,9 @@ func heartbeatKeys(spec liveness.Spec, consumers []string, have map[string]liven
 		for _, k := range spec.HeartbeatKeys(name) {
 			if _, ok := have[k]; ok || seen[k] {
 				continue
+			}
+			if len(keys) == MaxHeartbeatReads {
+				return keys
 			}
 			seen[k] = true
 			keys = append(keys, k)

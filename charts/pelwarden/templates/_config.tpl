@@ -22,6 +22,10 @@ builds, under pelwarden.configDir.
 {{- $_ := set $admin "tokenFile" (printf "%s/admin/token" $dir) -}}
 {{- end -}}
 {{- with .Values.admin.allowedClientIdentities }}{{ $_ := set $admin "allowedClientIdentities" . }}{{ end -}}
+{{- if .Values.admin.workerToken.existingSecret -}}
+{{- $_ := set $admin "workerTokenFile" (printf "%s/admin/worker-token" $dir) -}}
+{{- end -}}
+{{- with .Values.admin.workerIdentityPrefix }}{{ $_ := set $admin "workerIdentityPrefix" . }}{{ end -}}
 {{- $redis := list -}}
 {{- range $r := .Values.redis -}}
 {{- $conn := pick $r "name" "addr" "username" "db" "dialTimeout" "readTimeout" "writeTimeout" "poolSize" -}}
@@ -79,6 +83,13 @@ running pod.
     items:
       - key: {{ $.Values.admin.token.key }}
         path: admin/token
+{{- end }}
+{{- with .Values.admin.workerToken.existingSecret }}
+- secret:
+    name: {{ . }}
+    items:
+      - key: {{ $.Values.admin.workerToken.key }}
+        path: admin/worker-token
 {{- end }}
 {{- range $r := .Values.redis }}
 {{- if and $r.existingSecret $r.existingSecret.name }}

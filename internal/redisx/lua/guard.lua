@@ -21,39 +21,81 @@ local function guard(key, group, id, consumer, min_idle)
   return nil, 'not-idle'
 end
 
--- carried is the delivery count an earlier requeue stored in the entry.
-local function carried(fields, name)
+-- A requeued copy carries its delivery count in the carry field and, next
+-- to it, the marker field pelwarden-carried naming that field. The pair is
+-- pelwarden's own only when the marker occurs once and names a field that
+-- occurs once with a decimal count; everything else in an entry is the
+-- job's, and pelwarden never writes over a field of the job: an entry whose
+-- own fields hold the carry field or the marker is a field collision.
+local marker = 'pelwarden-carried'
+
+-- legacy is the carry field copies had before the marker: the default
+-- pelwarden-deliveries, in pelwarden's own field prefix. An unmarked copy
+-- holding it once with a count is one an earlier version requeued, and its
+-- count goes on; without this rule such an entry, once stuck again, would
+-- stay pending for good. Another unmarked carry field is the job's.
+local legacy = 'pelwarden-deliveries'
+
+-- job_fields splits an entry's fields into the job's own and the count an
+-- earlier requeue carried, and names the first field of the job a requeue
+-- would write over (clash). An empty carry name keeps the entry whole. A
+-- count has at most 12 digits, so that it never comes back from Lua in
+-- exponent form.
+local function job_fields(fields, name)
   if name == '' then
-    return 0
+    return fields, 0, nil
   end
+  local own, markers, legacies = nil, 0, 0
   for i = 1, #fields, 2 do
-    if fields[i] == name then
-      return tonumber(fields[i + 1]) or 0
+    if fields[i] == marker then own, markers = fields[i + 1], markers + 1 end
+    if fields[i] == legacy then legacies = legacies + 1 end
+  end
+  local unmarked = markers == 0 and name == legacy and legacies == 1
+  if unmarked then own, markers = legacy, 1 end
+  local count, seen, out = nil, 0, {}
+  for i = 1, #fields, 2 do
+    local f, v = fields[i], fields[i + 1]
+    if markers == 1 and f == own then
+      count, seen = v, seen + 1
+    elseif f ~= marker or markers ~= 1 then
+      out[#out + 1] = f
+      out[#out + 1] = v
     end
   end
-  return 0
+  if markers == 1 and (own == marker or seen ~= 1 or #count > 12 or not string.match(count, '^%d+$')) then
+    return fields, 0, unmarked and legacy or marker
+  end
+  count = tonumber(count) or 0
+  for i = 1, #out, 2 do
+    if out[i] == name or out[i] == marker then return out, count, out[i] end
+  end
+  return out, count, nil
 end
 
--- with_field returns a copy of fields with name set to value (appended when
--- absent); an empty name returns fields unchanged.
-local function with_field(fields, name, value)
+-- dead_tags is what a dead-letter record adds to the job's fields.
+local function dead_tags(id, key, group, consumer, deliveries)
+  return {'pelwarden-origin-id', id, 'pelwarden-origin-stream', key, 'pelwarden-group', group,
+    'pelwarden-consumer', consumer, 'pelwarden-deliveries', tostring(deliveries), 'pelwarden-reason', 'max-deliveries'}
+end
+
+-- first_of returns the first of names that fields already hold, or nil.
+local function first_of(fields, names)
+  for i = 1, #fields, 2 do
+    for j = 1, #names, 2 do
+      if fields[i] == names[j] then return fields[i] end
+    end
+  end
+  return nil
+end
+
+-- with_count returns the job's fields with the carried count and its
+-- marker appended; an empty name returns fields unchanged.
+local function with_count(fields, name, value)
   if name == '' then
     return fields
   end
   local out = {}
-  local set = false
-  for i = 1, #fields, 2 do
-    out[#out + 1] = fields[i]
-    if fields[i] == name then
-      out[#out + 1] = tostring(value)
-      set = true
-    else
-      out[#out + 1] = fields[i + 1]
-    end
-  end
-  if not set then
-    out[#out + 1] = name
-    out[#out + 1] = tostring(value)
-  end
+  for i = 1, #fields do out[i] = fields[i] end
+  for _, v in ipairs({name, tostring(value), marker, name}) do out[#out + 1] = v end
   return out
 end

@@ -18,6 +18,9 @@
 --   dead-lettered  detail = id of the dead-letter record ('' in a dry run)
 --   tombstoned     the stream entry was deleted; the PEL id was acked
 --   failed         a write failed (detail says why); the entry is untouched
+--   field-collision  the entry holds a field the requeue or the dead-letter
+--                  record would write (detail names it; see job_fields):
+--                  the entry is untouched. A claim writes no field.
 --   not-pending | owner-changed | not-idle | duplicate-id   nothing was done
 -- Each entry is finished (copy written and original acknowledged) before
 -- the next is touched, and a failing write is caught, so an error can never
@@ -70,16 +73,19 @@ local function act(id, pel_deliveries)
     record(id, 'tombstoned', '', pel_deliveries)
     return
   end
-  local fields = entry[1][2]
-  local deliveries = carried(fields, carry) + pel_deliveries
+  local fields, count, clash = job_fields(entry[1][2], carry)
+  local deliveries = count + pel_deliveries
   -- Mirrors policy.ShouldDeadLetter: delivered max_deliveries times.
   if max_deliveries > 0 and deliveries >= max_deliveries then
+    local tags = dead_tags(id, key, group, consumer, deliveries)
+    clash = first_of(fields, tags)
+    if clash then
+      record(id, 'field-collision', clash, deliveries)
+      return
+    end
     local rec = {}
     for j = 1, #fields do rec[j] = fields[j] end
-    for _, v in ipairs({'pelwarden-origin-id', id, 'pelwarden-origin-stream', key, 'pelwarden-group', group,
-        'pelwarden-consumer', consumer, 'pelwarden-deliveries', tostring(deliveries), 'pelwarden-reason', 'max-deliveries'}) do
-      rec[#rec + 1] = v
-    end
+    for _, v in ipairs(tags) do rec[#rec + 1] = v end
     local dead, err = write(dlq, rec)
     if not dead then
       record(id, 'failed', 'dead-letter: ' .. err, deliveries)
@@ -90,8 +96,10 @@ local function act(id, pel_deliveries)
   elseif claim_to ~= '' then
     claims[#claims + 1] = id
     record(id, 'claimed', claim_to, deliveries)
+  elseif clash then
+    record(id, 'field-collision', clash, deliveries)
   else
-    local copy, err = write(key, with_field(fields, carry, deliveries))
+    local copy, err = write(key, with_count(fields, carry, deliveries))
     if not copy then
       record(id, 'failed', 'requeue: ' .. err, deliveries)
       return

@@ -107,33 +107,44 @@ const (
 	// A consumer whose heartbeat is dated in the future beyond the tolerance:
 	// a broken clock or writer; the consumer is Unknown.
 	FindingKind_FINDING_KIND_HEARTBEAT_IN_FUTURE FindingKind = 9
+	// Pending entries holding, as a field of the job, a field a reclaim would
+	// write (deliveryCountField, its marker pelwarden-carried, or a field of
+	// the dead-letter record): reclaims leave them pending, untouched.
+	FindingKind_FINDING_KIND_FIELD_COLLISION FindingKind = 10
+	// A consumer whose ownerMatch gave more owner candidates than pelwarden
+	// reads heartbeats for: only the longest ones were read.
+	FindingKind_FINDING_KIND_HEARTBEAT_CANDIDATES_CUT FindingKind = 11
 )
 
 // Enum value maps for FindingKind.
 var (
 	FindingKind_name = map[int32]string{
-		0: "FINDING_KIND_UNSPECIFIED",
-		1: "FINDING_KIND_SHARED_NAME",
-		2: "FINDING_KIND_NO_POD",
-		3: "FINDING_KIND_BOUNCING",
-		4: "FINDING_KIND_NO_OWNER",
-		5: "FINDING_KIND_TOMBSTONE",
-		6: "FINDING_KIND_NULL_LAG",
-		7: "FINDING_KIND_PODS_UNOBSERVED",
-		8: "FINDING_KIND_NO_HEARTBEAT_RECORDS",
-		9: "FINDING_KIND_HEARTBEAT_IN_FUTURE",
+		0:  "FINDING_KIND_UNSPECIFIED",
+		1:  "FINDING_KIND_SHARED_NAME",
+		2:  "FINDING_KIND_NO_POD",
+		3:  "FINDING_KIND_BOUNCING",
+		4:  "FINDING_KIND_NO_OWNER",
+		5:  "FINDING_KIND_TOMBSTONE",
+		6:  "FINDING_KIND_NULL_LAG",
+		7:  "FINDING_KIND_PODS_UNOBSERVED",
+		8:  "FINDING_KIND_NO_HEARTBEAT_RECORDS",
+		9:  "FINDING_KIND_HEARTBEAT_IN_FUTURE",
+		10: "FINDING_KIND_FIELD_COLLISION",
+		11: "FINDING_KIND_HEARTBEAT_CANDIDATES_CUT",
 	}
 	FindingKind_value = map[string]int32{
-		"FINDING_KIND_UNSPECIFIED":          0,
-		"FINDING_KIND_SHARED_NAME":          1,
-		"FINDING_KIND_NO_POD":               2,
-		"FINDING_KIND_BOUNCING":             3,
-		"FINDING_KIND_NO_OWNER":             4,
-		"FINDING_KIND_TOMBSTONE":            5,
-		"FINDING_KIND_NULL_LAG":             6,
-		"FINDING_KIND_PODS_UNOBSERVED":      7,
-		"FINDING_KIND_NO_HEARTBEAT_RECORDS": 8,
-		"FINDING_KIND_HEARTBEAT_IN_FUTURE":  9,
+		"FINDING_KIND_UNSPECIFIED":              0,
+		"FINDING_KIND_SHARED_NAME":              1,
+		"FINDING_KIND_NO_POD":                   2,
+		"FINDING_KIND_BOUNCING":                 3,
+		"FINDING_KIND_NO_OWNER":                 4,
+		"FINDING_KIND_TOMBSTONE":                5,
+		"FINDING_KIND_NULL_LAG":                 6,
+		"FINDING_KIND_PODS_UNOBSERVED":          7,
+		"FINDING_KIND_NO_HEARTBEAT_RECORDS":     8,
+		"FINDING_KIND_HEARTBEAT_IN_FUTURE":      9,
+		"FINDING_KIND_FIELD_COLLISION":          10,
+		"FINDING_KIND_HEARTBEAT_CANDIDATES_CUT": 11,
 	}
 )
 
@@ -2304,7 +2315,7 @@ const file_pelwarden_v1_admin_proto_rawDesc = "" +
 	"\x0fVERDICT_UNKNOWN\x10\x01\x12\x11\n" +
 	"\rVERDICT_ALIVE\x10\x02\x12\x11\n" +
 	"\rVERDICT_GHOST\x10\x03\x12\x14\n" +
-	"\x10VERDICT_DEGRADED\x10\x04*\xbe\x02\n" +
+	"\x10VERDICT_DEGRADED\x10\x04*\x8b\x03\n" +
 	"\vFindingKind\x12\x1c\n" +
 	"\x18FINDING_KIND_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18FINDING_KIND_SHARED_NAME\x10\x01\x12\x17\n" +
@@ -2315,7 +2326,10 @@ const file_pelwarden_v1_admin_proto_rawDesc = "" +
 	"\x15FINDING_KIND_NULL_LAG\x10\x06\x12 \n" +
 	"\x1cFINDING_KIND_PODS_UNOBSERVED\x10\a\x12%\n" +
 	"!FINDING_KIND_NO_HEARTBEAT_RECORDS\x10\b\x12$\n" +
-	" FINDING_KIND_HEARTBEAT_IN_FUTURE\x10\t2\xe2\x05\n" +
+	" FINDING_KIND_HEARTBEAT_IN_FUTURE\x10\t\x12 \n" +
+	"\x1cFINDING_KIND_FIELD_COLLISION\x10\n" +
+	"\x12)\n" +
+	"%FINDING_KIND_HEARTBEAT_CANDIDATES_CUT\x10\v2\xe2\x05\n" +
 	"\x05Admin\x12R\n" +
 	"\vListTargets\x12 .pelwarden.v1.ListTargetsRequest\x1a!.pelwarden.v1.ListTargetsResponse\x12[\n" +
 	"\x0eDescribeTarget\x12#.pelwarden.v1.DescribeTargetRequest\x1a$.pelwarden.v1.DescribeTargetResponse\x12R\n" +

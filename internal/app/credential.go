@@ -1,0 +1,73 @@
+package app
+
+import (
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	pelwardenv1 "github.com/pelwarden/pelwarden/proto/pelwarden/v1"
+)
+
+// class is what a credential allows, or what a call needs.
+type class int
+
+const (
+	// nobody: the call needs no credential (the scaler, health,
+	// reflection, the read RPCs).
+	nobody class = iota
+	// workerClass: a worker's own Deregister.
+	workerClass
+	// operatorClass: everything.
+	operatorClass
+)
+
+func (c class) String() string {
+	switch c {
+	case workerClass:
+		return "worker"
+	case operatorClass:
+		return "operator"
+	default:
+		return "none"
+	}
+}
+
+// requiredClass maps each guarded RPC to the credential it needs: the one
+// table of who may change a group.
+var requiredClass = map[string]class{
+	pelwardenv1.Admin_Reclaim_FullMethodName:        operatorClass,
+	pelwardenv1.Admin_DeleteConsumer_FullMethodName: operatorClass,
+	pelwardenv1.Admin_Deregister_FullMethodName:     workerClass,
+}
+
+// required is the credential a call needs. A Findings call that asks for a
+// MONITOR sample needs the operator's: MONITOR slows the whole Redis
+// server while it runs.
+func required(method string, req any) class {
+	if f, ok := req.(*pelwardenv1.FindingsRequest); ok && f.GetSampleMs() > 0 {
+		return operatorClass
+	}
+	return requiredClass[method]
+}
+
+// caller is who presented a credential.
+type caller struct {
+	class class
+	// consumer binds a worker credential to one consumer name; empty
+	// allows any.
+	consumer string
+	who      string
+}
+
+// allows refuses a call the caller's credential does not cover: an
+// operator's call by a worker, or a Deregister of another consumer than
+// the one the worker's certificate names.
+func (c caller) allows(need class, method string, req any) error {
+	if c.class < need {
+		return status.Errorf(codes.PermissionDenied, "%s needs the %s credential; %s is a %s credential, which allows only Deregister",
+			method, need, c.who, c.class)
+	}
+	if d, ok := req.(*pelwardenv1.DeregisterRequest); ok && c.class == workerClass && c.consumer != "" && d.GetConsumer() != c.consumer {
+		return status.Errorf(codes.PermissionDenied, "%s may deregister consumer %q only, not %q", c.who, c.consumer, d.GetConsumer())
+	}
+	return nil
+}
