@@ -173,3 +173,19 @@ func TestBuildRowsNameTheMissingClusterRows(t *testing.T) {
 	_, err := buildRows(suite(t, "BenchmarkModes/reclaim-2"))
 	require.ErrorContains(t, err, "Modes/reclaim [entries/s-cluster]")
 }
+
+func TestBuildRowsPutsHygieneNextToTheSameTargetsWithoutIt(t *testing.T) {
+	t.Parallel()
+	rows, err := buildRows(suite(t))
+	require.NoError(t, err)
+	var got []Row
+	for _, r := range rows {
+		if strings.HasPrefix(r.Workload, "10k groups, 1% with a ghost") {
+			got = append(got, r)
+		}
+	}
+	require.Len(t, got, 3, "Redis commands/s, the poll, memory")
+	require.InDeltaSlice(t, []float64{17895.0 / 12132}, got[0].Ratio, 1e-9)
+	require.InDeltaSlice(t, []float64{327.0 / 323, 10685.0 / 7662}, got[1].Ratio, 1e-9)
+	require.Equal(t, "heap 60.6 MB, RSS 128 MB, 23 goroutines", got[2].Pelwarden.Text)
+}

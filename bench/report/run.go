@@ -39,6 +39,7 @@ func plan(o options) []step {
 		{pattern: `^BenchmarkMemoryVsPEL$`, benchtime: "1x"},
 		{pattern: `^BenchmarkModes$/^(poll|refresh)/`, benchtime: "50x"},
 		{pattern: `^BenchmarkModes$/^reclaim`, benchtime: "1x"},
+		{pattern: `^BenchmarkHygieneTargets$`, benchtime: "1x"},
 	}
 	if o.kubeBin != "" {
 		steps = append(steps, step{pattern: `^BenchmarkAPIRestartToCurrentVerdicts$`, benchtime: "1x",

@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/pelwarden/pelwarden/internal/events"
 	"github.com/pelwarden/pelwarden/internal/liveness"
@@ -49,7 +51,10 @@ func (s *Server) WatchEvents(req *pelwardenv1.WatchEventsRequest, stream grpc.Se
 		}
 		match = func(e liveness.GroupRef) bool { return e == g }
 	}
-	ch, stop := s.opts.Events.Subscribe(match)
+	ch, stop, err := s.opts.Events.Subscribe(match)
+	if err != nil {
+		return status.Error(codes.ResourceExhausted, err.Error())
+	}
 	defer stop()
 	ctx := stream.Context()
 	for {

@@ -11,7 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/pelwarden/pelwarden/internal/config"
@@ -103,4 +105,31 @@ func TestWatchEventsEndsWithTheClientAndLeavesNothingRunning(t *testing.T) {
 	require.Positive(t, families[0].GetMetric()[0].GetCounter().GetValue(), "what did not fit was counted")
 	cancel()
 	stop()
+}
+
+// TestWatchEventsPastTheSubscriberCapIsResourceExhausted: the cap holds
+// across calls; the refused call leaves the open ones watching.
+func TestWatchEventsPastTheSubscriberCapIsResourceExhausted(t *testing.T) {
+	bus := events.NewBus(events.Options{Subscribers: 1}, prometheus.NewRegistry())
+	client, stop := serveWatch(t, bus)
+	defer stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	first, err := client.WatchEvents(ctx, &pelwardenv1.WatchEventsRequest{})
+	require.NoError(t, err)
+	go func() { // the first watcher is subscribed once it gets an event
+		for ctx.Err() == nil {
+			bus.Publish(events.Event{Group: jobsGroup, Action: "requeued"})
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	_, err = first.Recv()
+	require.NoError(t, err)
+	second, err := client.WatchEvents(ctx, &pelwardenv1.WatchEventsRequest{})
+	require.NoError(t, err)
+	_, err = second.Recv()
+	require.Equal(t, codes.ResourceExhausted, status.Code(err), "%v", err)
+	require.Contains(t, err.Error(), "too many event subscribers")
+	_, err = first.Recv()
+	require.NoError(t, err, "the open watcher goes on")
 }

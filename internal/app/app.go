@@ -144,6 +144,9 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 		Expiry:          cfg.Scaler.TargetIdleExpiry,
 		MaxTargets:      cfg.Scaler.MaxTargets,
 		OnRefresh: func(t liveness.Target, s *liveness.Snapshot, err error, took time.Duration) {
+			if err == nil {
+				a.hygiene.Observe(t, s)
+			}
 			if m.refreshed(t, s, err, took) {
 				log.Warn("consumer group not found; reporting 0", "target", t.String())
 			}
@@ -174,6 +177,8 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 		LeaseTTL:     cfg.Hygiene.LeaseTTL,
 		Identity:     identity(cfg.Hygiene.Identity),
 		Expiry:       cfg.Scaler.TargetIdleExpiry,
+		Workers:      cfg.Hygiene.Workers,
+		MaxTargets:   cfg.Hygiene.MaxTargets,
 		Log:          log,
 		Engine:       engine,
 	}, reg)

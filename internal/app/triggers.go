@@ -18,8 +18,9 @@ func (a *App) newTriggers(cfg config.Config, conns []string, reg prometheus.Regi
 	a.triggers = trigger.New(trigger.Options{
 		Policy: cfg.Triggers, Expiry: cfg.Scaler.TargetIdleExpiry, MaxTriggers: 2 * cfg.Scaler.MaxTargets, Log: a.log,
 		Enroll: func(t liveness.Target, h policy.Hygiene, permanent bool) error {
-			a.hygiene.Add(hygiene.Target{Target: t, Hygiene: h}, permanent)
-			return nil
+			// A full loop (hygiene.maxTargets) refuses the trigger's hygiene
+			// as ResourceExhausted; its metric is still served.
+			return a.hygiene.Add(hygiene.Target{Target: t, Hygiene: h}, permanent)
 		},
 	}, reg)
 	for i, md := range cfg.Hygiene.Targets {

@@ -54,6 +54,14 @@ type Hygiene struct {
 	// BatchSize is the entries per XPENDING page and per guarded script
 	// call, 1-10000. Default 1000.
 	BatchSize int `yaml:"batchSize"`
+	// Workers bounds the hygiene scans running at once, 1-256; targets
+	// wait their turn in a queue ordered by when each is due. Default 4.
+	Workers int `yaml:"workers"`
+	// MaxTargets bounds the groups that ScaledObject metadata may enroll
+	// for hygiene; past it a request asking for reclaim on a new group
+	// gets ResourceExhausted. Targets listed here under targets are always
+	// accepted. At least 1; default 1000.
+	MaxTargets int `yaml:"maxTargets"`
 	// Identity names this replica in the lease; empty means hostname-pid.
 	Identity string `yaml:"identity"`
 	// Targets are groups looked after whether or not a ScaledObject names
@@ -257,6 +265,8 @@ func Default() Config {
 			ScanInterval: 10 * time.Second,
 			LeaseTTL:     30 * time.Second,
 			BatchSize:    1000,
+			Workers:      4,
+			MaxTargets:   1000,
 		},
 		Scaler: Scaler{
 			RefreshInterval:      2 * time.Second,

@@ -293,6 +293,10 @@ func (c *Config) validateKubernetes(p *problems) {
 	checkReadable(p, "kubernetes.kubeconfig", k.Kubeconfig)
 }
 
+// maxHygieneWorkers bounds hygiene.workers: each worker is a scan, with its
+// Redis round trips, running at once.
+const maxHygieneWorkers = 256
+
 func (c *Config) validateHygiene(p *problems) {
 	h := c.Hygiene
 	checkPositive(p, "hygiene.scanInterval", h.ScanInterval, "10s")
@@ -302,6 +306,10 @@ func (c *Config) validateHygiene(p *problems) {
 	if h.BatchSize < 1 || h.BatchSize > 10000 {
 		p.add("hygiene.batchSize", "must be a whole number from 1 to 10000, got %d", h.BatchSize)
 	}
+	if h.Workers < 1 || h.Workers > maxHygieneWorkers {
+		p.add("hygiene.workers", "must be a whole number from 1 to %d, got %d", maxHygieneWorkers, h.Workers)
+	}
+	checkAtLeastOne(p, "hygiene.maxTargets", int64(h.MaxTargets))
 	names := make([]string, 0, len(c.Redis))
 	for _, r := range c.Redis {
 		names = append(names, r.Name)

@@ -61,6 +61,9 @@ func TestValidateRejectsEachBadFieldByName(t *testing.T) {
 		"unknown log format":      {func(c *config.Config) { c.Log.Format = "logfmt" }, `log.format: must be one of json, text, got "logfmt"`},
 		"lease not past the scan": {func(c *config.Config) { c.Hygiene.LeaseTTL = c.Hygiene.ScanInterval }, `hygiene.leaseTTL: must be longer than hygiene.scanInterval`},
 		"batch of zero":           {func(c *config.Config) { c.Hygiene.BatchSize = 0 }, `hygiene.batchSize: must be a whole number from 1 to 10000, got 0`},
+		"no hygiene workers":      {func(c *config.Config) { c.Hygiene.Workers = 0 }, `hygiene.workers: must be a whole number from 1 to 256, got 0`},
+		"too many workers":        {func(c *config.Config) { c.Hygiene.Workers = 257 }, `hygiene.workers: must be a whole number from 1 to 256, got 257`},
+		"zero hygiene targets":    {func(c *config.Config) { c.Hygiene.MaxTargets = 0 }, `hygiene.maxTargets: must be an integer >= 1, got 0`},
 		"hygiene target without mode": {func(c *config.Config) {
 			c.Hygiene.Targets = []map[string]string{{"stream": "s", "consumerGroup": "g"}}
 		}, `hygiene.targets[0].reclaim: must be requeue or claim for a hygiene target`},

@@ -6,6 +6,8 @@
 package events
 
 import (
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -45,15 +47,23 @@ type Options struct {
 	// Groups is the most groups whose recent events are kept; the group
 	// that was quiet longest is forgotten first. Default 1000.
 	Groups int
-	// Buffer is each subscriber's channel capacity; default 256.
+	// Buffer is each subscriber's channel capacity; default 256. It bounds
+	// what one subscriber holds: past it, events are dropped for it.
 	Buffer int
+	// Subscribers is the most subscriptions open at once; default 64.
+	Subscribers int
 }
+
+// ErrTooManySubscribers is returned by Subscribe when Options.Subscribers
+// subscriptions are open.
+var ErrTooManySubscribers = errors.New("too many event subscribers")
 
 // Bus fans events out to subscribers and keeps the recent ones. It is safe
 // for concurrent use; the zero value is not usable, call NewBus.
 type Bus struct {
 	opts    Options
 	dropped prometheus.Counter
+	refused prometheus.Counter
 
 	mu     sync.Mutex
 	recent map[liveness.GroupRef]*ring
@@ -83,16 +93,23 @@ func NewBus(opts Options, reg prometheus.Registerer) *Bus {
 	if opts.Buffer <= 0 {
 		opts.Buffer = 256
 	}
+	if opts.Subscribers <= 0 {
+		opts.Subscribers = 64
+	}
 	b := &Bus{
 		opts: opts,
 		dropped: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "pelwarden_admin_events_dropped_total",
 			Help: "Hygiene events not delivered to a WatchEvents subscriber that was too slow to take them.",
 		}),
+		refused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "pelwarden_admin_watch_refused_total",
+			Help: "WatchEvents calls refused because the most subscribers allowed were already watching.",
+		}),
 		recent: make(map[liveness.GroupRef]*ring),
 		subs:   make(map[*subscription]struct{}),
 	}
-	reg.MustRegister(b.dropped)
+	reg.MustRegister(b.dropped, b.refused)
 	return b
 }
 
@@ -169,13 +186,20 @@ func (b *Bus) Recent(g liveness.GroupRef) []Event {
 
 // Subscribe returns a channel of the events whose group match accepts (nil
 // accepts all), and a function that ends the subscription and closes the
-// channel. Events published while the channel is full are dropped.
-func (b *Bus) Subscribe(match func(liveness.GroupRef) bool) (<-chan Event, func()) {
+// channel. Events published while the channel is full are dropped. With
+// Options.Subscribers subscriptions open it returns ErrTooManySubscribers
+// and counts the refusal.
+func (b *Bus) Subscribe(match func(liveness.GroupRef) bool) (<-chan Event, func(), error) {
 	if match == nil {
 		match = func(liveness.GroupRef) bool { return true }
 	}
 	s := &subscription{ch: make(chan Event, b.opts.Buffer), match: match}
 	b.mu.Lock()
+	if len(b.subs) >= b.opts.Subscribers {
+		b.mu.Unlock()
+		b.refused.Inc()
+		return nil, nil, fmt.Errorf("%w: %d are watching, the most allowed", ErrTooManySubscribers, b.opts.Subscribers)
+	}
 	b.subs[s] = struct{}{}
 	b.mu.Unlock()
 	var once sync.Once
@@ -186,5 +210,5 @@ func (b *Bus) Subscribe(match func(liveness.GroupRef) bool) (<-chan Event, func(
 			close(s.ch) // under the lock: Publish never sends on a closed channel
 			b.mu.Unlock()
 		})
-	}
+	}, nil
 }

@@ -76,9 +76,11 @@ func TestTheQuietestGroupIsForgottenFirst(t *testing.T) {
 func TestSubscribersGetOnlyTheirGroupsEvents(t *testing.T) {
 	t.Parallel()
 	b := NewBus(Options{}, prometheus.NewRegistry())
-	mine, stopMine := b.Subscribe(func(g liveness.GroupRef) bool { return g == jobs })
+	mine, stopMine, err := b.Subscribe(func(g liveness.GroupRef) bool { return g == jobs })
+	require.NoError(t, err)
 	defer stopMine()
-	all, stopAll := b.Subscribe(nil)
+	all, stopAll, err := b.Subscribe(nil)
+	require.NoError(t, err)
 	defer stopAll()
 	b.Publish(event(liveness.GroupRef{Stream: "other"}, 1))
 	b.Publish(event(jobs, 2))
@@ -92,7 +94,8 @@ func TestSubscribersGetOnlyTheirGroupsEvents(t *testing.T) {
 func TestASlowSubscriberNeverBlocksThePublisher(t *testing.T) {
 	t.Parallel()
 	b := NewBus(Options{Buffer: 4}, prometheus.NewRegistry())
-	ch, stop := b.Subscribe(nil)
+	ch, stop, err := b.Subscribe(nil)
+	require.NoError(t, err)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -121,4 +124,23 @@ func TestANilBusAcceptsEverythingAndKeepsNothing(t *testing.T) {
 	var b *Bus
 	b.Publish(event(jobs, 1))
 	require.Empty(t, b.Recent(jobs))
+}
+
+func TestSubscriptionsPastTheCapAreRefusedAndCountedUntilOneEnds(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	b := NewBus(Options{Subscribers: 2}, reg)
+	_, stopA, err := b.Subscribe(nil)
+	require.NoError(t, err)
+	_, stopB, err := b.Subscribe(nil)
+	require.NoError(t, err)
+	defer stopB()
+	_, _, err = b.Subscribe(nil)
+	require.ErrorIs(t, err, ErrTooManySubscribers)
+	require.Contains(t, err.Error(), "2 are watching")
+	require.InDelta(t, 1, testutil.ToFloat64(b.refused), 0, "the refusal is counted")
+	stopA()
+	_, stopC, err := b.Subscribe(nil)
+	require.NoError(t, err, "a place freed is taken again")
+	stopC()
 }

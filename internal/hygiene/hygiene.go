@@ -3,10 +3,18 @@
 // scaler reports from, and gives them back through the guarded Redis
 // actions; it dead-letters poison entries and deletes ghost consumers whose
 // PEL is empty.
+//
+// Its cost follows the work, not the number of groups: a target waits in a
+// queue ordered by when it is next due, a bounded pool of workers runs the
+// scans that are due, the view's reads tell the loop when a consumer holding
+// entries turns Ghost, and the scan leases of one connection are renewed in
+// one round trip. An idle group costs a queue entry and a pin in the view,
+// not a goroutine, a subscription or a Redis call of its own.
 package hygiene
 
 import (
-	"context"
+	"container/heap"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -15,10 +23,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pelwarden/pelwarden/internal/liveness"
+	"github.com/pelwarden/pelwarden/internal/lograte"
 	"github.com/pelwarden/pelwarden/internal/policy"
 	"github.com/pelwarden/pelwarden/internal/reclaim"
 	"github.com/pelwarden/pelwarden/internal/redisx"
 )
+
+// ErrFull is returned by Add when a request would enroll one target more
+// than Options.MaxTargets allows.
+var ErrFull = errors.New("too many hygiene targets")
 
 // Target is one group the loop looks after, with its settings.
 type Target struct {
@@ -31,17 +44,27 @@ func (t Target) settings() string { return t.Target.Key() + "\x00" + t.Hygiene.S
 // Options configures a Loop.
 type Options struct {
 	// ScanInterval is how often every target is scanned; a new ghost also
-	// triggers a scan at once.
+	// triggers a scan at once. Default 10s.
 	ScanInterval time.Duration
-	// LeaseTTL is how long a scanner's lease lasts without renewal.
+	// LeaseTTL is how long a scanner's lease lasts without renewal; the
+	// leases are renewed every third of it. Longer than ScanInterval;
+	// default three intervals.
 	LeaseTTL time.Duration
 	// Identity names this replica in the lease.
 	Identity string
 	// Expiry drops a target registered from ScaledObject metadata that no
 	// RPC has named for this long. Targets from configuration stay.
 	Expiry time.Duration
-	Log    *slog.Logger
-	Now    func() time.Time
+	// Workers bounds the scans running at once; default 4.
+	Workers int
+	// MaxTargets bounds the targets requests may enroll; targets from
+	// configuration are always accepted. Zero means no bound.
+	MaxTargets int
+	// ErrorLogInterval is the most often one target's repeated error is
+	// logged; default one minute.
+	ErrorLogInterval time.Duration
+	Log              *slog.Logger
+	Now              func() time.Time
 	// Engine executes the scans' steps.
 	Engine *reclaim.Engine
 }
@@ -52,64 +75,124 @@ type Loop struct {
 	conns   *redisx.Conns
 	opts    Options
 	metrics *metrics
+	errs    *lograte.Limiter
 
 	mu      sync.Mutex
 	targets map[liveness.GroupRef]*runner
-	added   chan struct{}
-	wg      sync.WaitGroup
+	queue   queue
+	// release holds the lease keys of removed targets, by connection, for
+	// the lease keeper to give up in its next round trip.
+	release map[string][]string
+	// wake tells the dispatcher the queue's head may have changed; renew
+	// tells the lease keeper there are leases to give up.
+	wake, renew chan struct{}
 }
 
+// runner is one target's place in the loop. Its fields are guarded by
+// Loop.mu.
 type runner struct {
 	t         Target
+	key       string // t.Target.Key(), to tell the view's reads of this target
 	permanent bool
 	lastSeen  time.Time
-	// stop ends the target's scanner; nil until Run starts it.
-	stop context.CancelFunc
+	// due is when the next scan starts; index is the runner's place in the
+	// queue, -1 while it scans or once it is removed.
+	due      time.Time
+	index    int
+	scanning bool
+	removed  bool
+	// unpin ends the view's hold on the target; nil while the view refused.
+	unpin func()
+	// ghosts are the consumers holding entries to give back, as of the
+	// latest read the loop has looked at.
+	ghosts map[string]bool
+	// leader is the lease's state as last known; it is known until
+	// leaseKnown, after which the worker asks Redis before scanning.
+	leader     bool
+	leaseKnown time.Time
+	// leaderSet says the leader gauge has been set for this target.
+	leaderSet bool
+	// busy says the target's last turn found work; only busy targets hold
+	// a lease, so an idle group costs no lease renewal.
+	busy bool
 }
 
-// New returns a Loop; its metrics are registered on reg.
+// New returns a Loop; its metrics are registered on reg. Wire the view's
+// OnRefresh to Observe so a new ghost is scanned at once.
 func New(view *liveness.View, conns *redisx.Conns, opts Options, reg prometheus.Registerer) *Loop {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	return &Loop{view: view, conns: conns, opts: opts, metrics: newMetrics(reg), targets: make(map[liveness.GroupRef]*runner), added: make(chan struct{}, 1)}
+	if opts.Workers <= 0 {
+		opts.Workers = 4
+	}
+	if opts.ScanInterval <= 0 {
+		opts.ScanInterval = 10 * time.Second
+	}
+	if opts.LeaseTTL <= opts.ScanInterval {
+		opts.LeaseTTL = 3 * opts.ScanInterval
+	}
+	if opts.ErrorLogInterval <= 0 {
+		opts.ErrorLogInterval = time.Minute
+	}
+	l := &Loop{
+		view: view, conns: conns, opts: opts, errs: lograte.New(opts.ErrorLogInterval, opts.Now),
+		targets: make(map[liveness.GroupRef]*runner), release: make(map[string][]string),
+		wake: make(chan struct{}, 1), renew: make(chan struct{}, 1),
+	}
+	l.metrics = newMetrics(reg, func() float64 {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return float64(len(l.targets))
+	})
+	return l
 }
 
-// Add registers a target, or marks it seen again. There is one scanner per
-// group, and the latest request that asks for reclaim sets its settings;
-// the scanner restarts only when the liveness settings change, so two
-// ScaledObjects naming one group cannot make it flap. A request with
-// reclaim off changes nothing: a group no request asks to reclaim expires.
-// Targets from configuration (permanent) never expire, and requests cannot
-// change them.
-func (l *Loop) Add(t Target, permanent bool) {
+// Add registers a target, or marks it seen again, in O(log n). There is
+// one scanner per group, and the latest request that asks for reclaim sets
+// its settings; the target is replaced only when the liveness settings
+// change, so two ScaledObjects naming one group cannot make it flap. A
+// request with reclaim off changes nothing: a group no request asks to
+// reclaim expires. Targets from configuration (permanent) never expire,
+// requests cannot change them, and they are accepted past MaxTargets; a
+// request that would enroll a new group past it gets ErrFull.
+func (l *Loop) Add(t Target, permanent bool) error {
 	if t.Hygiene.Mode == policy.ReclaimOff {
-		return
+		return nil
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	now := l.opts.Now()
 	r, ok := l.targets[t.Target.GroupRef]
+	key := t.Target.Key()
 	switch {
 	case ok && r.permanent && !permanent:
-		r.lastSeen = l.opts.Now()
-		return
-	case ok && r.t.Target.Key() == t.Target.Key():
+		r.lastSeen = now
+		return nil
+	case ok && r.key == key:
 		if r.t.settings() != t.settings() {
 			l.opts.Log.Debug("hygiene settings changed", "target", t.Target.String(), "reclaim", t.Hygiene.Mode, "dryRun", t.Hygiene.DryRun)
 		}
 		r.t = t
-		r.lastSeen = l.opts.Now()
+		r.lastSeen = now
 		r.permanent = r.permanent || permanent
-		return
+		return nil
 	case ok:
 		l.remove(r, "liveness settings changed")
+	case !permanent && l.opts.MaxTargets > 0 && len(l.targets) >= l.opts.MaxTargets:
+		l.metrics.refused.Inc()
+		return fmt.Errorf("%w: hygiene.maxTargets is %d; a target from hygiene.targets is always accepted", ErrFull, l.opts.MaxTargets)
 	}
-	l.targets[t.Target.GroupRef] = &runner{t: t, permanent: permanent, lastSeen: l.opts.Now()}
-	select {
-	case l.added <- struct{}{}:
-	default:
+	unpin, err := l.view.Pin(t.Target)
+	if err != nil && !permanent {
+		return err
 	}
+	r = &runner{t: t, key: key, permanent: permanent, lastSeen: now, due: now, unpin: unpin}
+	l.targets[t.Target.GroupRef] = r
+	heap.Push(&l.queue, r)
+	l.poke(l.wake)
 	l.opts.Log.Info("hygiene target added", "target", t.Target.String(), "reclaim", t.Hygiene.Mode, "dryRun", t.Hygiene.DryRun)
+	return nil
 }
 
 // Lookup returns the target the loop looks after for a consumer group,
@@ -124,137 +207,82 @@ func (l *Loop) Lookup(conn, stream, group string) (Target, bool) {
 	return r.t, true
 }
 
-// Run scans until ctx ends, then waits for scans in progress. Each target
-// has its own scanner; targets added later start at once.
-func (l *Loop) Run(ctx context.Context) {
-	tick := time.NewTicker(l.opts.ScanInterval)
-	defer tick.Stop()
-	for {
-		l.sync(ctx)
-		select {
-		case <-ctx.Done():
-			l.wg.Wait()
-			return
-		case <-tick.C:
-		case <-l.added:
-		}
+// Observe is the view's OnRefresh hook: when a read of a hygiene target
+// shows a consumer holding entries that has newly turned Ghost (or
+// Degraded), the target's scan moves to now. A target being scanned is
+// left alone: the loop looks at the view again when the scan ends.
+func (l *Loop) Observe(t liveness.Target, s *liveness.Snapshot) {
+	if s == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	r, ok := l.targets[t.GroupRef]
+	if !ok || r.scanning || r.removed {
+		return
+	}
+	if len(r.ghosts) == 0 && s.GhostConsumers+s.DegradedConsumers == 0 {
+		return // the common case: nothing to give back, before or now
+	}
+	if r.key != t.Key() {
+		return // another target on the group, judged by other rules
+	}
+	now := ghostsIn(s)
+	fresh := newGhost(r.ghosts, now)
+	r.ghosts = now
+	if fresh && r.index >= 0 {
+		r.due = l.opts.Now()
+		heap.Fix(&l.queue, r.index)
+		l.poke(l.wake)
 	}
 }
 
-// remove stops a target's scanner and forgets it; l.mu is held.
+// remove forgets a target and everything kept for it: its queue entry,
+// the view's pin, its series, its error log state; its lease is given up
+// by the lease keeper. l.mu is held.
 func (l *Loop) remove(r *runner, why string) {
-	if r.stop != nil {
-		r.stop()
+	if r.index >= 0 {
+		heap.Remove(&l.queue, r.index)
 	}
+	r.removed = true
 	delete(l.targets, r.t.Target.GroupRef)
-	l.opts.Engine.Forget(r.t.Target.GroupRef)
-	l.metrics.forget(r.t.Target.GroupRef)
+	if r.unpin != nil {
+		r.unpin()
+	}
+	g := r.t.Target.GroupRef
+	l.release[g.Conn] = append(l.release[g.Conn], leaseKey(r.t.Target))
+	l.poke(l.renew)
+	l.opts.Engine.Forget(g)
+	l.metrics.forget(g)
+	l.errs.Forget(g.String())
 	l.opts.Log.Info("hygiene target removed", "target", r.t.Target.String(), "why", why)
 }
 
-// sync starts scanners for new targets and stops expired ones.
-func (l *Loop) sync(ctx context.Context) {
-	now := l.opts.Now()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, r := range l.targets {
-		switch {
-		case !r.permanent && now.Sub(r.lastSeen) > l.opts.Expiry:
-			l.remove(r, "no request named it for "+l.opts.Expiry.String())
-		case r.stop == nil:
-			rctx, cancel := context.WithCancel(ctx)
-			r.stop = cancel
-			l.wg.Go(func() {
-				if err := l.runTarget(rctx, r); err != nil {
-					l.opts.Log.Error("hygiene target not watched; retrying", "target", r.t.Target.String(), "err", err)
-					l.mu.Lock()
-					if l.targets[r.t.Target.GroupRef] == r {
-						r.stop = nil // the next sync starts it again
-					}
-					l.mu.Unlock()
-				}
-			})
-		}
+func (l *Loop) poke(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
 	}
 }
 
-// runTarget scans t every interval, and at once when a consumer holding
-// entries turns Ghost in the view.
-func (l *Loop) runTarget(ctx context.Context, r *runner) error {
-	t := l.settingsOf(r)
-	updates, unsubscribe, err := l.view.Subscribe(t.Target)
-	if err != nil {
-		return err
-	}
-	defer unsubscribe()
-	c, _ := l.conns.Get(t.Target.Conn)
-	lease := redisx.Lease{Client: c, Key: leaseKey(t.Target), Holder: l.opts.Identity, TTL: l.opts.LeaseTTL}
-	defer func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-		defer cancel()
-		_ = lease.Release(rctx)
-	}()
-	tick := time.NewTicker(l.opts.ScanInterval)
-	defer tick.Stop()
-	var ghosts map[string]bool
-	scan := true
-	for {
-		if scan {
-			l.scanIfLeader(ctx, l.settingsOf(r), lease)
-			ghosts = ghostsHolding(l.view, t.Target)
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-			scan = true
-		case <-updates:
-			now := ghostsHolding(l.view, t.Target)
-			scan = newGhost(ghosts, now)
-			ghosts = now
-		}
-	}
-}
-
-// settingsOf is the runner's current target; Add may replace its hygiene
-// settings while it runs.
-func (l *Loop) settingsOf(r *runner) Target {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return r.t
-}
-
-func (l *Loop) scanIfLeader(ctx context.Context, t Target, lease redisx.Lease) {
-	held, err := lease.Hold(ctx)
-	if err != nil {
-		if ctx.Err() == nil {
-			l.opts.Engine.CountError(t.Target.GroupRef)
-			l.opts.Log.Warn("hygiene lease failed", "target", t.Target.String(), "err", err)
-		}
-		return
-	}
-	leader := 0.0
-	if held {
-		leader = 1
-	}
-	l.metrics.leader.WithLabelValues(t.Target.Labels()...).Set(leader)
-	if !held {
-		return
-	}
-	if _, err := l.Scan(ctx, t); err != nil && ctx.Err() == nil {
-		l.opts.Log.Warn("hygiene scan failed", "target", t.Target.String(), "err", err)
-	}
-}
-
-// ghostsHolding names the consumers whose entries are to be given back
-// (Ghost or Degraded) and that hold some: one turning so starts a scan.
+// ghostsHolding names the consumers of t's latest read whose entries are
+// to be given back (Ghost or Degraded) and that hold some.
 func ghostsHolding(v *liveness.View, t liveness.Target) map[string]bool {
-	out := map[string]bool{}
-	if s, ok := v.Peek(t); ok {
-		for _, c := range s.Consumers {
-			if c.Verdict.GivesBack() && c.Pending > 0 {
-				out[c.Name] = true
+	s, ok := v.Peek(t)
+	if !ok {
+		return nil
+	}
+	return ghostsIn(s)
+}
+
+func ghostsIn(s *liveness.Snapshot) map[string]bool {
+	var out map[string]bool
+	for _, c := range s.Consumers {
+		if c.Verdict.GivesBack() && c.Pending > 0 {
+			if out == nil {
+				out = map[string]bool{}
 			}
+			out[c.Name] = true
 		}
 	}
 	return out

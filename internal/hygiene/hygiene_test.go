@@ -31,21 +31,38 @@ func newLoop(t *testing.T, addr string) *Loop {
 // its engine publishing to bus.
 func newLoopRefreshing(t *testing.T, addr string, refresh time.Duration, bus *events.Bus) *Loop {
 	t.Helper()
+	return newLoopOn(t, addr, refresh, bus, prometheus.NewRegistry(), nil)
+}
+
+// newLoopOn is newLoopRefreshing with its metrics on reg and its options
+// tuned.
+func newLoopOn(t *testing.T, addr string, refresh time.Duration, bus *events.Bus, reg *prometheus.Registry, tune func(*Options)) *Loop {
+	t.Helper()
 	conns, err := redisx.Open([]config.Redis{config.DefaultRedis("default", addr)})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = conns.Close() })
 	reader := &redisx.Reader{Conns: conns, LagEstimateCap: 1000}
+	var l *Loop
 	view := liveness.NewView(reader.Fetch, liveness.ViewOptions{
-		RefreshInterval: refresh, MaxAge: refresh, FetchTimeout: 5 * time.Second, Expiry: time.Hour, MaxTargets: 10,
+		RefreshInterval: refresh, MaxAge: refresh, FetchTimeout: 5 * time.Second, Expiry: time.Hour, MaxTargets: 1000,
+		OnRefresh: func(t liveness.Target, s *liveness.Snapshot, err error, _ time.Duration) {
+			if err == nil {
+				l.Observe(t, s)
+			}
+		},
 	})
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	reg := prometheus.NewRegistry()
 	engine, err := reclaim.New(reclaim.Options{View: view, Events: bus, BatchSize: 100, Log: log}, reg)
 	require.NoError(t, err)
-	return New(view, conns, Options{
+	opts := Options{
 		ScanInterval: 50 * time.Millisecond, LeaseTTL: time.Second, Identity: t.Name(),
 		Expiry: time.Hour, Log: log, Engine: engine,
-	}, reg)
+	}
+	if tune != nil {
+		tune(&opts)
+	}
+	l = New(view, conns, opts, reg)
+	return l
 }
 
 func target(t *testing.T, kv ...string) Target {
@@ -244,7 +261,7 @@ func TestANewGhostIsReclaimedWithoutWaitingForTheScan(t *testing.T) {
 	l := newLoopRefreshing(t, srv.Addr(), 50*time.Millisecond, nil)
 	l.opts.ScanInterval = time.Hour
 	redistest.CreateGroup(t, rdb, "jobs", "workers")
-	l.Add(target(t, "ghostIdleSeconds", "0.3"), true)
+	require.NoError(t, l.Add(target(t, "ghostIdleSeconds", "0.3"), true))
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = l.view.Run(ctx) })
@@ -267,23 +284,23 @@ func TestOneScannerPerGroupWhoseSettingsFollowTheLatestRequest(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	l := newLoop(t, srv.Addr())
-	l.Add(target(t), false)
-	l.Add(target(t, "dryRun", "true"), false)
+	require.NoError(t, l.Add(target(t), false))
+	require.NoError(t, l.Add(target(t, "dryRun", "true"), false))
 	require.Len(t, l.targets, 1, "one scanner per group")
 	for _, r := range l.targets {
 		require.True(t, r.t.Hygiene.DryRun, "the latest settings win")
 	}
-	l.Add(target(t, "reclaim", "off"), false)
+	require.NoError(t, l.Add(target(t, "reclaim", "off"), false))
 	require.Len(t, l.targets, 1, "another ScaledObject on the group with reclaim off does not stop hygiene")
-	l.Add(target(t, "liveness", "heartbeat", "heartbeatKey", "hb:{consumer}"), false)
+	require.NoError(t, l.Add(target(t, "liveness", "heartbeat", "heartbeatKey", "hb:{consumer}"), false))
 	require.Len(t, l.targets, 1, "new liveness settings replace the scanner")
 	l.opts.Now = func() time.Time { return time.Now().Add(2 * time.Hour) }
-	l.sync(context.Background())
+	l.next(l.opts.Now())
 	require.Empty(t, l.targets, "a group no request asks to reclaim expires")
 	l.opts.Now = time.Now
 
-	l.Add(target(t, "maxDeliveries", "3"), true)
-	l.Add(target(t, "reclaim", "off"), false)
+	require.NoError(t, l.Add(target(t, "maxDeliveries", "3"), true))
+	require.NoError(t, l.Add(target(t, "reclaim", "off"), false))
 	require.Len(t, l.targets, 1, "a request cannot remove a target from configuration")
 	for _, r := range l.targets {
 		require.Equal(t, int64(3), r.t.Hygiene.MaxDeliveries)
@@ -300,10 +317,11 @@ func TestScanPublishesOneEventPerBatchOutcomeAndPerDeletion(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	bus := events.NewBus(events.Options{}, prometheus.NewRegistry())
 	l := newLoopRefreshing(t, srv.Addr(), time.Second, bus)
-	watch, stop := bus.Subscribe(nil)
+	watch, stop, err := bus.Subscribe(nil)
+	require.NoError(t, err)
 	defer stop()
 	tg := target(t)
-	_, err := l.Scan(context.Background(), tg)
+	_, err = l.Scan(context.Background(), tg)
 	require.NoError(t, err)
 	time.Sleep(100 * time.Millisecond)
 	_, err = l.Scan(context.Background(), tg)

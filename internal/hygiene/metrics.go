@@ -9,9 +9,14 @@ import (
 type metrics struct {
 	leader   *prometheus.GaugeVec
 	scanTime *prometheus.HistogramVec
+	// refused counts requests that would have enrolled a group past
+	// Options.MaxTargets.
+	refused prometheus.Counter
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+// newMetrics registers the loop's metrics on reg; targets reports how many
+// targets the loop looks after, read at scrape time.
+func newMetrics(reg prometheus.Registerer, targets func() float64) *metrics {
 	m := &metrics{
 		leader: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "pelwarden_hygiene_leader",
@@ -22,8 +27,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help:    "Time of one hygiene scan of a target.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
 		}, liveness.LabelNames),
+		refused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "pelwarden_hygiene_targets_refused_total",
+			Help: "Requests asking for reclaim on one more group than hygiene.maxTargets allows, answered ResourceExhausted.",
+		}),
 	}
-	reg.MustRegister(m.leader, m.scanTime)
+	count := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "pelwarden_hygiene_targets",
+		Help: "Groups the hygiene loop looks after, from requests and from configuration.",
+	}, targets)
+	reg.MustRegister(m.leader, m.scanTime, m.refused, count)
 	return m
 }
 

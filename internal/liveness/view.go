@@ -58,6 +58,9 @@ type entry struct {
 	lastAsked time.Time
 	inflight  *call
 	subs      map[chan struct{}]struct{}
+	// pins counts holders that keep the target registered without a
+	// channel (the hygiene loop's targets).
+	pins int
 }
 
 // call is one read in progress; waiters block on done.
@@ -130,6 +133,32 @@ func (v *View) Subscribe(t Target) (<-chan struct{}, func(), error) {
 		delete(e.subs, ch)
 		e.lastAsked = v.opts.Now()
 		e.mu.Unlock()
+	}, nil
+}
+
+// Pin registers t and keeps it from expiring, like Subscribe but without a
+// channel: a holder that learns of reads another way (OnRefresh) costs the
+// view a counter, not a channel per target. unpin ends the hold once.
+func (v *View) Pin(t Target) (unpin func(), err error) {
+	v.mu.Lock()
+	e, err := v.registerLocked(t)
+	if err == nil {
+		e.mu.Lock()
+		e.pins++
+		e.mu.Unlock()
+	}
+	v.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			e.mu.Lock()
+			e.pins--
+			e.lastAsked = v.opts.Now()
+			e.mu.Unlock()
+		})
 	}, nil
 }
 
@@ -208,7 +237,7 @@ func (v *View) due(now time.Time) []*entry {
 	out := make([]*entry, 0, len(v.targets))
 	for key, e := range v.targets {
 		e.mu.Lock()
-		expired := len(e.subs) == 0 && now.Sub(e.lastAsked) > v.opts.Expiry
+		expired := len(e.subs) == 0 && e.pins == 0 && now.Sub(e.lastAsked) > v.opts.Expiry
 		fresh := e.err == nil && e.snap != nil && now.Sub(e.snap.At) < v.opts.RefreshInterval*9/10
 		e.mu.Unlock()
 		switch {

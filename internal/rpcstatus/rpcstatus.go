@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/pelwarden/pelwarden/internal/hygiene"
 	"github.com/pelwarden/pelwarden/internal/liveness"
 	"github.com/pelwarden/pelwarden/internal/reclaim"
 	"github.com/pelwarden/pelwarden/internal/redisx"
@@ -34,7 +35,7 @@ func Of(err error, g liveness.GroupRef) error {
 	switch {
 	case redisx.IsGroupMissing(err):
 		return GroupMissing(g)
-	case errors.Is(err, liveness.ErrTooManyTargets):
+	case errors.Is(err, liveness.ErrTooManyTargets), errors.Is(err, hygiene.ErrFull):
 		return status.Error(codes.ResourceExhausted, err.Error())
 	case errors.As(err, &refused):
 		return status.Error(codes.FailedPrecondition, refused.Reason)

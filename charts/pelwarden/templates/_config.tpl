@@ -13,7 +13,7 @@ builds, under pelwarden.configDir.
 {{- end -}}
 {{- $_ := set $grpc "tls" $tls -}}
 {{- end -}}
-{{- $hygiene := pick .Values.hygiene "scanInterval" "leaseTTL" "batchSize" "targets" -}}
+{{- $hygiene := pick .Values.hygiene "scanInterval" "leaseTTL" "batchSize" "workers" "maxTargets" "targets" -}}
 {{- with .Values.hygiene.identity }}{{ $_ := set $hygiene "identity" . }}{{ end -}}
 {{- $kube := dict "enabled" .Values.kubernetes.enabled -}}
 {{- with .Values.kubernetes.kubeconfig }}{{ $_ := set $kube "kubeconfig" . }}{{ end -}}

@@ -1,0 +1,244 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kedacore/keda/v2/pkg/scalers/externalscaler"
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/pelwarden/pelwarden/internal/app"
+	"github.com/pelwarden/pelwarden/internal/config"
+	"github.com/pelwarden/pelwarden/internal/redistest"
+)
+
+const (
+	hygieneTargets = 10_000
+	// hygieneGhostEvery: one group in a hundred has a ghost holding an entry.
+	hygieneGhostEvery = 100
+	hygieneSettle     = 12 * time.Second // longer than one scan interval (10s)
+	// hygieneRefreshSettle is a few refresh cycles (2s) of the view alone.
+	hygieneRefreshSettle = 5 * time.Second
+	hygieneWindow        = 12 * time.Second
+)
+
+// hygieneRun is what one configuration cost at steady state.
+type hygieneRun struct {
+	heapMB, rssMB    float64
+	goroutines       int
+	opsPerSec        float64
+	pollP50, pollP99 time.Duration
+}
+
+// BenchmarkHygieneTargets: 10k groups, 1% of them with a ghost holding an
+// entry, each polled once so the view refreshes it (every 2s, the
+// default). In one process, on one view and one Redis, one after the
+// other: the targets with hygiene off (the refreshes alone), then the same
+// targets enrolled for hygiene (dry run, so the ghosts stay and every
+// interval scans them again). For each:
+// the heap pelwarden holds after GC, the process's RSS, goroutines, Redis
+// commands per second (INFO stats deltas) and a poll's p50/p99 through
+// KEDA's client on one more group. Goals: RSS <= 128 MB, Redis ops/s <= 2x
+// the refreshes alone, poll p99 within 1.5x of no hygiene.
+func BenchmarkHygieneTargets(b *testing.B) {
+	b.Run(fmt.Sprintf("targets=%d", hygieneTargets), benchHygieneTargets)
+}
+
+func benchHygieneTargets(b *testing.B) {
+	srv := redistest.Start(b)
+	rdb := srv.Client(b)
+	hygieneGroups(b, rdb)
+	var off, on hygieneRun
+	for b.Loop() {
+		off, on = measureHygiene(b, srv.Addr(), rdb)
+	}
+	for _, r := range []struct {
+		sfx string
+		run hygieneRun
+	}{{"-hygiene", on}, {"-off", off}} {
+		b.ReportMetric(r.run.heapMB, "heap-MB"+r.sfx)
+		b.ReportMetric(r.run.rssMB, "rss-MB"+r.sfx)
+		b.ReportMetric(float64(r.run.goroutines), "goroutines"+r.sfx)
+		b.ReportMetric(r.run.opsPerSec, "redis-ops/s"+r.sfx)
+		b.ReportMetric(float64(r.run.pollP50.Microseconds()), "poll-p50-µs"+r.sfx)
+		b.ReportMetric(float64(r.run.pollP99.Microseconds()), "poll-p99-µs"+r.sfx)
+	}
+	b.ReportMetric(on.opsPerSec/off.opsPerSec, "ops-ratio")
+	b.ReportMetric(float64(on.pollP99)/float64(off.pollP99), "p99-ratio")
+}
+
+// hygieneGroups creates the groups: each has one undelivered entry; every
+// hygieneGhostEvery-th has a consumer holding one more, idle long enough
+// by the time it is measured to be a ghost.
+func hygieneGroups(b *testing.B, rdb *redis.Client) {
+	b.Helper()
+	ctx := context.Background()
+	pipe := rdb.Pipeline()
+	for i := range hygieneTargets {
+		stream := "h:" + strconv.Itoa(i)
+		pipe.XGroupCreateMkStream(ctx, stream, "workers", "$")
+		pipe.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: []any{"n", i}})
+		if i%hygieneGhostEvery == 0 {
+			pipe.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "workers", Consumer: "ghost", Streams: []string{stream, ">"}, Count: 1, Block: -1})
+			pipe.XAdd(ctx, &redis.XAddArgs{Stream: stream, Values: []any{"n", i}})
+		}
+		if (i+1)%1000 == 0 {
+			if _, err := pipe.Exec(ctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	if err := rdb.XGroupCreateMkStream(ctx, "jobs", "workers", "$").Err(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+func hygieneMetadata(i int, reclaim string) map[string]string {
+	return map[string]string{"stream": "h:" + strconv.Itoa(i), "consumerGroup": "workers", "lagCount": "5",
+		"reclaim": reclaim, "dryRun": "true", "ghostIdleSeconds": "1"}
+}
+
+// measureHygiene runs pelwarden on its defaults (limits raised for 10k
+// targets) and polls every group once with reclaim off: the view refreshes
+// them all, and that steady state is measured. Then it polls every group
+// again asking for reclaim, which enrolls the same targets for hygiene, and
+// measures again: same process, same view, same Redis.
+func measureHygiene(b *testing.B, addr string, rdb *redis.Client) (off, on hygieneRun) {
+	b.Helper()
+	base := sampleMem(b)
+	cfg := config.Default()
+	cfg.GRPC.Addr, cfg.HTTP.Addr = "127.0.0.1:0", "127.0.0.1:0"
+	cfg.Redis = []config.Redis{config.DefaultRedis("default", addr)}
+	cfg.Scaler.MaxTargets, cfg.Hygiene.MaxTargets = 2*hygieneTargets, 2*hygieneTargets
+	a, err := app.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = a.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	conn, err := grpc.NewClient(a.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	keda := externalscaler.NewExternalScalerClient(conn)
+	enrollAll(b, keda, "off")
+	time.Sleep(hygieneRefreshSettle)
+	off = steadyState(b, keda, rdb, base)
+	enrollAll(b, keda, "requeue")
+	time.Sleep(hygieneSettle)
+	on = steadyState(b, keda, rdb, base)
+	checkGhostsSeen(b, keda)
+	runtime.KeepAlive(a)
+	return off, on
+}
+
+// steadyState polls one more group for hygieneWindow and measures Redis's
+// commands meanwhile, then the process's goroutines and memory.
+func steadyState(b *testing.B, keda externalscaler.ExternalScalerClient, rdb *redis.Client, base memSample) hygieneRun {
+	b.Helper()
+	var run hygieneRun
+	before := commandsProcessed(b, rdb)
+	t0 := time.Now()
+	lat := pollFor(b, keda, hygieneWindow)
+	run.opsPerSec = float64(commandsProcessed(b, rdb)-before) / time.Since(t0).Seconds()
+	run.pollP50, run.pollP99 = lat[len(lat)/2], lat[len(lat)*99/100]
+	run.goroutines = runtime.NumGoroutine()
+	now := sampleMem(b)
+	run.heapMB = float64(int64(now.heap)-int64(base.heap)) / (1 << 20)
+	run.rssMB = float64(now.rss) / (1 << 20)
+	return run
+}
+
+// enrollAll polls every group once, from 8 callers, as KEDA does when it
+// starts; with reclaim on, the poll enrolls the group for hygiene.
+func enrollAll(b *testing.B, keda externalscaler.ExternalScalerClient, reclaim string) {
+	b.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for w := range 8 {
+		wg.Go(func() {
+			for i := w; i < hygieneTargets; i += 8 {
+				ref := &externalscaler.ScaledObjectRef{Name: "so-" + strconv.Itoa(i), Namespace: "bench", ScalerMetadata: hygieneMetadata(i, reclaim)}
+				if _, err := keda.GetMetrics(context.Background(), &externalscaler.GetMetricsRequest{ScaledObjectRef: ref, MetricName: "m"}); err != nil {
+					errs <- fmt.Errorf("group %d: %w", i, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+}
+
+// pollFor polls one more group (GetMetrics then IsActive) for d and
+// returns the sorted latencies.
+func pollFor(b *testing.B, keda externalscaler.ExternalScalerClient, d time.Duration) latencies {
+	b.Helper()
+	ref := &externalscaler.ScaledObjectRef{Name: "legit", Namespace: "bench", ScalerMetadata: md}
+	req := &externalscaler.GetMetricsRequest{ScaledObjectRef: ref, MetricName: "m"}
+	ctx := context.Background()
+	var lat latencies
+	for end := time.Now().Add(d); time.Now().Before(end); {
+		t0 := time.Now()
+		if _, err := keda.GetMetrics(ctx, req); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := keda.IsActive(ctx, ref); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(t0))
+		time.Sleep(time.Millisecond) // a steady trickle, as KEDA polls, not a load test
+	}
+	slices.Sort(lat)
+	return lat
+}
+
+// checkGhostsSeen fails the benchmark unless the ghost groups are judged
+// so: the hygiene being measured had work to find.
+func checkGhostsSeen(b *testing.B, keda externalscaler.ExternalScalerClient) {
+	b.Helper()
+	ref := &externalscaler.ScaledObjectRef{Name: "so-0", Namespace: "bench", ScalerMetadata: hygieneMetadata(0, "requeue")}
+	ref.ScalerMetadata["pendingEntriesCount"] = "5"
+	delete(ref.ScalerMetadata, "lagCount")
+	r, err := keda.GetMetrics(context.Background(), &externalscaler.GetMetricsRequest{ScaledObjectRef: ref, MetricName: "m"})
+	if err != nil || r.GetMetricValues()[0].GetMetricValue() != 0 {
+		b.Fatalf("group 0: %v, %v; want its one pending entry left out as a ghost's", r, err)
+	}
+}
+
+// commandsProcessed is Redis's total_commands_processed.
+func commandsProcessed(b *testing.B, rdb *redis.Client) int64 {
+	b.Helper()
+	info, err := rdb.Info(context.Background(), "stats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for line := range strings.SplitSeq(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "total_commands_processed:"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return n
+		}
+	}
+	b.Fatal("no total_commands_processed in INFO stats")
+	return 0
+}

@@ -1,0 +1,201 @@
+package hygiene
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/pelwarden/pelwarden/internal/redisx"
+)
+
+// The lease keeps two replicas from scanning one group at once most of the
+// time; it saves work, nothing more, since every action is guarded in
+// Redis on its own. Each group keeps its own lease key, so replicas share
+// the groups between them, but the keys of one connection are renewed
+// together: every third of LeaseTTL, one pipelined round trip takes or
+// extends them all. A lease renewed at t lasts until t+TTL in Redis; the
+// loop trusts it until t+2/3 TTL, by when the next renewal has run. A
+// target no renewal has covered yet (just added, or after a failed round
+// trip) takes its own lease before its scan. Only targets whose last turn
+// had work hold a lease: an idle group's is given up, so idle groups cost
+// no renewals, and any replica takes it when the group has work again.
+
+// keepLeases renews every target's lease each third of LeaseTTL and gives
+// up the leases of removed targets as soon as it is told of them.
+func (l *Loop) keepLeases(ctx context.Context) {
+	tick := time.NewTicker(l.opts.LeaseTTL / 3)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			l.renewAll(ctx)
+		case <-l.renew:
+		}
+		l.releaseRemoved(ctx)
+	}
+}
+
+// renewAll takes or extends the leases of all targets, one round trip per
+// connection.
+func (l *Loop) renewAll(ctx context.Context) {
+	type batch struct {
+		runners []*runner
+		keys    []string
+	}
+	l.mu.Lock()
+	byConn := make(map[string]*batch)
+	for g, r := range l.targets {
+		if !r.busy {
+			continue
+		}
+		b := byConn[g.Conn]
+		if b == nil {
+			b = &batch{}
+			byConn[g.Conn] = b
+		}
+		b.runners = append(b.runners, r)
+		b.keys = append(b.keys, leaseKey(r.t.Target))
+	}
+	l.mu.Unlock()
+	for conn, b := range byConn {
+		c, ok := l.conns.Get(conn)
+		if !ok {
+			continue
+		}
+		rs, keys := b.runners, b.keys
+		start := l.opts.Now()
+		held, err := redisx.HoldAll(ctx, c, keys, l.opts.Identity, l.opts.LeaseTTL)
+		if err != nil {
+			if ctx.Err() == nil {
+				l.errs.Log(ctx, l.opts.Log, slog.LevelWarn, "lease:"+conn, "hygiene leases not renewed", "redis", conn, "targets", len(keys), "err", err)
+			}
+			continue
+		}
+		l.errs.Forget("lease:" + conn)
+		l.mu.Lock()
+		for i, r := range rs {
+			if !r.removed {
+				l.setLease(r, held[i], start)
+			}
+		}
+		l.mu.Unlock()
+	}
+}
+
+// holdsLease reports whether this replica may scan r now: from the last
+// renewal while it is current, else by taking r's lease on its own.
+func (l *Loop) holdsLease(ctx context.Context, r *runner, t Target) bool {
+	now := l.opts.Now()
+	l.mu.Lock()
+	known, leader := now.Before(r.leaseKnown), r.leader
+	l.mu.Unlock()
+	if known {
+		return leader
+	}
+	c, ok := l.conns.Get(t.Target.Conn)
+	if !ok {
+		return false
+	}
+	held, err := redisx.Lease{Client: c, Key: leaseKey(t.Target), Holder: l.opts.Identity, TTL: l.opts.LeaseTTL}.Hold(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			l.opts.Engine.CountError(t.Target.GroupRef)
+			l.errs.Log(ctx, l.opts.Log, slog.LevelWarn, t.Target.String(), "hygiene lease failed", "target", t.Target.String(), "err", err)
+		}
+		return false
+	}
+	l.mu.Lock()
+	if !r.removed {
+		l.setLease(r, held, now)
+	}
+	l.mu.Unlock()
+	return held
+}
+
+// setLease records a lease answer obtained at start; l.mu is held. A lease
+// held is trusted for two thirds of its TTL; one another replica holds is
+// not asked about again before the next renewal round.
+func (l *Loop) setLease(r *runner, held bool, start time.Time) {
+	if held {
+		r.leaseKnown = start.Add(l.opts.LeaseTTL * 2 / 3)
+	} else {
+		r.leaseKnown = start.Add(l.opts.LeaseTTL / 3)
+	}
+	if held == r.leader && r.leaderSet {
+		return
+	}
+	r.leader, r.leaderSet = held, true
+	gauge := 0.0
+	if held {
+		gauge = 1
+	}
+	l.metrics.leader.WithLabelValues(r.t.Target.Labels()...).Set(gauge)
+}
+
+// dropLease gives up r's lease once its turn found no work: the lease
+// keeper releases the key, and r takes it again before its next scan that
+// has work. l.mu is held.
+func (l *Loop) dropLease(r *runner) {
+	g := r.t.Target.GroupRef
+	l.release[g.Conn] = append(l.release[g.Conn], leaseKey(r.t.Target))
+	l.poke(l.renew)
+	r.leaseKnown = time.Time{}
+	r.leader = false
+	l.metrics.leader.WithLabelValues(r.t.Target.Labels()...).Set(0)
+}
+
+// releaseRemoved gives up the leases of removed and idle targets, one
+// round trip per connection; a key this replica holds again meanwhile (a
+// group whose liveness settings changed, or that found work again) is
+// kept.
+func (l *Loop) releaseRemoved(ctx context.Context) {
+	l.mu.Lock()
+	pending := l.release
+	l.release = make(map[string][]string)
+	live := make(map[string]bool)
+	for _, r := range l.targets {
+		if r.leader {
+			live[leaseKey(r.t.Target)] = true
+		}
+	}
+	l.mu.Unlock()
+	for conn, keys := range pending {
+		var gone []string
+		for _, k := range keys {
+			if !live[k] {
+				gone = append(gone, k)
+			}
+		}
+		l.releaseKeys(ctx, conn, gone)
+	}
+}
+
+// releaseAll gives up every lease this replica may hold, at shutdown, so
+// another replica can scan without waiting for the TTL.
+func (l *Loop) releaseAll(ctx context.Context) {
+	l.mu.Lock()
+	byConn := make(map[string][]string)
+	for g, r := range l.targets {
+		byConn[g.Conn] = append(byConn[g.Conn], leaseKey(r.t.Target))
+	}
+	for conn, keys := range l.release {
+		byConn[conn] = append(byConn[conn], keys...)
+	}
+	l.release = make(map[string][]string)
+	l.mu.Unlock()
+	for conn, keys := range byConn {
+		l.releaseKeys(ctx, conn, keys)
+	}
+}
+
+func (l *Loop) releaseKeys(ctx context.Context, conn string, keys []string) {
+	c, ok := l.conns.Get(conn)
+	if !ok || len(keys) == 0 {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	_ = redisx.ReleaseAll(rctx, c, keys, l.opts.Identity)
+}

@@ -1,0 +1,281 @@
+package hygiene
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pelwarden/pelwarden/internal/redistest"
+)
+
+// clock is a test clock that moves only when told, safe to read from the
+// loop's goroutines.
+type clock struct{ offset atomic.Int64 }
+
+func (c *clock) now() time.Time          { return time.Now().Add(time.Duration(c.offset.Load())) }
+func (c *clock) advance(d time.Duration) { c.offset.Add(int64(d)) }
+
+func TestTargetsComeUpInTheOrderTheyAreDue(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	var c clock
+	l := newLoopOn(t, srv.Addr(), time.Second, nil, prometheus.NewRegistry(), func(o *Options) { o.Now = c.now })
+	for _, s := range []string{"c", "a", "b"} {
+		require.NoError(t, l.Add(target(t, "stream", s), false))
+		c.advance(time.Second)
+	}
+	var order []string
+	for {
+		r, wait := l.next(c.now())
+		if r == nil {
+			require.Equal(t, idleWait, wait, "nothing left queued")
+			break
+		}
+		order = append(order, r.t.Target.Stream)
+	}
+	require.Equal(t, []string{"c", "a", "b"}, order, "first added, first due")
+
+	r := l.targets[target(t, "stream", "a").Target.GroupRef]
+	r.scanning = false
+	r.due = c.now().Add(time.Minute)
+	l.mu.Lock()
+	l.queue.Push(r)
+	l.mu.Unlock()
+	got, wait := l.next(c.now())
+	require.Nil(t, got, "not due for a minute")
+	require.InDelta(t, time.Minute, wait, float64(time.Second))
+}
+
+func TestRequestsPastTheCapAreRefusedAndTargetsFromConfigurationAlwaysAccepted(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	reg := prometheus.NewRegistry()
+	l := newLoopOn(t, srv.Addr(), time.Second, nil, reg, func(o *Options) { o.MaxTargets = 3 })
+	for i := range 3 {
+		require.NoError(t, l.Add(target(t, "stream", fmt.Sprint("s", i)), false))
+	}
+	err := l.Add(target(t, "stream", "one-too-many"), false)
+	require.ErrorIs(t, err, ErrFull)
+	require.Contains(t, err.Error(), "hygiene.maxTargets is 3")
+	_, ok := l.Lookup("default", "one-too-many", "workers")
+	require.False(t, ok, "a refused request enrolls nothing")
+
+	require.NoError(t, l.Add(target(t, "stream", "s0", "dryRun", "true"), false), "a target already enrolled is seen again past the cap")
+	require.NoError(t, l.Add(target(t, "stream", "configured"), true), "configuration is not bound by the cap")
+	require.Equal(t, 4, targetCount(l))
+	require.InDelta(t, 1, testutil.ToFloat64(l.metrics.refused), 0, "the refusal is counted")
+	n, err := testutil.GatherAndCount(reg, "pelwarden_hygiene_targets")
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.InDelta(t, 4, gaugeValue(t, reg, "pelwarden_hygiene_targets"), 0)
+}
+
+// TestScansRunOnTheWorkerPoolNotAGoroutinePerTarget: 300 targets, scanned
+// every 20ms by 2 workers: the goroutines stay within the pool, the
+// dispatcher, the lease keeper and one view read per worker.
+func TestScansRunOnTheWorkerPoolNotAGoroutinePerTarget(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	const n, workers = 300, 2
+	l := newLoopOn(t, srv.Addr(), time.Hour, nil, prometheus.NewRegistry(), func(o *Options) {
+		o.Workers, o.ScanInterval = workers, 20*time.Millisecond
+	})
+	for i := range n {
+		stream := fmt.Sprint("s", i)
+		redistest.CreateGroup(t, rdb, stream, "workers")
+		require.NoError(t, l.Add(target(t, "stream", stream), false))
+	}
+	runtime.GC()
+	base := runtime.NumGoroutine()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { l.Run(ctx) })
+	most := 0
+	for range 50 {
+		most = max(most, runtime.NumGoroutine())
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	wg.Wait()
+	require.LessOrEqual(t, most-base, 2*workers+2+2, "workers, their view reads, the dispatcher, the lease keeper, and the wait group's own")
+	left, err := srv.Client(t).Exists(context.Background(), leaseKey(target(t, "stream", "s0").Target)).Result()
+	require.NoError(t, err)
+	require.Zero(t, left, "the leases are given up at shutdown")
+}
+
+// TestLeasesOfAConnectionAreRenewedInOneRoundTrip: one pipeline holds the
+// leases of every target on the connection; a second replica finds them
+// all held, and takes them once the first gives them up.
+func TestLeasesOfAConnectionAreRenewedInOneRoundTrip(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	a := newLoop(t, srv.Addr())
+	b := newLoopOn(t, srv.Addr(), time.Second, nil, prometheus.NewRegistry(), func(o *Options) { o.Identity = "other" })
+	for i := range 50 {
+		tg := target(t, "stream", fmt.Sprint("s", i))
+		require.NoError(t, a.Add(tg, false))
+		require.NoError(t, b.Add(tg, false))
+	}
+	for _, l := range []*Loop{a, b} {
+		for _, r := range l.targets {
+			r.busy = true // each had work at its last turn
+		}
+	}
+	ctx := context.Background()
+	a.renewAll(ctx) // loads the script into Redis's cache
+	c, _ := a.conns.Get("default")
+	var trips roundTrips
+	c.AddHook(&trips)
+	a.renewAll(ctx)
+	require.Equal(t, int64(1), trips.pipelines.Load(), "one round trip for the connection")
+	require.Zero(t, trips.single.Load())
+	b.renewAll(ctx)
+	for _, l := range []*Loop{a, b} {
+		for _, r := range l.targets {
+			require.Equal(t, l == a, r.leader, "%s: a took every lease first", r.t.Target.Stream)
+		}
+	}
+	a.releaseAll(ctx)
+	b.renewAll(ctx)
+	for _, r := range b.targets {
+		require.True(t, r.leader, "%s: released, so b has it", r.t.Target.Stream)
+	}
+}
+
+// TestAnExpiredTargetLeavesNoSeriesNorLeaseBehind: a target scanned is
+// expired while the loop runs; its series, its lease
+// and its error log state go with it.
+func TestAnExpiredTargetLeavesNoSeriesNorLeaseBehind(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	redistest.Hold(t, rdb, "jobs", "workers", "ghost", "x", 5)
+	redistest.CreateGroup(t, rdb, "kept", "workers")
+	time.Sleep(300 * time.Millisecond)
+	var c clock
+	reg := prometheus.NewRegistry()
+	l := newLoopOn(t, srv.Addr(), time.Hour, nil, reg, func(o *Options) { o.Now, o.Expiry = c.now, time.Minute })
+	// A dry run: the ghost keeps its entries, so every turn has work and
+	// holds the lease.
+	require.NoError(t, l.Add(target(t, "dryRun", "true"), false))
+	require.NoError(t, l.Add(target(t, "stream", "kept"), true))
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { l.Run(ctx) })
+	defer func() { cancel(); wg.Wait() }()
+	require.Eventually(t, func() bool {
+		return strings.Contains(seriesText(t, reg), `stream="jobs"`) && rdb.Exists(ctx, leaseKey(target(t).Target)).Val() == 1
+	}, 5*time.Second, 10*time.Millisecond, "the scans left series, and the lease is held")
+
+	c.advance(2 * time.Minute)
+	require.Eventually(t, func() bool { return targetCount(l) == 1 }, 5*time.Second, 10*time.Millisecond, "the request's target expired")
+	require.Eventually(t, func() bool { return rdb.Exists(ctx, leaseKey(target(t).Target)).Val() == 0 }, 5*time.Second, 10*time.Millisecond, "its lease is given up")
+	text := seriesText(t, reg)
+	require.NotContains(t, text, `stream="jobs"`)
+	require.Contains(t, text, `stream="kept"`, "the target from configuration stays")
+}
+
+func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no %s", name)
+	return 0
+}
+
+func targetCount(l *Loop) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.targets)
+}
+
+func seriesText(t *testing.T, reg *prometheus.Registry) string {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	var b strings.Builder
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				fmt.Fprintf(&b, "%s=%q ", lp.GetName(), lp.GetValue())
+			}
+			b.WriteString(mf.GetName() + "\n")
+		}
+	}
+	return b.String()
+}
+
+// roundTrips counts the commands a client sends alone and the pipelines.
+type roundTrips struct{ single, pipelines atomic.Int64 }
+
+func (h *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.single.Add(1)
+		return next(ctx, cmd)
+	}
+}
+
+func (h *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.pipelines.Add(1)
+		return next(ctx, cmds)
+	}
+}
+
+// TestAnIdleGroupIsNotScannedWhileTheViewShowsNothingToDo: the view reads
+// both groups every 50ms; only the one with a ghost holding entries is
+// scanned (and given back), the idle one costs no scan.
+func TestAnIdleGroupIsNotScannedWhileTheViewShowsNothingToDo(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	redistest.Hold(t, rdb, "jobs", "workers", "ghost", "x", 3)
+	redistest.CreateGroup(t, rdb, "idle", "workers")
+	reg := prometheus.NewRegistry()
+	l := newLoopOn(t, srv.Addr(), 50*time.Millisecond, nil, reg, func(o *Options) { o.ScanInterval = 100 * time.Millisecond })
+	require.NoError(t, l.Add(target(t, "dryRun", "true"), false))
+	require.NoError(t, l.Add(target(t, "stream", "idle"), false))
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = l.view.Run(ctx) })
+	wg.Go(func() { l.Run(ctx) })
+	time.Sleep(time.Second) // ten intervals
+	cancel()
+	wg.Wait()
+	count := func(stream string) float64 {
+		mfs, err := reg.Gather()
+		require.NoError(t, err)
+		for _, mf := range mfs {
+			if mf.GetName() != "pelwarden_hygiene_scan_duration_seconds" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				for _, lp := range m.GetLabel() {
+					if lp.GetName() == "stream" && lp.GetValue() == stream {
+						return float64(m.GetHistogram().GetSampleCount())
+					}
+				}
+			}
+		}
+		return 0
+	}
+	require.GreaterOrEqual(t, count("jobs"), 3.0, "the group with a ghost is scanned every interval")
+	require.LessOrEqual(t, count("idle"), 1.0, "the idle group at most once, before the view had read it")
+}
