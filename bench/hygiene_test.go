@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"runtime"
 	"slices"
 	"strconv"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/pelwarden/pelwarden/internal/app"
 	"github.com/pelwarden/pelwarden/internal/config"
+	"github.com/pelwarden/pelwarden/internal/policy"
 	"github.com/pelwarden/pelwarden/internal/redistest"
 )
 
@@ -104,6 +106,41 @@ func hygieneGroups(b *testing.B, rdb *redis.Client) {
 	}
 }
 
+// enrollingPolicy lets triggers of every namespace enroll every stream
+// for requeue, with floors under the benchmarks' one-second thresholds and
+// quotas of quota: the default policy enrolls nothing from triggers.
+func enrollingPolicy(cfg *config.Config, quota int) {
+	cfg.Triggers.Reclaim = policy.ReclaimRequeue
+	cfg.Triggers.Rules = []config.TriggerRule{{Namespaces: []string{"*"}, Redis: []string{"*"}, HygieneStreams: []string{"*"}}}
+	cfg.Triggers.Floors = config.TriggerFloors{EntryStale: time.Millisecond, GhostIdle: time.Millisecond, HeartbeatMaxAge: time.Millisecond}
+	cfg.Triggers.Quotas = config.TriggerQuotas{ScalerTargets: quota, HygieneTargets: quota}
+}
+
+// scrapeGauge reads one unlabelled series from pelwarden's /metrics.
+func scrapeGauge(b *testing.B, httpAddr, name string) float64 {
+	b.Helper()
+	resp, err := http.Get("http://" + httpAddr + "/metrics")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for line := range strings.SplitSeq(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return f
+		}
+	}
+	b.Fatalf("%s not on /metrics", name)
+	return 0
+}
+
 func hygieneMetadata(i int, reclaim string) map[string]string {
 	return map[string]string{"stream": "h:" + strconv.Itoa(i), "consumerGroup": "workers", "lagCount": "5",
 		"reclaim": reclaim, "dryRun": "true", "ghostIdleSeconds": "1"}
@@ -121,6 +158,7 @@ func measureHygiene(b *testing.B, addr string, rdb *redis.Client) (off, on hygie
 	cfg.GRPC.Addr, cfg.HTTP.Addr = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.Redis = []config.Redis{config.DefaultRedis("default", addr)}
 	cfg.Scaler.MaxTargets, cfg.Hygiene.MaxTargets = 2*hygieneTargets, 2*hygieneTargets
+	enrollingPolicy(&cfg, 2*hygieneTargets)
 	a, err := app.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		b.Fatal(err)
@@ -142,6 +180,9 @@ func measureHygiene(b *testing.B, addr string, rdb *redis.Client) (off, on hygie
 	time.Sleep(hygieneSettle)
 	on = steadyState(b, keda, rdb, base)
 	checkGhostsSeen(b, keda)
+	if n := scrapeGauge(b, a.HTTPAddr(), "pelwarden_hygiene_targets"); n != hygieneTargets {
+		b.Fatalf("pelwarden_hygiene_targets is %v; want every group enrolled, %d", n, hygieneTargets)
+	}
 	runtime.KeepAlive(a)
 	return off, on
 }

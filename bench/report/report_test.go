@@ -189,3 +189,19 @@ func TestBuildRowsPutsHygieneNextToTheSameTargetsWithoutIt(t *testing.T) {
 	require.InDeltaSlice(t, []float64{327.0 / 323, 10685.0 / 7662}, got[1].Ratio, 1e-9)
 	require.Equal(t, "heap 60.6 MB, RSS 128 MB, 23 goroutines", got[2].Pelwarden.Text)
 }
+
+func TestBuildRowsPutsThePollDuringAFloodNextToTheQuietOne(t *testing.T) {
+	t.Parallel()
+	rows, err := buildRows(suite(t))
+	require.NoError(t, err)
+	for _, r := range rows {
+		if strings.Contains(r.What, "flood of never-seen triggers") {
+			require.Equal(t, "439 µs / 4.45 ms", r.Pelwarden.Text)
+			require.Equal(t, "320 µs / 995 µs", r.Baseline.Text)
+			require.InDeltaSlice(t, []float64{439.0 / 320, 4451.0 / 995}, r.Ratio, 1e-9)
+			require.Contains(t, r.Workload, "16.2k calls/s")
+			return
+		}
+	}
+	require.Fail(t, "no flood row")
+}

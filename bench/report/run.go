@@ -40,6 +40,7 @@ func plan(o options) []step {
 		{pattern: `^BenchmarkModes$/^(poll|refresh)/`, benchtime: "50x"},
 		{pattern: `^BenchmarkModes$/^reclaim`, benchtime: "1x"},
 		{pattern: `^BenchmarkHygieneTargets$`, benchtime: "1x"},
+		{pattern: `^BenchmarkTriggerFlood$`, benchtime: "1x"},
 	}
 	if o.kubeBin != "" {
 		steps = append(steps, step{pattern: `^BenchmarkAPIRestartToCurrentVerdicts$`, benchtime: "1x",
