@@ -200,7 +200,8 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 		Hygiene: func(r metadata.Request) {
 			a.hygiene.Add(hygiene.Target{Target: r.Target, Hygiene: r.Hygiene}, false)
 		},
-		Log: log,
+		ParseCacheSize: cfg.Scaler.MaxTargets,
+		Log:            log,
 	})
 
 	creds, err := a.grpcCredentials(reg)

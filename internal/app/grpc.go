@@ -65,6 +65,27 @@ func grpcTLSMode(t config.GRPCTLS) string {
 // mutates, so streams skip auth. extra carries the transport credentials
 // when TLS is on.
 func newGRPCServer(log *slog.Logger, reg prometheus.Registerer, auth *adminAuth, extra ...grpc.ServerOption) *grpc.Server {
+	ch := newChain(log, reg, auth)
+	opts := append([]grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(ch.unary...),
+		grpc.ChainStreamInterceptor(ch.stream...),
+		// KEDA keeps one connection open; let it ping, and find dead peers.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Minute, Timeout: 20 * time.Second}),
+	}, extra...)
+	s := grpc.NewServer(opts...)
+	ch.metrics.InitializeMetrics(s)
+	return s
+}
+
+// chain is the server's interceptors, outermost first.
+type chain struct {
+	metrics *grpcprom.ServerMetrics
+	unary   []grpc.UnaryServerInterceptor
+	stream  []grpc.StreamServerInterceptor
+}
+
+func newChain(log *slog.Logger, reg prometheus.Registerer, auth *adminAuth) chain {
 	srvMetrics := grpcprom.NewServerMetrics(
 		grpcprom.WithServerCounterOptions(grpcprom.WithNamespace("pelwarden")),
 		grpcprom.WithServerHandlingTimeHistogram(grpcprom.WithHistogramNamespace("pelwarden")),
@@ -81,25 +102,20 @@ func newGRPCServer(log *slog.Logger, reg prometheus.Registerer, auth *adminAuth,
 		log.ErrorContext(ctx, "panic in gRPC handler", "panic", p, "stack", string(debug.Stack()))
 		return status.Error(codes.Internal, "internal error")
 	})}
-	opts := append([]grpc.ServerOption{
-		grpc.ChainUnaryInterceptor(
+	return chain{
+		metrics: srvMetrics,
+		unary: []grpc.UnaryServerInterceptor{
 			srvMetrics.UnaryServerInterceptor(),
-			logging.UnaryServerInterceptor(logger, logOpts...),
+			logUnary(log),
 			auth.unary,
 			recovery.UnaryServerInterceptor(recoverOpts...),
-		),
-		grpc.ChainStreamInterceptor(
+		},
+		stream: []grpc.StreamServerInterceptor{
 			srvMetrics.StreamServerInterceptor(),
 			logging.StreamServerInterceptor(logger, logOpts...),
 			recovery.StreamServerInterceptor(recoverOpts...),
-		),
-		// KEDA keeps one connection open; let it ping, and find dead peers.
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Minute, Timeout: 20 * time.Second}),
-	}, extra...)
-	s := grpc.NewServer(opts...)
-	srvMetrics.InitializeMetrics(s)
-	return s
+		},
+	}
 }
 
 // codeToLevel keeps KEDA's steady polling at debug and surfaces failures.

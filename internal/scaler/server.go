@@ -42,19 +42,32 @@ type Options struct {
 	// Hygiene, when set, is told of every request, so the hygiene loop
 	// looks after the targets whose metadata asks for reclaim.
 	Hygiene func(r metadata.Request)
-	Log     *slog.Logger
+	// Parse, when set, replaces the parse of trigger metadata against Env.
+	// It must be pure: its results, errors included, are cached.
+	Parse ParseFunc
+	// ParseCacheSize bounds the number of triggers whose parse is kept;
+	// below 1 keeps one.
+	ParseCacheSize int
+	Log            *slog.Logger
 }
 
 // Server implements externalscaler.ExternalScalerServer.
 type Server struct {
 	externalscaler.UnimplementedExternalScalerServer
-	view *liveness.View
-	opts Options
+	view   *liveness.View
+	opts   Options
+	parsed *parseCache
 }
 
 // New returns a Server reading from view.
 func New(view *liveness.View, opts Options) *Server {
-	return &Server{view: view, opts: opts}
+	s := &Server{view: view, opts: opts}
+	parse := opts.Parse
+	if parse == nil {
+		parse = s.parseMetadata
+	}
+	s.parsed = newParseCache(parse, opts.ParseCacheSize)
+	return s
 }
 
 // GetMetricSpec reports the metric and its per-replica target. It needs no
@@ -187,17 +200,30 @@ func (s *Server) StreamMetricSpec(ref *externalscaler.ScaledObjectRef, stream gr
 	return nil
 }
 
+// parse returns the request of a trigger, parsed once and then cached, and
+// registers it on every call: the hygiene loop counts a trigger as wanted
+// for as long as KEDA keeps asking about it.
 func (s *Server) parse(ref *externalscaler.ScaledObjectRef) (metadata.Request, error) {
 	if ref == nil {
 		return metadata.Request{}, status.Error(codes.InvalidArgument, "scaledObjectRef is required")
 	}
+	r, err := s.parsed.get(ref)
+	if err != nil {
+		return r, err
+	}
+	s.register(r)
+	return r, nil
+}
+
+// parseMetadata is the default ParseFunc: the trigger's metadata against
+// Env, in the ScaledObject's namespace.
+func (s *Server) parseMetadata(ref *externalscaler.ScaledObjectRef) (metadata.Request, error) {
 	env := s.opts.Env
 	env.Namespace = ref.GetNamespace()
 	r, err := metadata.Parse(ref.GetScalerMetadata(), env)
 	if err != nil {
 		return r, status.Error(codes.InvalidArgument, err.Error())
 	}
-	s.register(r)
 	return r, nil
 }
 
@@ -212,6 +238,17 @@ func (s *Server) register(r metadata.Request) {
 // snapshot reads the target under pelwarden's own deadline; readNow forces
 // a read that starts after the call.
 func (s *Server) snapshot(ctx context.Context, r metadata.Request, readNow bool) (*liveness.Snapshot, error) {
+	if !readNow {
+		// A fresh snapshot at hand is the steady poll: answered without
+		// the deadline, whose timer would be most of its cost.
+		snap, ok, err := s.view.Cached(r.Target)
+		if err != nil {
+			return nil, rpcstatus.Of(err, r.Target.GroupRef)
+		}
+		if ok {
+			return snap, nil
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.RequestTimeout)
 	defer cancel()
 	var snap *liveness.Snapshot
