@@ -319,11 +319,16 @@ func (a *App) shutdown(ctx context.Context) {
 // podGone refreshes, once its grace has passed, every target whose pods
 // include one that just went: the new ghost shows in the view at once, and
 // the hygiene loop, which scans on a new ghost, need not wait for its
-// next scan.
-func (a *App) podGone(ctx context.Context, set liveness.PodSet, pod string) {
+// next scan. A pod whose name never comes back (a ReplicaSet's) has no
+// grace: its targets are refreshed now.
+func (a *App) podGone(ctx context.Context, set liveness.PodSet, pod string, nameUnique bool) {
 	a.refreshPodSet(ctx, set, func(t liveness.Target) time.Duration {
-		a.log.Info("pod went; refreshing its target after the grace", "target", t.String(), "pod", pod, "grace", t.Spec.PodGrace)
-		return t.Spec.PodGrace
+		grace := t.Spec.PodGrace
+		if nameUnique {
+			grace = 0
+		}
+		a.log.Info("pod went; refreshing its target after the grace", "target", t.String(), "pod", pod, "grace", grace)
+		return grace
 	})
 }
 
