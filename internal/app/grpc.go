@@ -7,7 +7,6 @@ import (
 	"runtime/debug"
 	"time"
 
-	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"github.com/prometheus/client_golang/prometheus"
@@ -74,23 +73,19 @@ func newGRPCServer(log *slog.Logger, reg prometheus.Registerer, auth *adminAuth,
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Minute, Timeout: 20 * time.Second}),
 	}, extra...)
 	s := grpc.NewServer(opts...)
-	ch.metrics.InitializeMetrics(s)
+	ch.metrics.initialize(s)
 	return s
 }
 
 // chain is the server's interceptors, outermost first.
 type chain struct {
-	metrics *grpcprom.ServerMetrics
+	metrics *rpcMetrics
 	unary   []grpc.UnaryServerInterceptor
 	stream  []grpc.StreamServerInterceptor
 }
 
 func newChain(log *slog.Logger, reg prometheus.Registerer, auth *adminAuth) chain {
-	srvMetrics := grpcprom.NewServerMetrics(
-		grpcprom.WithServerCounterOptions(grpcprom.WithNamespace("pelwarden")),
-		grpcprom.WithServerHandlingTimeHistogram(grpcprom.WithHistogramNamespace("pelwarden")),
-	)
-	reg.MustRegister(srvMetrics)
+	srvMetrics := newRPCMetrics(reg)
 	logger := logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
 		log.Log(ctx, slog.Level(lvl), msg, fields...)
 	})
@@ -105,13 +100,13 @@ func newChain(log *slog.Logger, reg prometheus.Registerer, auth *adminAuth) chai
 	return chain{
 		metrics: srvMetrics,
 		unary: []grpc.UnaryServerInterceptor{
-			srvMetrics.UnaryServerInterceptor(),
+			srvMetrics.unaryInterceptor,
 			logUnary(log),
 			auth.unary,
 			recovery.UnaryServerInterceptor(recoverOpts...),
 		},
 		stream: []grpc.StreamServerInterceptor{
-			srvMetrics.StreamServerInterceptor(),
+			srvMetrics.streamInterceptor,
 			logging.StreamServerInterceptor(logger, logOpts...),
 			recovery.StreamServerInterceptor(recoverOpts...),
 		},

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"testing"
 
+	"github.com/kedacore/keda/v2/pkg/scalers/externalscaler"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
@@ -18,6 +19,9 @@ import (
 func BenchmarkUnaryChain(b *testing.B) {
 	log := slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ch := newChain(log, prometheus.NewRegistry(), newAdminAuth(config.Admin{}, log))
+	s := grpc.NewServer()
+	externalscaler.RegisterExternalScalerServer(s, externalscaler.UnimplementedExternalScalerServer{})
+	ch.metrics.initialize(s)
 	info := &grpc.UnaryServerInfo{FullMethod: "/externalscaler.ExternalScaler/GetMetrics"}
 	handler := func(context.Context, any) (any, error) { return struct{}{}, nil }
 	cases := map[string][]grpc.UnaryServerInterceptor{
