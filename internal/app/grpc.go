@@ -77,7 +77,10 @@ func newGRPCServer(log *slog.Logger, reg prometheus.Registerer, auth *adminAuth,
 	return s
 }
 
-// chain is the server's interceptors, outermost first.
+// chain is the server's interceptors, outermost first. Unary calls, which
+// KEDA's polls are, log through logUnary, which builds nothing for a call
+// it drops; streams are few and long-lived, and keep go-grpc-middleware's
+// logging, whose fields logUnary repeats.
 type chain struct {
 	metrics *rpcMetrics
 	unary   []grpc.UnaryServerInterceptor
