@@ -211,7 +211,8 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 	if len(cfg.Admin.AllowedClientIdentities) > 0 && !cfg.GRPC.TLS.Mutual() {
 		log.Warn("admin.allowedClientIdentities has no effect without grpc.tls.clientCAFile: no client can present a certificate")
 	}
-	a.grpc = newGRPCServer(log, reg, newAdminAuth(cfg.Admin, log), creds...)
+	var rpcm *rpcMetrics
+	a.grpc, rpcm = newGRPCServer(log, reg, newAdminAuth(cfg.Admin, log), creds...)
 	externalscaler.RegisterExternalScalerServer(a.grpc, sc)
 	a.hs = health.NewServer()
 	healthpb.RegisterHealthServer(a.grpc, a.hs)
@@ -224,6 +225,7 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 	}
 	pelwardenv1.RegisterAdminServer(a.grpc, adminServer)
 	reflection.Register(a.grpc)
+	rpcm.initialize(a.grpc) // every service is registered
 	a.hs.SetServingStatus(scalerService, healthpb.HealthCheckResponse_NOT_SERVING)
 
 	a.http = &http.Server{Handler: a.httpHandler(reg), ReadHeaderTimeout: 5 * time.Second}

@@ -62,8 +62,9 @@ func grpcTLSMode(t config.GRPCTLS) string {
 // RPCs; everything else passes), then recovery innermost so a panic is
 // logged and counted like any other Internal error. No streaming RPC
 // mutates, so streams skip auth. extra carries the transport credentials
-// when TLS is on.
-func newGRPCServer(log *slog.Logger, reg prometheus.Registerer, auth *adminAuth, extra ...grpc.ServerOption) *grpc.Server {
+// when TLS is on. The metrics are returned to be initialized once every
+// service is registered.
+func newGRPCServer(log *slog.Logger, reg prometheus.Registerer, auth *adminAuth, extra ...grpc.ServerOption) (*grpc.Server, *rpcMetrics) {
 	ch := newChain(log, reg, auth)
 	opts := append([]grpc.ServerOption{
 		grpc.ChainUnaryInterceptor(ch.unary...),
@@ -72,9 +73,7 @@ func newGRPCServer(log *slog.Logger, reg prometheus.Registerer, auth *adminAuth,
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Minute, Timeout: 20 * time.Second}),
 	}, extra...)
-	s := grpc.NewServer(opts...)
-	ch.metrics.initialize(s)
-	return s
+	return grpc.NewServer(opts...), ch.metrics
 }
 
 // chain is the server's interceptors, outermost first. Unary calls, which
