@@ -44,13 +44,7 @@ func TestPodDeletionRequeuesItsEntriesWithoutWaitingForAScan(t *testing.T) {
 	md := map[string]string{"stream": "jobs", "consumerGroup": "workers", "liveness": "kubernetes",
 		"podSelector": "app=worker", "podNamespace": "jobs", "podDeletionGraceSeconds": "0.5"}
 	target := cloneWith(md, "reclaim", "requeue")
-	p := startPelwarden(t, srv.Addr(), func(c *config.Config) {
-		c.Kubernetes.Enabled = true
-		c.Scaler.RefreshInterval, c.Scaler.MaxSnapshotAge = time.Hour, time.Hour
-		c.Hygiene.ScanInterval = time.Hour
-		c.Hygiene.LeaseTTL = 2 * time.Hour
-		c.Hygiene.Targets = []map[string]string{target}
-	}, app.WithKubernetesClient(pods))
+	p := startPelwarden(t, srv.Addr(), onlyPodEvents(target), app.WithKubernetesClient(pods))
 
 	// The informer starts with the first read; a pod deleted before it
 	// has listed the pods is never seen to go. Wait until pelwarden sees
@@ -102,6 +96,24 @@ func holdsNothing(ctx context.Context, rdb *redis.Client, consumer string) error
 	return nil
 }
 
+// onlyPodEvents enables the kubernetes source and looks after target with
+// the view's refresh and the hygiene scan an hour apart, so that only a
+// pod event can change anything in time.
+func onlyPodEvents(target map[string]string) func(*config.Config) {
+	return func(c *config.Config) {
+		c.Kubernetes.Enabled = true
+		c.Scaler.RefreshInterval, c.Scaler.MaxSnapshotAge = time.Hour, time.Hour
+		c.Hygiene.ScanInterval = time.Hour
+		c.Hygiene.LeaseTTL = 2 * time.Hour
+		c.Hygiene.Targets = []map[string]string{target}
+	}
+}
+
+// anHoursGrace is a target that requeues the entries of consumers whose
+// pods went, after an hour's podDeletionGraceSeconds.
+var anHoursGrace = map[string]string{"stream": "jobs", "consumerGroup": "workers", "liveness": "kubernetes",
+	"podSelector": "app=worker", "podNamespace": "jobs", "podDeletionGraceSeconds": "3600", "reclaim": "requeue"}
+
 // controlledBy makes kind (of apps/v1) the pod's controller.
 func controlledBy(pod *corev1.Pod, kind string) *corev1.Pod {
 	yes := true
@@ -125,14 +137,7 @@ func TestAReplicaSetPodsEntriesComeBackWithoutThePodGrace(t *testing.T) {
 	redistest.Read(t, rdb, "jobs", "workers", "rs-7f9c-x2kq", 7)
 
 	pods := fake.NewClientset(controlledBy(workerPod("sts-0"), "StatefulSet"), controlledBy(workerPod("rs-7f9c-x2kq"), "ReplicaSet"))
-	p := startPelwarden(t, srv.Addr(), func(c *config.Config) {
-		c.Kubernetes.Enabled = true
-		c.Scaler.RefreshInterval, c.Scaler.MaxSnapshotAge = time.Hour, time.Hour
-		c.Hygiene.ScanInterval = time.Hour
-		c.Hygiene.LeaseTTL = 2 * time.Hour
-		c.Hygiene.Targets = []map[string]string{{"stream": "jobs", "consumerGroup": "workers", "liveness": "kubernetes",
-			"podSelector": "app=worker", "podNamespace": "jobs", "podDeletionGraceSeconds": "3600", "reclaim": "requeue"}}
-	}, app.WithKubernetesClient(pods))
+	p := startPelwarden(t, srv.Addr(), onlyPodEvents(anHoursGrace), app.WithKubernetesClient(pods))
 	waitPodsRunning(ctx, t, p)
 
 	for _, name := range []string{"sts-0", "rs-7f9c-x2kq"} {

@@ -300,14 +300,8 @@ func TestRealAPIReplicaSetPodGoesWithoutTheGrace(t *testing.T) {
 	redistest.Read(t, rdb, "jobs", "workers", "w-0", 4)
 	redistest.Read(t, rdb, "jobs", "workers", "w-7f9c-x2kq", 5)
 
-	via := api.via(t, api.cluster.API.URL())
-	p := startPelwarden(t, srv.Addr(), func(c *config.Config) {
-		via(c)
-		c.Scaler.RefreshInterval, c.Scaler.MaxSnapshotAge = time.Hour, time.Hour
-		c.Hygiene.ScanInterval, c.Hygiene.LeaseTTL = time.Hour, 2*time.Hour
-		c.Hygiene.Targets = []map[string]string{{"stream": "jobs", "consumerGroup": "workers", "liveness": "kubernetes",
-			"podSelector": "app=worker", "podNamespace": "jobs", "podDeletionGraceSeconds": "3600", "reclaim": "requeue"}}
-	})
+	via, tune := api.via(t, api.cluster.API.URL()), onlyPodEvents(anHoursGrace)
+	p := startPelwarden(t, srv.Addr(), func(c *config.Config) { tune(c); via(c) })
 	waitPodsRunning(ctx, t, p)
 	for name := range owners {
 		require.NoError(t, api.admin.CoreV1().Pods("jobs").Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}))
