@@ -87,10 +87,16 @@ func (l latencies) report(b *testing.B) {
 	if len(l) == 0 {
 		return
 	}
+	p50, p99 := l.percentiles()
+	b.ReportMetric(p50, "p50-µs")
+	b.ReportMetric(p99, "p99-µs")
+}
+
+// percentiles sorts l and returns its p50 and p99 in microseconds.
+func (l latencies) percentiles() (p50, p99 float64) {
 	slices.Sort(l)
 	pct := func(p float64) float64 { return float64(l[int(p*float64(len(l)-1))].Microseconds()) }
-	b.ReportMetric(pct(0.50), "p50-µs")
-	b.ReportMetric(pct(0.99), "p99-µs")
+	return pct(0.50), pct(0.99)
 }
 
 // reportMs reports the percentiles in milliseconds, for reads that take

@@ -28,8 +28,16 @@ const (
 // deleted; the time runs from the deletion until the first of its entries
 // is requeued. pelwarden runs on its defaults (refresh every 2 s, scan
 // every 10 s, podDeletionGraceSeconds 2), with pods from client-go's fake
-// clientset behind the same informers a real API server feeds.
+// clientset behind the same informers a real API server feeds. The pods
+// belong to a ReplicaSet (no grace: a Deployment's pod names never
+// return) or to a StatefulSet (the grace), in the same run.
 func BenchmarkPodDeletionToRequeue(b *testing.B) {
+	for _, owner := range []string{ownerReplicaSet, ownerStatefulSet} {
+		b.Run("owner="+owner, func(b *testing.B) { podDeletionToRequeue(b, owner) })
+	}
+}
+
+func podDeletionToRequeue(b *testing.B, owner string) {
 	srv := redistest.Start(b)
 	rdb := srv.Client(b)
 	ctx := context.Background()
@@ -45,7 +53,7 @@ func BenchmarkPodDeletionToRequeue(b *testing.B) {
 		for round := range podDeletions {
 			seq++
 			name := fmt.Sprintf("worker-%d", seq)
-			jobs := holdAs(b, rdb, pods, name, seq)
+			jobs := holdAs(b, rdb, pods, name, owner, seq)
 			time.Sleep(time.Duration(200+round%5*100) * time.Millisecond) // deletions land at different points of the refresh cycle
 			tail, err := rdb.XRevRangeN(ctx, "jobs", "+", "-", 1).Result()
 			if err != nil || len(tail) != 1 {
@@ -97,12 +105,12 @@ func startPodWatchApp(b *testing.B, addr string, pods *fake.Clientset) {
 	b.Cleanup(func() { cancel(); <-done })
 }
 
-// holdAs starts a pod and has its consumer read podHeld new jobs, leaving
-// them pending. It returns the jobs.
-func holdAs(b *testing.B, rdb *redis.Client, pods *fake.Clientset, name string, seq int) []string {
+// holdAs starts a pod that owner controls and has its consumer read
+// podHeld new jobs, leaving them pending. It returns the jobs.
+func holdAs(b *testing.B, rdb *redis.Client, pods *fake.Clientset, name, owner string, seq int) []string {
 	b.Helper()
 	ctx := context.Background()
-	if err := createPod(ctx, pods, name); err != nil {
+	if err := createPod(ctx, pods, name, owner); err != nil {
 		b.Fatal(err)
 	}
 	jobs := make([]string, podHeld)

@@ -34,10 +34,14 @@ const (
 // every 2 s, scan every 10 s plus at once on a new ghost) and heartbeat
 // liveness with a 5 s max age.
 //
-// podwatch: pelwarden runs in this process on its defaults with the
+// kubernetes: pelwarden runs in this process on its defaults with the
 // kubernetes source, because client-go's fake clientset lives here; each
 // worker is named like its pod, and the victim's pod is deleted at the
-// moment it is killed, as the kubelet would report it.
+// moment it is killed, as the kubelet would report it. The pods belong to
+// a ReplicaSet (a Deployment's: no grace, names never return) or to a
+// StatefulSet (podDeletionGraceSeconds, 2 s by default), in the same run.
+// These report, next to the time until all were processed, the time until
+// the first entry was requeued.
 func BenchmarkRecoveryAfterSIGKILL(b *testing.B) {
 	bins := proctest.Build(b, "../cmd/pelwarden", "../test/chaosworker")
 	b.Run("liveness=heartbeat", func(b *testing.B) {
@@ -47,22 +51,32 @@ func BenchmarkRecoveryAfterSIGKILL(b *testing.B) {
 		defer pw.Term()
 		r.measure()
 	})
-	b.Run("liveness=kubernetes", func(b *testing.B) {
-		r := newRecoveryRig(b, bins[1])
-		pods := fake.NewClientset()
-		startPodWatchApp(b, r.addr, pods)
-		ctx := context.Background()
-		must := func(err error) {
-			if err != nil {
-				b.Fatal(err)
+	for _, owner := range []string{ownerReplicaSet, ownerStatefulSet} {
+		b.Run("liveness=kubernetes/owner="+owner, func(b *testing.B) {
+			r := newRecoveryRig(b, bins[1])
+			pods := fake.NewClientset()
+			startPodWatchApp(b, r.addr, pods)
+			ctx := context.Background()
+			must := func(err error) {
+				if err != nil {
+					b.Fatal(err)
+				}
 			}
-		}
-		r.born = func(name string) { must(createPod(ctx, pods, name)) }
-		gone := func(name string) { must(pods.CoreV1().Pods("jobs").Delete(ctx, name, metav1.DeleteOptions{})) }
-		r.killed, r.stopped = gone, gone
-		r.measure()
-	})
+			r.born = func(name string) { must(createPod(ctx, pods, name, owner)) }
+			gone := func(name string) { must(pods.CoreV1().Pods("jobs").Delete(ctx, name, metav1.DeleteOptions{})) }
+			r.killed, r.stopped = gone, gone
+			r.firstRequeue = true
+			r.measure()
+		})
+	}
 }
+
+// The controllers of the benchmarks' pods: a ReplicaSet never gives a
+// pod's name to another, a StatefulSet does.
+const (
+	ownerReplicaSet  = "ReplicaSet"
+	ownerStatefulSet = "StatefulSet"
+)
 
 func writeHeartbeatConfig(b *testing.B, addr string) string {
 	b.Helper()
@@ -83,10 +97,16 @@ hygiene:
 	return cfg
 }
 
-func createPod(ctx context.Context, pods *fake.Clientset, name string) error {
+// createPod creates a running worker pod that the owner kind (of apps/v1)
+// controls; "" is a bare pod.
+func createPod(ctx context.Context, pods *fake.Clientset, name, owner string) error {
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "jobs", Labels: map[string]string{"app": "worker"}},
 		Status:     corev1.PodStatus{Phase: corev1.PodRunning},
+	}
+	if owner != "" {
+		controller := true
+		pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: owner, Name: "workers", UID: "workers-uid", Controller: &controller}}
 	}
 	_, err := pods.CoreV1().Pods("jobs").Create(ctx, pod, metav1.CreateOptions{})
 	return err
@@ -102,6 +122,9 @@ type recoveryRig struct {
 	seq    int
 
 	born, killed, stopped func(name string)
+	// firstRequeue also times each kill until the first of the victim's
+	// entries left its PEL.
+	firstRequeue bool
 }
 
 func newRecoveryRig(b *testing.B, worker string) *recoveryRig {
@@ -122,10 +145,11 @@ func (r *recoveryRig) run(name string, args ...string) *proctest.Proc {
 // measure runs recoveryKills rounds per iteration, checks the ledger and
 // reports the percentiles.
 func (r *recoveryRig) measure() {
-	var lat latencies
+	var lat, first latencies
 	for r.b.Loop() {
 		for round := range recoveryKills {
-			lat = append(lat, r.round(round))
+			all, one := r.round(round)
+			lat, first = append(lat, all), append(first, one)
 		}
 	}
 	r.b.StopTimer()
@@ -134,14 +158,19 @@ func (r *recoveryRig) measure() {
 	r.b.ReportMetric(lat[len(lat)/2].Seconds(), "p50-s")
 	r.b.ReportMetric(lat[(len(lat)*99)/100].Seconds(), "p99-s")
 	r.b.ReportMetric(lat[len(lat)-1].Seconds(), "max-s")
+	if r.firstRequeue {
+		slices.Sort(first)
+		r.b.ReportMetric(first[len(first)/2].Seconds(), "first-p50-s")
+		r.b.ReportMetric(first[(len(first)*99)/100].Seconds(), "first-p99-s")
+	}
 	r.b.ReportMetric(float64(len(lat)), "kills")
 	r.b.ReportMetric(recoveryHeld, "entries-per-kill")
 }
 
 // round starts a victim that reads recoveryHeld new jobs and sits on them,
 // starts two helpers, kills the victim and times until the ledger has
-// every one of its jobs.
-func (r *recoveryRig) round(round int) time.Duration {
+// every one of its jobs, and until the first of them left its PEL.
+func (r *recoveryRig) round(round int) (all, first time.Duration) {
 	b, ctx := r.b, context.Background()
 	r.seq++
 	jobs := make([]string, recoveryHeld)
@@ -165,15 +194,20 @@ func (r *recoveryRig) round(round int) time.Duration {
 	r.killed(name)
 	killed := time.Now()
 	waitFor(b, 60*time.Second, func() bool {
+		if first == 0 && r.firstRequeue {
+			if p, err := r.rdb.XPending(ctx, "jobs", "workers").Result(); err == nil && p.Consumers[name] < recoveryHeld {
+				first = time.Since(killed)
+			}
+		}
 		got, err := r.rdb.HMGet(ctx, "ledger", jobs...).Result()
 		return err == nil && !slices.Contains(got, nil)
 	})
-	took := time.Since(killed)
+	all = time.Since(killed)
 	for _, h := range helpers {
 		h.Term()
 		r.stopped(h.Name)
 	}
-	return took
+	return all, first
 }
 
 // verifyLedger checks that every held job was processed exactly once.
@@ -199,6 +233,6 @@ func waitFor(b *testing.B, within time.Duration, cond func() bool) {
 		if time.Now().After(deadline) {
 			b.Fatalf("condition not met within %s", within)
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond)
 	}
 }

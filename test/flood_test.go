@@ -14,7 +14,9 @@ import (
 	"github.com/kedacore/keda/v2/pkg/scalers/externalscaler"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/pelwarden/pelwarden/internal/app"
 	"github.com/pelwarden/pelwarden/internal/config"
@@ -58,8 +60,9 @@ func heapAfterGC() uint64 {
 // the triggers stop, every one of their series goes.
 //
 // The configuration is stated in full: the trigger policy lets every
-// namespace enroll every stream, with quotas above the flood, so the cap
-// under test is hygiene.maxTargets.
+// namespace enroll every stream, with quotas above the flood, so the caps
+// under test are hygiene.maxTargets and scaler.maxTargets (which bounds the
+// parse cache and the triggers remembered).
 func TestAFloodOfHygieneTriggersPastTheCapStaysBounded(t *testing.T) {
 	// viewConcurrency is the liveness view's default bound on background
 	// reads at once.
@@ -73,6 +76,9 @@ func TestAFloodOfHygieneTriggersPastTheCapStaysBounded(t *testing.T) {
 	cfg.Hygiene.ScanInterval, cfg.Hygiene.LeaseTTL = 100*time.Millisecond, time.Second
 	cfg.Scaler.TargetIdleExpiry = 2 * time.Second
 	cfg.Triggers.Quotas = config.TriggerQuotas{ScalerTargets: 2 * flood, HygieneTargets: 2 * flood}
+	// The parse cache and the trigger registry are bounded by
+	// scaler.maxTargets; below the flood, so the test sees them full.
+	cfg.Scaler.MaxTargets = 2 * capacity
 	logs := &logLines{}
 	a, err := app.New(cfg, slog.New(slog.NewTextHandler(logs, nil)))
 	require.NoError(t, err)
@@ -116,16 +122,25 @@ func TestAFloodOfHygieneTriggersPastTheCapStaysBounded(t *testing.T) {
 	time.Sleep(500 * time.Millisecond) // every enrolled target scanned and refreshed, failing, a few times
 	heapAtCap, metricsAtCap := heapAfterGC(), len(scrape(t, a.HTTPAddr()))
 
-	most := 0
+	// Past hygiene.maxTargets a trigger's metric is served and its hygiene
+	// refused; past the triggers the registry remembers (2 x
+	// scaler.maxTargets) the whole call is ResourceExhausted.
+	most, served, remembered := 0, 0, 2*cfg.Scaler.MaxTargets
 	for i := capacity - 1; i < flood; i++ {
-		require.NoError(t, enroll(i), "trigger %d: past the cap its metric is still served", i)
+		err := enroll(i)
+		if i < remembered-1 { // the legit trigger is remembered too
+			require.NoError(t, err, "trigger %d: past the hygiene cap its metric is still served", i)
+			served++
+		} else {
+			require.Equal(t, codes.ResourceExhausted, status.Code(err), "trigger %d: past the triggers remembered: %v", i, err)
+		}
 		if i%50 == 0 {
 			most = max(most, runtime.NumGoroutine())
 			pollEnrolled()
 		}
 	}
-	require.Contains(t, scrape(t, a.HTTPAddr()), fmt.Sprintf(`pelwarden_trigger_hygiene_refused_total{code="ResourceExhausted"} %d`, flood-capacity+1),
-		"every trigger past the cap had its hygiene refused")
+	require.Contains(t, scrape(t, a.HTTPAddr()), fmt.Sprintf(`pelwarden_trigger_hygiene_refused_total{code="ResourceExhausted"} %d`, served),
+		"every served trigger past the cap had its hygiene refused")
 	require.Contains(t, strings.Join(logs.lines(), "\n"), "hygiene.maxTargets is 100", "the refusal names the setting")
 	pollEnrolled()
 	linesAfterFlood := len(logs.lines())

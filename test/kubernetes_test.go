@@ -44,17 +44,31 @@ func TestPodDeletionRequeuesItsEntriesWithoutWaitingForAScan(t *testing.T) {
 	md := map[string]string{"stream": "jobs", "consumerGroup": "workers", "liveness": "kubernetes",
 		"podSelector": "app=worker", "podNamespace": "jobs", "podDeletionGraceSeconds": "0.5"}
 	target := cloneWith(md, "reclaim", "requeue")
-	p := startPelwarden(t, srv.Addr(), func(c *config.Config) {
-		c.Kubernetes.Enabled = true
-		c.Scaler.RefreshInterval, c.Scaler.MaxSnapshotAge = time.Hour, time.Hour
-		c.Hygiene.ScanInterval = time.Hour
-		c.Hygiene.LeaseTTL = 2 * time.Hour
-		c.Hygiene.Targets = []map[string]string{target}
-	}, app.WithKubernetesClient(pods))
+	p := startPelwarden(t, srv.Addr(), onlyPodEvents(target), app.WithKubernetesClient(pods))
 
 	// The informer starts with the first read; a pod deleted before it
 	// has listed the pods is never seen to go. Wait until pelwarden sees
 	// both pods running (DescribeTarget reads afresh).
+	waitPodsRunning(ctx, t, p)
+	got, err := metric(ctx, t, p.client, md)
+	require.NoError(t, err)
+	require.Equal(t, int64(12), got, "both pods exist")
+
+	require.NoError(t, pods.CoreV1().Pods("jobs").Delete(ctx, "w-1", metav1.DeleteOptions{}))
+	eventually(t, 10*time.Second, func() error { return holdsNothing(ctx, rdb, "w-1") })
+	n, err := rdb.XLen(ctx, "jobs").Result()
+	require.NoError(t, err)
+	require.Equal(t, int64(12+7), n, "each of w-1's entries was requeued once")
+	got, err = metric(ctx, t, p.client, md)
+	require.NoError(t, err)
+	require.Equal(t, int64(5), got, "only the live pod's entries are pending")
+}
+
+// waitPodsRunning waits until pelwarden sees every consumer's pod running
+// (DescribeTarget reads afresh): the informer starts with the first read,
+// and a pod deleted before it has listed the pods is never seen to go.
+func waitPodsRunning(ctx context.Context, t *testing.T, p *pelwarden) {
+	t.Helper()
 	admin := pelwardenv1.NewAdminClient(p.conn)
 	eventually(t, 5*time.Second, func() error {
 		res, err := admin.DescribeTarget(ctx, &pelwardenv1.DescribeTargetRequest{Target: &pelwardenv1.TargetRef{Stream: "jobs", Group: "workers"}})
@@ -68,29 +82,74 @@ func TestPodDeletionRequeuesItsEntriesWithoutWaitingForAScan(t *testing.T) {
 		}
 		return nil
 	})
-	got, err := metric(ctx, t, p.client, md)
-	require.NoError(t, err)
-	require.Equal(t, int64(12), got, "both pods exist")
+}
 
-	require.NoError(t, pods.CoreV1().Pods("jobs").Delete(ctx, "w-1", metav1.DeleteOptions{}))
-	eventually(t, 10*time.Second, func() error {
-		pending, err := rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: "jobs", Group: "workers", Start: "-", End: "+", Count: 100}).Result()
-		if err != nil {
-			return err
-		}
-		for _, e := range pending {
-			if e.Consumer == "w-1" {
-				return fmt.Errorf("w-1 still holds %s", e.ID)
-			}
-		}
-		return nil
-	})
+// holdsNothing is nil once consumer has no pending entry in jobs/workers.
+func holdsNothing(ctx context.Context, rdb *redis.Client, consumer string) error {
+	p, err := rdb.XPending(ctx, "jobs", "workers").Result()
+	if err != nil {
+		return err
+	}
+	if n := p.Consumers[consumer]; n > 0 {
+		return fmt.Errorf("%s still holds %d entries", consumer, n)
+	}
+	return nil
+}
+
+// onlyPodEvents enables the kubernetes source and looks after target with
+// the view's refresh and the hygiene scan an hour apart, so that only a
+// pod event can change anything in time.
+func onlyPodEvents(target map[string]string) func(*config.Config) {
+	return func(c *config.Config) {
+		c.Kubernetes.Enabled = true
+		c.Scaler.RefreshInterval, c.Scaler.MaxSnapshotAge = time.Hour, time.Hour
+		c.Hygiene.ScanInterval = time.Hour
+		c.Hygiene.LeaseTTL = 2 * time.Hour
+		c.Hygiene.Targets = []map[string]string{target}
+	}
+}
+
+// anHoursGrace is a target that requeues the entries of consumers whose
+// pods went, after an hour's podDeletionGraceSeconds.
+var anHoursGrace = map[string]string{"stream": "jobs", "consumerGroup": "workers", "liveness": "kubernetes",
+	"podSelector": "app=worker", "podNamespace": "jobs", "podDeletionGraceSeconds": "3600", "reclaim": "requeue"}
+
+// controlledBy makes kind (of apps/v1) the pod's controller.
+func controlledBy(pod *corev1.Pod, kind string) *corev1.Pod {
+	yes := true
+	pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: kind, Name: "workers", UID: "u", Controller: &yes}}
+	return pod
+}
+
+// TestAReplicaSetPodsEntriesComeBackWithoutThePodGrace deletes two pods
+// under an hour's podDeletionGraceSeconds: the ReplicaSet's pod, whose
+// name no pod takes again, gives its entries back at once, told by the
+// watch (the view and the scan wait an hour); the StatefulSet's pod, whose
+// successor comes back under its name, keeps them through the grace.
+func TestAReplicaSetPodsEntriesComeBackWithoutThePodGrace(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	redistest.CreateGroup(t, rdb, "jobs", "workers")
+	redistest.AddJobs(t, rdb, "jobs", "", 12)
+	redistest.Read(t, rdb, "jobs", "workers", "sts-0", 5)
+	redistest.Read(t, rdb, "jobs", "workers", "rs-7f9c-x2kq", 7)
+
+	pods := fake.NewClientset(controlledBy(workerPod("sts-0"), "StatefulSet"), controlledBy(workerPod("rs-7f9c-x2kq"), "ReplicaSet"))
+	p := startPelwarden(t, srv.Addr(), onlyPodEvents(anHoursGrace), app.WithKubernetesClient(pods))
+	waitPodsRunning(ctx, t, p)
+
+	for _, name := range []string{"sts-0", "rs-7f9c-x2kq"} {
+		require.NoError(t, pods.CoreV1().Pods("jobs").Delete(ctx, name, metav1.DeleteOptions{}))
+	}
+	eventually(t, 10*time.Second, func() error { return holdsNothing(ctx, rdb, "rs-7f9c-x2kq") })
+	pending, err := rdb.XPending(ctx, "jobs", "workers").Result()
+	require.NoError(t, err)
+	require.Equal(t, int64(5), pending.Consumers["sts-0"], "the StatefulSet's pod is within its grace")
 	n, err := rdb.XLen(ctx, "jobs").Result()
 	require.NoError(t, err)
-	require.Equal(t, int64(12+7), n, "each of w-1's entries was requeued once")
-	got, err = metric(ctx, t, p.client, md)
-	require.NoError(t, err)
-	require.Equal(t, int64(5), got, "only the live pod's entries are pending")
+	require.Equal(t, int64(12+7), n, "each of the ReplicaSet pod's entries was requeued once")
 }
 
 // TestSharedConsumerNameIsExportedAsAMetric: a consumer name read from

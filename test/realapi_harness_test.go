@@ -87,14 +87,17 @@ func (r *realAPI) via(t *testing.T, url string) func(*config.Config) {
 	}
 }
 
-// runningPod creates a worker pod through client and reports it Running,
-// as a kubelet would.
-func runningPod(t *testing.T, client kubernetes.Interface, namespace, name string) {
+// runningPod creates a worker pod through client, changed by mutate, and
+// reports it Running, as a kubelet would.
+func runningPod(t *testing.T, client kubernetes.Interface, namespace, name string, mutate ...func(*corev1.Pod)) {
 	t.Helper()
 	ctx := context.Background()
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{"app": "worker"}},
 		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "worker", Image: "worker:1"}}},
+	}
+	for _, m := range mutate {
+		m(pod)
 	}
 	created, err := client.CoreV1().Pods(namespace).Create(ctx, pod, metav1.CreateOptions{})
 	require.NoError(t, err)

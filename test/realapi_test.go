@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -279,4 +280,35 @@ func TestRealAPITwoTargetsOnOneGroupKeepTheirOwnSeries(t *testing.T) {
 		require.Equal(t, map[string]string{`{group="workers",redis="default",stream="jobs"}`: "2"}, series(body, "pelwarden_lag_entries"))
 		time.Sleep(250 * time.Millisecond)
 	}
+}
+
+// TestRealAPIReplicaSetPodGoesWithoutTheGrace: through a real API server's
+// watch, a deleted pod that a ReplicaSet controls gives its entries back
+// at once, under an hour's podDeletionGraceSeconds, while a StatefulSet's
+// pod, deleted at the same moment, keeps them through the grace.
+func TestRealAPIReplicaSetPodGoesWithoutTheGrace(t *testing.T) {
+	api := startRealAPI(t, "jobs")
+	owners := map[string]string{"w-7f9c-x2kq": "ReplicaSet", "w-0": "StatefulSet"}
+	for name, kind := range owners {
+		runningPod(t, api.admin, "jobs", name, func(p *corev1.Pod) { controlledBy(p, kind) })
+	}
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	redistest.CreateGroup(t, rdb, "jobs", "workers")
+	redistest.AddJobs(t, rdb, "jobs", "", 9)
+	redistest.Read(t, rdb, "jobs", "workers", "w-0", 4)
+	redistest.Read(t, rdb, "jobs", "workers", "w-7f9c-x2kq", 5)
+
+	via, tune := api.via(t, api.cluster.API.URL()), onlyPodEvents(anHoursGrace)
+	p := startPelwarden(t, srv.Addr(), func(c *config.Config) { tune(c); via(c) })
+	waitPodsRunning(ctx, t, p)
+	for name := range owners {
+		require.NoError(t, api.admin.CoreV1().Pods("jobs").Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}))
+	}
+	eventually(t, 20*time.Second, func() error { return holdsNothing(ctx, rdb, "w-7f9c-x2kq") })
+	require.Equal(t, int64(4), pendingOf(t, rdb, "jobs", "workers")["w-0"], "the StatefulSet's pod is within its grace")
+	n, err := rdb.XLen(ctx, "jobs").Result()
+	require.NoError(t, err)
+	require.Equal(t, int64(9+5), n, "each of the ReplicaSet pod's entries was requeued once")
 }

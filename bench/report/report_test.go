@@ -205,3 +205,41 @@ func TestBuildRowsPutsThePollDuringAFloodNextToTheQuietOne(t *testing.T) {
 	}
 	require.Fail(t, "no flood row")
 }
+
+func TestBuildRowsPutsPelwardenNextToTheNoopScalerFloor(t *testing.T) {
+	t.Parallel()
+	rows, err := buildRows(suite(t))
+	require.NoError(t, err)
+	var floor []Row
+	for _, r := range rows {
+		if strings.Contains(r.Against, "no-op ExternalScaler") {
+			floor = append(floor, r)
+		}
+	}
+	require.Len(t, floor, 3, "latency, throughput and allocations")
+	require.Equal(t, "371 µs / 2.5 ms", floor[0].Pelwarden.Text)
+	require.InDeltaSlice(t, []float64{371.0 / 327, 2499.0 / 2259}, floor[0].Ratio, 1e-9)
+	require.InDeltaSlice(t, []float64{7662.0 / 9390}, floor[1].Ratio, 1e-9)
+	require.Equal(t, "9.81 KB, 180 allocs", floor[2].Pelwarden.Text)
+	require.Equal(t, "10 consumers; both servers in their own process, same client", floor[0].Workload)
+}
+
+func TestBuildRowsKeepsTheStatefulSetRecoveryNextToTheReplicaSets(t *testing.T) {
+	t.Parallel()
+	rows, err := buildRows(suite(t))
+	require.NoError(t, err)
+	var pods []string
+	for _, r := range rows {
+		if strings.Contains(r.What, "pod") && strings.Contains(r.Workload, "Set pods") {
+			pods = append(pods, r.Workload+": "+r.Pelwarden.Text)
+		}
+	}
+	require.Equal(t, []string{
+		"ReplicaSet pods; 20 kills × 20 entries: 61 ms / 120 ms",
+		"ReplicaSet pods; 20 kills × 20 entries: 259 ms / 318 ms",
+		"StatefulSet pods; 20 kills × 20 entries: 2.01 s / 2.02 s",
+		"StatefulSet pods; 20 kills × 20 entries: 2.259 s / 2.318 s",
+		"ReplicaSet pods; 20 deletions × 20 entries: 10 ms / 30 ms",
+		"StatefulSet pods; 20 deletions × 20 entries: 2.002 s / 2.005 s",
+	}, pods)
+}

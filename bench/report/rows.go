@@ -72,6 +72,7 @@ func buildRows(res results) ([]Row, error) {
 	for _, n := range sizes(res, "Poll/pelwarden/consumers=") {
 		rows = append(rows, pollRows(l, n)...)
 	}
+	rows = append(rows, floorRows(l)...)
 	for _, n := range sizes(res, "Refresh/consumers=") {
 		p := "Refresh/consumers=" + n
 		rows = append(rows, l.row(Row{What: "one background refresh of a target (pipelined read + judging), p50 / p99", Workload: n + " consumers",

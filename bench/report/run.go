@@ -29,6 +29,7 @@ type step struct {
 func plan(o options) []step {
 	steps := []step{
 		{pattern: `^Benchmark(Poll|PollParallel|Refresh)$`, benchtime: o.benchtime},
+		{pattern: `^BenchmarkPollFloor$`, benchtime: o.benchtime},
 		{pattern: `^BenchmarkPushActivation$`, benchtime: "200x"},
 		{pattern: `^BenchmarkReclaim$`, benchtime: "1x", env: []string{"PELWARDEN_BENCH_PEL=" + o.pel}},
 		{pattern: `^BenchmarkRecoveryAfterSIGKILL$`, benchtime: "1x"},

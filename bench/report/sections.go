@@ -6,26 +6,35 @@ import (
 	"strings"
 )
 
+// podOwners are the controllers of the pod-watch recovery benchmarks'
+// pods: a Deployment's ReplicaSet (no grace) and a StatefulSet (the grace).
+var podOwners = []string{"ReplicaSet", "StatefulSet"}
+
 func recoveryRows(l *lookup) []Row {
-	var rows []Row
-	for _, src := range []struct{ name, what string }{
-		{"liveness=heartbeat", "heartbeat liveness, pelwarden as its own process"},
-		{"liveness=kubernetes", "pod-watch liveness (fake clientset), pod deleted at the kill"},
-	} {
-		n := "RecoveryAfterSIGKILL/" + src.name
-		kills, held := l.get(n, "kills"), l.get(n, "entries-per-kill")
+	const what = "recovery after SIGKILL of a real worker until others processed all its entries, "
+	n := "RecoveryAfterSIGKILL/liveness=heartbeat"
+	rows := []Row{l.row(Row{
+		What:      what + "heartbeat liveness, pelwarden as its own process, p50 / p99",
+		Workload:  fmt.Sprintf("%.0f kills × %.0f entries", l.get(n, "kills"), l.get(n, "entries-per-kill")),
+		Pelwarden: seconds(l.get(n, "p50-s"), l.get(n, "p99-s")),
+	})}
+	for _, owner := range podOwners {
+		n := "RecoveryAfterSIGKILL/liveness=kubernetes/owner=" + owner
+		load := fmt.Sprintf("%s pods; %.0f kills × %.0f entries", owner, l.get(n, "kills"), l.get(n, "entries-per-kill"))
+		pod := "pod-watch liveness (fake clientset), pod deleted at the kill, "
+		rows = append(rows,
+			l.row(Row{What: "recovery: " + pod + "to the first of its entries requeued, p50 / p99", Workload: load,
+				Pelwarden: seconds(l.get(n, "first-p50-s"), l.get(n, "first-p99-s"))}),
+			l.row(Row{What: what + pod + "p50 / p99", Workload: load, Pelwarden: seconds(l.get(n, "p50-s"), l.get(n, "p99-s"))}))
+	}
+	for _, owner := range podOwners {
+		n := "PodDeletionToRequeue/owner=" + owner
 		rows = append(rows, l.row(Row{
-			What:      "recovery after SIGKILL of a real worker until others processed all its entries, " + src.what + ", p50 / p99",
-			Workload:  fmt.Sprintf("%.0f kills × %.0f entries", kills, held),
+			What:      "pod deleted to the first of its consumer's entries requeued, p50 / p99",
+			Workload:  fmt.Sprintf("%s pods; %.0f deletions × %.0f entries", owner, l.get(n, "deletions"), l.get(n, "entries-per-pod")),
 			Pelwarden: seconds(l.get(n, "p50-s"), l.get(n, "p99-s")),
 		}))
 	}
-	n := "PodDeletionToRequeue"
-	rows = append(rows, l.row(Row{
-		What:      "pod deleted to the first of its consumer's entries requeued, p50 / p99",
-		Workload:  fmt.Sprintf("%.0f deletions × %.0f entries", l.get(n, "deletions"), l.get(n, "entries-per-pod")),
-		Pelwarden: seconds(l.get(n, "p50-s"), l.get(n, "p99-s")),
-	}))
 	return rows
 }
 

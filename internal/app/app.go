@@ -201,9 +201,10 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 			}
 			return w.Arm(ctx, stream)
 		},
-		Reported: m.report,
-		Admit:    a.triggers.Admit,
-		Log:      log,
+		Reported:       m.report,
+		Admit:          a.triggers.Admit,
+		ParseCacheSize: cfg.Scaler.MaxTargets,
+		Log:            log,
 	})
 
 	creds, err := a.grpcCredentials(reg)
@@ -213,7 +214,8 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 	if len(cfg.Admin.AllowedClientIdentities) > 0 && !cfg.GRPC.TLS.Mutual() {
 		log.Warn("admin.allowedClientIdentities has no effect without grpc.tls.clientCAFile: no client can present a certificate")
 	}
-	a.grpc = newGRPCServer(log, reg, newAdminAuth(cfg.Admin, log), creds...)
+	var rpcm *rpcMetrics
+	a.grpc, rpcm = newGRPCServer(log, reg, newAdminAuth(cfg.Admin, log), creds...)
 	externalscaler.RegisterExternalScalerServer(a.grpc, sc)
 	a.hs = health.NewServer()
 	healthpb.RegisterHealthServer(a.grpc, a.hs)
@@ -227,6 +229,7 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 	}
 	pelwardenv1.RegisterAdminServer(a.grpc, adminServer)
 	reflection.Register(a.grpc)
+	rpcm.initialize(a.grpc) // every service is registered
 	a.hs.SetServingStatus(scalerService, healthpb.HealthCheckResponse_NOT_SERVING)
 
 	a.http = &http.Server{Handler: a.httpHandler(reg), ReadHeaderTimeout: 5 * time.Second}
@@ -323,11 +326,16 @@ func (a *App) shutdown(ctx context.Context) {
 // podGone refreshes, once its grace has passed, every target whose pods
 // include one that just went: the new ghost shows in the view at once, and
 // the hygiene loop, which scans on a new ghost, need not wait for its
-// next scan.
-func (a *App) podGone(ctx context.Context, set liveness.PodSet, pod string) {
+// next scan. A pod whose name never comes back (a ReplicaSet's) has no
+// grace: its targets are refreshed now.
+func (a *App) podGone(ctx context.Context, set liveness.PodSet, pod string, nameUnique bool) {
 	a.refreshPodSet(ctx, set, func(t liveness.Target) time.Duration {
-		a.log.Info("pod went; refreshing its target after the grace", "target", t.String(), "pod", pod, "grace", t.Spec.PodGrace)
-		return t.Spec.PodGrace
+		grace := t.Spec.PodGrace
+		if nameUnique {
+			grace = 0
+		}
+		a.log.Info("pod went; refreshing its target after the grace", "target", t.String(), "pod", pod, "grace", grace)
+		return grace
 	})
 }
 

@@ -7,7 +7,6 @@ import (
 	"runtime/debug"
 	"time"
 
-	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"github.com/prometheus/client_golang/prometheus"
@@ -63,13 +62,32 @@ func grpcTLSMode(t config.GRPCTLS) string {
 // RPCs; everything else passes), then recovery innermost so a panic is
 // logged and counted like any other Internal error. No streaming RPC
 // mutates, so streams skip auth. extra carries the transport credentials
-// when TLS is on.
-func newGRPCServer(log *slog.Logger, reg prometheus.Registerer, auth *adminAuth, extra ...grpc.ServerOption) *grpc.Server {
-	srvMetrics := grpcprom.NewServerMetrics(
-		grpcprom.WithServerCounterOptions(grpcprom.WithNamespace("pelwarden")),
-		grpcprom.WithServerHandlingTimeHistogram(grpcprom.WithHistogramNamespace("pelwarden")),
-	)
-	reg.MustRegister(srvMetrics)
+// when TLS is on. The metrics are returned to be initialized once every
+// service is registered.
+func newGRPCServer(log *slog.Logger, reg prometheus.Registerer, auth *adminAuth, extra ...grpc.ServerOption) (*grpc.Server, *rpcMetrics) {
+	ch := newChain(log, reg, auth)
+	opts := append([]grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(ch.unary...),
+		grpc.ChainStreamInterceptor(ch.stream...),
+		// KEDA keeps one connection open; let it ping, and find dead peers.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Minute, Timeout: 20 * time.Second}),
+	}, extra...)
+	return grpc.NewServer(opts...), ch.metrics
+}
+
+// chain is the server's interceptors, outermost first. Unary calls, which
+// KEDA's polls are, log through logUnary, which builds nothing for a call
+// it drops; streams are few and long-lived, and keep go-grpc-middleware's
+// logging, whose fields logUnary repeats.
+type chain struct {
+	metrics *rpcMetrics
+	unary   []grpc.UnaryServerInterceptor
+	stream  []grpc.StreamServerInterceptor
+}
+
+func newChain(log *slog.Logger, reg prometheus.Registerer, auth *adminAuth) chain {
+	srvMetrics := newRPCMetrics(reg)
 	logger := logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
 		log.Log(ctx, slog.Level(lvl), msg, fields...)
 	})
@@ -81,25 +99,20 @@ func newGRPCServer(log *slog.Logger, reg prometheus.Registerer, auth *adminAuth,
 		log.ErrorContext(ctx, "panic in gRPC handler", "panic", p, "stack", string(debug.Stack()))
 		return status.Error(codes.Internal, "internal error")
 	})}
-	opts := append([]grpc.ServerOption{
-		grpc.ChainUnaryInterceptor(
-			srvMetrics.UnaryServerInterceptor(),
-			logging.UnaryServerInterceptor(logger, logOpts...),
+	return chain{
+		metrics: srvMetrics,
+		unary: []grpc.UnaryServerInterceptor{
+			srvMetrics.unaryInterceptor,
+			logUnary(log),
 			auth.unary,
 			recovery.UnaryServerInterceptor(recoverOpts...),
-		),
-		grpc.ChainStreamInterceptor(
-			srvMetrics.StreamServerInterceptor(),
+		},
+		stream: []grpc.StreamServerInterceptor{
+			srvMetrics.streamInterceptor,
 			logging.StreamServerInterceptor(logger, logOpts...),
 			recovery.StreamServerInterceptor(recoverOpts...),
-		),
-		// KEDA keeps one connection open; let it ping, and find dead peers.
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: time.Minute, Timeout: 20 * time.Second}),
-	}, extra...)
-	s := grpc.NewServer(opts...)
-	srvMetrics.InitializeMetrics(s)
-	return s
+		},
+	}
 }
 
 // codeToLevel keeps KEDA's steady polling at debug and surfaces failures.

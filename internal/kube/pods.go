@@ -38,9 +38,10 @@ type Options struct {
 	// it reopens; 0 is DefaultResumeGrace.
 	ResumeGrace time.Duration
 	// OnGone, when set, is called when a pod of a set goes (deleted, or
-	// finished), so recovery need not wait for the next refresh. ctx ends
-	// when the watcher stops.
-	OnGone func(ctx context.Context, set liveness.PodSet, pod string)
+	// finished), so recovery need not wait for the next refresh;
+	// nameUnique says no other pod will take its name (PodObs.NameUnique).
+	// ctx ends when the watcher stops.
+	OnGone func(ctx context.Context, set liveness.PodSet, pod string, nameUnique bool)
 	// OnCurrent, when set, is called when a set's cache becomes current
 	// after it was not (first list, or a relist after a failure), so
 	// verdicts need not stay Unknown until the next refresh.
@@ -193,10 +194,10 @@ func (w *Watcher) start(set liveness.PodSet) *podSet {
 	log := w.opts.Log.With("namespace", set.Namespace, "selector", set.Selector)
 	t := newTracker(set, w.opts.Now, w.opts.ResumeGrace, w.opts.Backoff.Cap)
 	t.changed = func(from, to State, err error) { w.changed(ctx, log, set, from, to, err) }
-	ps := &podSet{set: set, now: w.opts.Now, track: t, gone: make(map[string]time.Time), used: w.opts.Now(),
+	ps := &podSet{set: set, now: w.opts.Now, track: t, gone: make(map[string]departure), used: w.opts.Now(),
 		cancel: cancel, done: make(chan struct{})}
 	if w.opts.OnGone != nil {
-		ps.onGone = func(name string) { w.opts.OnGone(ctx, set, name) }
+		ps.onGone = func(name string, unique bool) { w.opts.OnGone(ctx, set, name, unique) }
 	}
 	ps.cache = &podStore{Store: cache.NewStore(cache.MetaNamespaceKeyFunc), ps: ps}
 

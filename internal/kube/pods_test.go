@@ -61,7 +61,7 @@ func TestWatcherReportsRunningTerminatingAndGonePods(t *testing.T) {
 	)
 	var mu sync.Mutex
 	var wentAway []string
-	w := startWatcher(t, client, Options{OnGone: func(_ context.Context, set liveness.PodSet, name string) {
+	w := startWatcher(t, client, Options{OnGone: func(_ context.Context, set liveness.PodSet, name string, _ bool) {
 		require.Equal(t, workers, set)
 		mu.Lock()
 		wentAway = append(wentAway, name)
@@ -94,6 +94,66 @@ func TestWatcherReportsRunningTerminatingAndGonePods(t *testing.T) {
 	_, err = client.CoreV1().Pods("jobs").Create(ctx, pod("w-0"), metav1.CreateOptions{})
 	require.NoError(t, err)
 	observeWhen(t, w, names, func(o *liveness.PodsObs) bool { return o.ByName["w-0"].State == liveness.PodRunning })
+}
+
+// ownedBy makes a pod's controller a workload of kind.
+func ownedBy(apiVersion, kind string) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		yes := true
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: apiVersion, Kind: kind, Name: "w", UID: "u", Controller: &yes}}
+	}
+}
+
+func TestAGonePodNeedsNoGraceOnlyWhenAReplicaSetOwnsIt(t *testing.T) {
+	t.Parallel()
+	notController := func(p *corev1.Pod) {
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "w", UID: "u"}}
+	}
+	cases := map[string]struct {
+		mutate func(*corev1.Pod)
+		unique bool
+	}{
+		"replicaset":                    {ownedBy("apps/v1", "ReplicaSet"), true},
+		"statefulset":                   {ownedBy("apps/v1", "StatefulSet"), false},
+		"bare pod":                      {func(*corev1.Pod) {}, false},
+		"job":                           {ownedBy("batch/v1", "Job"), false},
+		"an operator's own kind":        {ownedBy("apps.kruise.io/v1alpha1", "CloneSet"), false},
+		"a ReplicaSet of another group": {ownedBy("example.com/v1", "ReplicaSet"), false},
+		"a ReplicaSet not controlling":  {notController, false},
+	}
+	names := make([]string, 0, len(cases))
+	client := fake.NewClientset()
+	for name, tc := range cases {
+		names = append(names, name)
+		_, err := client.CoreV1().Pods("jobs").Create(context.Background(), pod(name, tc.mutate), metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	var mu sync.Mutex
+	told := map[string]bool{}
+	w := startWatcher(t, client, Options{OnGone: func(_ context.Context, _ liveness.PodSet, name string, unique bool) {
+		mu.Lock()
+		told[name] = unique
+		mu.Unlock()
+	}})
+	observeWhen(t, w, names, func(o *liveness.PodsObs) bool { return o.Err == "" && len(o.ByName) == len(cases) })
+	for _, name := range names {
+		require.NoError(t, client.CoreV1().Pods("jobs").Delete(context.Background(), name, metav1.DeleteOptions{}))
+	}
+	obs := observeWhen(t, w, names, func(o *liveness.PodsObs) bool {
+		for _, n := range names {
+			if o.ByName[n].State != liveness.PodGone {
+				return false
+			}
+		}
+		return true
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	for name, tc := range cases {
+		require.Equal(t, tc.unique, obs.ByName[name].NameUnique, "%s: the observation", name)
+		require.Contains(t, told, name, "%s: OnGone is told of the deletion by the watch", name)
+		require.Equal(t, tc.unique, told[name], "%s: OnGone", name)
+	}
 }
 
 func TestAnnotateLooksUpEveryOwnerCandidate(t *testing.T) {

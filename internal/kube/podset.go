@@ -2,10 +2,12 @@ package kube
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/pelwarden/pelwarden/internal/liveness"
@@ -15,7 +17,7 @@ import (
 type podSet struct {
 	set    liveness.PodSet
 	now    func() time.Time
-	onGone func(pod string)
+	onGone func(pod string, nameUnique bool)
 	track  *tracker
 	cache  cache.Store
 	cancel context.CancelFunc
@@ -23,8 +25,15 @@ type podSet struct {
 	done chan struct{}
 
 	mu   sync.Mutex
-	gone map[string]time.Time
+	gone map[string]departure
 	used time.Time
+}
+
+// departure is when a pod was seen to go, and whether its name can come
+// back.
+type departure struct {
+	at         time.Time
+	nameUnique bool
 }
 
 func (ps *podSet) stop() {
@@ -59,10 +68,10 @@ func (ps *podSet) observe(candidates []string) *liveness.PodsObs {
 			}
 		}
 		ps.mu.Lock()
-		at, wentAway := ps.gone[name]
+		d, wentAway := ps.gone[name]
 		ps.mu.Unlock()
 		if wentAway {
-			out.ByName[name] = liveness.PodObs{State: liveness.PodGone, GoneAt: at}
+			out.ByName[name] = liveness.PodObs{State: liveness.PodGone, GoneAt: d.at, NameUnique: d.nameUnique}
 		}
 	}
 	// The watch may have failed while the cache was read: answer only what
@@ -84,13 +93,13 @@ func (ps *podSet) podObs(pod *corev1.Pod) liveness.PodObs {
 	switch {
 	case finished(pod):
 		ps.mu.Lock()
-		at, ok := ps.gone[pod.Name]
+		d, ok := ps.gone[pod.Name]
 		if !ok {
-			at = ps.now()
-			ps.gone[pod.Name] = at
+			d = departure{at: ps.now(), nameUnique: nameUnique(pod)}
+			ps.gone[pod.Name] = d
 		}
 		ps.mu.Unlock()
-		return liveness.PodObs{State: liveness.PodGone, GoneAt: at, Restarts: restarts}
+		return liveness.PodObs{State: liveness.PodGone, GoneAt: d.at, Restarts: restarts, NameUnique: d.nameUnique}
 	case pod.DeletionTimestamp != nil:
 		return liveness.PodObs{State: liveness.PodTerminating, Restarts: restarts}
 	default:
@@ -102,6 +111,18 @@ func finished(pod *corev1.Pod) bool {
 	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
 }
 
+// nameUnique says whether no other pod will ever take this pod's name: a
+// ReplicaSet (a Deployment's) names each pod with a random suffix. A
+// StatefulSet brings back a pod of the same name, and so may a bare pod's
+// creator; any other controller, or one pelwarden does not know (an
+// operator's own workload kind), may too, so only the ReplicaSet is
+// trusted: a needless grace delays recovery by its length, a missing one
+// could give away the entries of a pod that is coming back.
+func nameUnique(pod *corev1.Pod) bool {
+	c := metav1.GetControllerOf(pod)
+	return c != nil && c.Kind == "ReplicaSet" && strings.HasPrefix(c.APIVersion, "apps/")
+}
+
 // seen records a pod the API reports: one that finished has gone; one that
 // comes back under the same name (a StatefulSet) is no longer gone.
 func (ps *podSet) seen(obj any) {
@@ -110,7 +131,7 @@ func (ps *podSet) seen(obj any) {
 		return
 	}
 	if finished(pod) {
-		ps.went(pod.Name)
+		ps.went(pod)
 		return
 	}
 	ps.mu.Lock()
@@ -118,15 +139,17 @@ func (ps *podSet) seen(obj any) {
 	ps.mu.Unlock()
 }
 
-func (ps *podSet) went(name string) {
+// went records that pod has gone, as its last known state describes it.
+func (ps *podSet) went(pod *corev1.Pod) {
+	unique := nameUnique(pod)
 	ps.mu.Lock()
-	_, already := ps.gone[name]
+	_, already := ps.gone[pod.Name]
 	if !already {
-		ps.gone[name] = ps.now()
+		ps.gone[pod.Name] = departure{at: ps.now(), nameUnique: unique}
 	}
 	ps.mu.Unlock()
 	if !already && ps.onGone != nil {
-		ps.onGone(name)
+		ps.onGone(pod.Name, unique)
 	}
 }
 
@@ -134,8 +157,8 @@ func (ps *podSet) went(name string) {
 func (ps *podSet) forget(before time.Time) {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
-	for name, at := range ps.gone {
-		if at.Before(before) {
+	for name, d := range ps.gone {
+		if d.at.Before(before) {
 			delete(ps.gone, name)
 		}
 	}
@@ -172,7 +195,7 @@ func (s *podStore) Delete(obj any) error {
 		return err
 	}
 	if pod, ok := obj.(*corev1.Pod); ok {
-		s.ps.went(pod.Name)
+		s.ps.went(pod)
 	}
 	return nil
 }
@@ -184,17 +207,17 @@ func (s *podStore) Replace(list []any, resourceVersion string) error {
 			listed[pod.Name] = true
 		}
 	}
-	var departed []string
+	var departed []*corev1.Pod
 	for _, obj := range s.List() {
 		if pod, ok := obj.(*corev1.Pod); ok && !listed[pod.Name] {
-			departed = append(departed, pod.Name)
+			departed = append(departed, pod)
 		}
 	}
 	if err := s.Store.Replace(list, resourceVersion); err != nil {
 		return err
 	}
-	for _, name := range departed {
-		s.ps.went(name)
+	for _, pod := range departed {
+		s.ps.went(pod)
 	}
 	for _, obj := range list {
 		s.ps.seen(obj)

@@ -51,7 +51,7 @@ func TestWatcherIsUnknownFromAnExpiredWatchUntilPodsAreListedAgain(t *testing.T)
 	var gone []string
 	currents := 0
 	w := startWatcher(t, api, Options{Backoff: slowBackoff,
-		OnGone: func(_ context.Context, _ liveness.PodSet, name string) {
+		OnGone: func(_ context.Context, _ liveness.PodSet, name string, _ bool) {
 			mu.Lock()
 			gone = append(gone, name)
 			mu.Unlock()

@@ -11,7 +11,7 @@ import (
 // The rule, in order:
 //  1. A consumer missing from XINFO CONSUMERS is Unknown.
 //  2. A pod seen to go is strong evidence of death, once its grace has
-//     passed: Ghost, unless the name was read or its heartbeat written after
+//     passed (at once for a ReplicaSet's pod, whose name never returns): Ghost, unless the name was read or its heartbeat written after
 //     the pod went (another process uses the name: Alive, SharedName; or
 //     Degraded if that heartbeat says so).
 //
@@ -126,7 +126,7 @@ func judgeGone(spec Spec, ev Evidence, j Judgement) Judgement {
 		j.Reasons = append(j.Reasons, Reason{Source: SourceKubernetes, Detail: "the name was used after its pod went: another process shares it", Age: -1})
 	case spec.Heartbeat && (hb.State == HeartbeatError || hb.State == HeartbeatUnread || hb.State == HeartbeatFuture):
 		j.Verdict = Unknown
-	case ev.Pod.GoneFor < spec.PodGrace:
+	case !ev.Pod.NameUnique && ev.Pod.GoneFor < spec.PodGrace:
 		j.Verdict = Alive
 	default:
 		j.Verdict = Ghost
@@ -173,6 +173,9 @@ func podReason(spec Spec, p Pod) Reason {
 	case PodTerminating:
 		return Reason{Source: SourceKubernetes, Detail: where + " is terminating", Age: -1}
 	case PodGone:
+		if p.NameUnique {
+			return Reason{Source: SourceKubernetes, Detail: where + " went (no grace: its ReplicaSet never reuses a pod name)", Age: p.GoneFor}
+		}
 		return Reason{Source: SourceKubernetes, Detail: fmt.Sprintf("%s went (grace %s)", where, spec.PodGrace), Age: p.GoneFor}
 	default:
 		return Reason{Source: SourceKubernetes, Detail: "pods unobserved: " + p.Err, Age: -1}

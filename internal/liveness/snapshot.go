@@ -102,6 +102,9 @@ type PodObs struct {
 	// GoneAt is when the source saw the pod go, on pelwarden's clock.
 	GoneAt   time.Time
 	Restarts int32
+	// NameUnique says the pod's controller never gives its name to another
+	// pod (a ReplicaSet): once it went, no grace is needed.
+	NameUnique bool
 }
 
 // ConsumerView is one consumer with its verdict.
@@ -331,7 +334,7 @@ func podFor(spec Spec, consumer string, obs Observation, now time.Time) Pod {
 		if !ok {
 			continue
 		}
-		out := Pod{State: p.State, Name: cand, Restarts: p.Restarts}
+		out := Pod{State: p.State, Name: cand, Restarts: p.Restarts, NameUnique: p.NameUnique}
 		if p.State == PodGone {
 			out.GoneFor = max(now.Sub(p.GoneAt), 0)
 		}

@@ -188,6 +188,9 @@ type Pod struct {
 	Name string
 	// GoneFor is the time since the pod was seen to go (PodGone).
 	GoneFor time.Duration
+	// NameUnique says no other pod will take the name (a ReplicaSet's
+	// pod): a pod gone is dead at once, without the pod grace.
+	NameUnique bool
 	// Restarts counts container restarts inside the pod: the pod, and the
 	// consumer name, outlive a crashed container.
 	Restarts int32

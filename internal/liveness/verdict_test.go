@@ -161,6 +161,7 @@ func kubeSpec(heartbeat bool) Spec {
 func TestJudgeFollowsTheLivenessTableForPods(t *testing.T) {
 	t.Parallel()
 	gone := func(ago time.Duration) Pod { return Pod{State: PodGone, Name: "w-1", GoneFor: ago} }
+	replicaSetGone := func(ago time.Duration) Pod { p := gone(ago); p.NameUnique = true; return p }
 	running := Pod{State: PodRunning, Name: "w-1"}
 	fresh := Heartbeat{State: HeartbeatFresh, Age: time.Second}
 	cases := map[string]struct {
@@ -178,6 +179,22 @@ func TestJudgeFollowsTheLivenessTableForPods(t *testing.T) {
 			spec: kubeSpec(false),
 			ev:   Evidence{Listed: true, Seen: 2 * time.Second, Inactive: -1, Pod: gone(time.Second)},
 			want: Alive,
+		},
+		"a ReplicaSet's pod deleted a moment ago is Ghost at once: its name never comes back": {
+			spec: kubeSpec(false),
+			ev:   Evidence{Listed: true, Seen: 2 * time.Second, Inactive: -1, Pod: replicaSetGone(10 * time.Millisecond)},
+			want: Ghost,
+		},
+		"a ReplicaSet's pod deleted but its name still read from is a shared name, not Ghost": {
+			spec:       kubeSpec(false),
+			ev:         Evidence{Listed: true, Seen: 5 * time.Millisecond, Inactive: -1, Pod: replicaSetGone(10 * time.Millisecond)},
+			want:       Alive,
+			wantShared: true,
+		},
+		"a ReplicaSet's pod deleted with its heartbeat unreadable is Unknown, grace or none": {
+			spec: kubeSpec(true),
+			ev:   Evidence{Listed: true, Seen: 2 * time.Second, Inactive: -1, Pod: replicaSetGone(10 * time.Millisecond), Heartbeat: Heartbeat{State: HeartbeatError}},
+			want: Unknown,
 		},
 		"pod deleted with a heartbeat written before it went is Ghost without waiting for the max age": {
 			spec: kubeSpec(true),

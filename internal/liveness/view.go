@@ -46,7 +46,7 @@ type View struct {
 	opts  ViewOptions
 
 	mu      sync.Mutex
-	targets map[string]*entry
+	targets map[viewKey]*entry
 }
 
 type entry struct {
@@ -79,26 +79,42 @@ func NewView(fetch Fetcher, opts ViewOptions) *View {
 	if opts.Concurrency <= 0 {
 		opts.Concurrency = 32
 	}
-	return &View{fetch: fetch, opts: opts, targets: make(map[string]*entry)}
+	return &View{fetch: fetch, opts: opts, targets: make(map[viewKey]*entry)}
 }
 
 // Snapshot returns a snapshot of t no older than MaxAge, reading Redis when
 // the last one is older or failed. It registers t on first use. The error is
 // the read's: callers must not mistake it for an empty group.
 func (v *View) Snapshot(ctx context.Context, t Target) (*Snapshot, error) {
+	e, snap, err := v.cached(t)
+	if err != nil || snap != nil {
+		return snap, err
+	}
+	return v.refresh(ctx, e, time.Time{})
+}
+
+// Cached is Snapshot without the read: it registers t and returns its
+// snapshot if one no older than MaxAge is at hand, and ok false if
+// answering needs a read. It allocates nothing, so a poll served from a
+// fresh snapshot needs no deadline of its own.
+func (v *View) Cached(t Target) (snap *Snapshot, ok bool, err error) {
+	_, snap, err = v.cached(t)
+	return snap, snap != nil, err
+}
+
+func (v *View) cached(t Target) (*entry, *Snapshot, error) {
 	e, err := v.register(t)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	now := v.opts.Now()
 	e.mu.Lock()
+	defer e.mu.Unlock()
 	e.lastAsked = now
-	snap, serr := e.snap, e.err
-	e.mu.Unlock()
-	if serr == nil && snap != nil && now.Sub(snap.At) <= v.opts.MaxAge {
-		return snap, nil
+	if e.err == nil && e.snap != nil && now.Sub(e.snap.At) <= v.opts.MaxAge {
+		return e, e.snap, nil
 	}
-	return v.refresh(ctx, e, time.Time{})
+	return e, nil, nil
 }
 
 // Refresh reads t now and returns a snapshot whose read started no earlier
@@ -184,7 +200,7 @@ func (v *View) Latest() []Latest {
 // registering t.
 func (v *View) Peek(t Target) (*Snapshot, bool) {
 	v.mu.Lock()
-	e, ok := v.targets[t.Key()]
+	e, ok := v.targets[keyOf(t)]
 	v.mu.Unlock()
 	if !ok {
 		return nil, false
@@ -260,7 +276,7 @@ func (v *View) register(t Target) (*entry, error) {
 }
 
 func (v *View) registerLocked(t Target) (*entry, error) {
-	key := t.Key()
+	key := keyOf(t)
 	if e, ok := v.targets[key]; ok {
 		return e, nil
 	}
@@ -340,4 +356,41 @@ func consumerNames(s *Snapshot) []string {
 		names[i] = c.Name
 	}
 	return names
+}
+
+// viewKey is Target.Key as a comparable value: the view's map is looked up
+// on every poll, and building the key string allocated on each. Two
+// targets have equal viewKeys exactly when they have equal Keys.
+type viewKey struct {
+	GroupRef
+	idle, heartbeat, kubernetes bool
+	ghostIdle, heartbeatMaxAge  time.Duration
+	startGrace, podGrace        time.Duration
+	heartbeatKey                string
+	ownerMode, ownerExpr        string
+	podNamespace, podSelector   string
+}
+
+// keyOf leaves out, as Spec.String does, the settings of a source that is
+// off: they change nothing about how the target is judged.
+func keyOf(t Target) viewKey {
+	s := t.Spec
+	k := viewKey{
+		GroupRef: t.GroupRef, idle: s.Idle, heartbeat: s.Heartbeat, kubernetes: s.Kubernetes,
+		ghostIdle: s.GhostIdle, heartbeatMaxAge: s.HeartbeatMaxAge, heartbeatKey: s.HeartbeatKey,
+		ownerMode: s.Owner.mode,
+	}
+	if k.ownerMode == "" {
+		k.ownerMode = "exact"
+	}
+	if s.Owner.re != nil {
+		k.ownerExpr = s.Owner.re.String()
+	}
+	if s.Heartbeat {
+		k.startGrace = s.StartGrace
+	}
+	if s.Kubernetes {
+		k.podNamespace, k.podSelector, k.podGrace = s.PodNamespace, s.PodSelector, s.PodGrace
+	}
+	return k
 }

@@ -44,19 +44,32 @@ type Options struct {
 	// reclaim, within the operator's policy. Its error refuses the request;
 	// a refused hygiene request is not an error, so the metric is served.
 	Admit func(namespace, name string, md map[string]string, r metadata.Request) error
-	Log   *slog.Logger
+	// Parse, when set, replaces the parse of trigger metadata against Env.
+	// It must be pure: its results, errors included, are cached.
+	Parse ParseFunc
+	// ParseCacheSize bounds the number of triggers whose parse is kept;
+	// below 1 keeps one.
+	ParseCacheSize int
+	Log            *slog.Logger
 }
 
 // Server implements externalscaler.ExternalScalerServer.
 type Server struct {
 	externalscaler.UnimplementedExternalScalerServer
-	view *liveness.View
-	opts Options
+	view   *liveness.View
+	opts   Options
+	parsed *parseCache
 }
 
 // New returns a Server reading from view.
 func New(view *liveness.View, opts Options) *Server {
-	return &Server{view: view, opts: opts}
+	s := &Server{view: view, opts: opts}
+	parse := opts.Parse
+	if parse == nil {
+		parse = s.parseMetadata
+	}
+	s.parsed = newParseCache(parse, opts.ParseCacheSize)
+	return s
 }
 
 // GetMetricSpec reports the metric and its per-replica target. It needs no
@@ -191,10 +204,25 @@ func (s *Server) StreamMetricSpec(ref *externalscaler.ScaledObjectRef, stream gr
 	return nil
 }
 
+// parse returns the request of a trigger, parsed once and then cached, and
+// admits it on every call: the trigger registry counts a trigger as wanted
+// for as long as KEDA keeps asking about it.
 func (s *Server) parse(ref *externalscaler.ScaledObjectRef) (metadata.Request, error) {
 	if ref == nil {
 		return metadata.Request{}, status.Error(codes.InvalidArgument, "scaledObjectRef is required")
 	}
+	r, err := s.parsed.get(ref)
+	if err != nil {
+		return r, err
+	}
+	// Admission is per call, after the cached parse: it depends on quotas
+	// and expiry, which change while the parse does not.
+	return r, s.admit(ref, r)
+}
+
+// parseMetadata is the default ParseFunc: the trigger's metadata against
+// Env, in the ScaledObject's namespace.
+func (s *Server) parseMetadata(ref *externalscaler.ScaledObjectRef) (metadata.Request, error) {
 	env := s.opts.Env
 	env.Namespace = ref.GetNamespace()
 	// ParseTrigger, not Parse: a trigger's hygiene keys never fail its
@@ -203,7 +231,7 @@ func (s *Server) parse(ref *externalscaler.ScaledObjectRef) (metadata.Request, e
 	if err != nil {
 		return r, status.Error(codes.InvalidArgument, err.Error())
 	}
-	return r, s.admit(ref, r)
+	return r, nil
 }
 
 // admit passes a request to the trigger policy, which may refuse it (a
@@ -219,6 +247,17 @@ func (s *Server) admit(ref *externalscaler.ScaledObjectRef, r metadata.Request) 
 // snapshot reads the target under pelwarden's own deadline; readNow forces
 // a read that starts after the call.
 func (s *Server) snapshot(ctx context.Context, r metadata.Request, readNow bool) (*liveness.Snapshot, error) {
+	if !readNow {
+		// A fresh snapshot at hand is the steady poll: answered without
+		// the deadline, whose timer would be most of its cost.
+		snap, ok, err := s.view.Cached(r.Target)
+		if err != nil {
+			return nil, rpcstatus.Of(err, r.Target.GroupRef)
+		}
+		if ok {
+			return snap, nil
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.RequestTimeout)
 	defer cancel()
 	var snap *liveness.Snapshot

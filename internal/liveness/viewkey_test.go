@@ -1,0 +1,82 @@
+package liveness
+
+import (
+	"context"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// allOn is a spec with every source on, so every field counts in its key.
+func allOn(t *testing.T) Spec {
+	t.Helper()
+	owner, err := ParseOwnerMatch("regex:^(?P<owner>.+)-[0-9]+$")
+	require.NoError(t, err)
+	return Spec{
+		Idle: true, Heartbeat: true, Kubernetes: true, GhostIdle: time.Minute, HeartbeatKey: "hb:{owner}",
+		HeartbeatMaxAge: 30 * time.Second, StartGrace: 10 * time.Second, Owner: owner,
+		PodNamespace: "apps", PodSelector: "app=w", PodGrace: 2 * time.Second,
+	}
+}
+
+// TestViewKeyChangesWithEverySpecFieldLikeTargetKey changes each field of
+// Spec in turn: the view's key must change exactly when Target.Key does.
+// A field added to Spec and left out of keyOf fails here, instead of
+// letting two different specs share one snapshot.
+func TestViewKeyChangesWithEverySpecFieldLikeTargetKey(t *testing.T) {
+	t.Parallel()
+	base := Target{GroupRef: GroupRef{Conn: "c", Stream: "s", Group: "g"}, Spec: allOn(t)}
+	other, err := ParseOwnerMatch("prefix")
+	require.NoError(t, err)
+	changed := map[reflect.Kind]func(reflect.Value){
+		reflect.Bool:   func(v reflect.Value) { v.SetBool(!v.Bool()) },
+		reflect.Int64:  func(v reflect.Value) { v.SetInt(v.Int() + 1) },
+		reflect.String: func(v reflect.Value) { v.SetString(v.String() + "x") },
+		reflect.Struct: func(v reflect.Value) { v.Set(reflect.ValueOf(other)) },
+	}
+	st := reflect.TypeFor[Spec]()
+	for i := range st.NumField() {
+		f := st.Field(i)
+		t.Run(f.Name, func(t *testing.T) {
+			t.Parallel()
+			mod := base
+			set, ok := changed[f.Type.Kind()]
+			require.True(t, ok, "Spec.%s is a %s: teach this test and keyOf about it", f.Name, f.Type)
+			set(reflect.ValueOf(&mod.Spec).Elem().Field(i))
+			require.NotEqual(t, base.Key(), mod.Key(), "Target.Key ignores Spec.%s", f.Name)
+			require.NotEqual(t, keyOf(base), keyOf(mod), "keyOf ignores Spec.%s, which Target.Key counts", f.Name)
+		})
+	}
+}
+
+func TestViewKeyIgnoresTheSettingsOfASourceThatIsOffLikeTargetKey(t *testing.T) {
+	t.Parallel()
+	a := Target{GroupRef: GroupRef{Conn: "c", Stream: "s", Group: "g"}, Spec: Spec{Idle: true, GhostIdle: time.Minute}}
+	b := a
+	b.Spec.StartGrace, b.Spec.PodNamespace, b.Spec.PodSelector, b.Spec.PodGrace = time.Second, "apps", "app=w", time.Second
+	require.Equal(t, a.Key(), b.Key())
+	require.Equal(t, keyOf(a), keyOf(b))
+	exact, err := ParseOwnerMatch("exact")
+	require.NoError(t, err)
+	b.Spec.Owner = exact
+	require.Equal(t, a.Key(), b.Key(), "no ownerMatch is exact")
+	require.Equal(t, keyOf(a), keyOf(b), "no ownerMatch is exact")
+}
+
+func TestCachedServesAFreshSnapshotWithoutAllocating(t *testing.T) {
+	target := Target{GroupRef: GroupRef{Conn: "c", Stream: "s", Group: "g"}, Spec: allOn(t)}
+	v := NewView(func(context.Context, Target, []string) (Observation, error) {
+		return Observation{ServerTime: time.Now()}, nil
+	}, ViewOptions{MaxAge: time.Hour, FetchTimeout: time.Second, MaxTargets: 1})
+	_, ok, err := v.Cached(target)
+	require.NoError(t, err)
+	require.False(t, ok, "nothing read yet")
+	first, err := v.Snapshot(context.Background(), target)
+	require.NoError(t, err)
+	var got *Snapshot
+	allocs := testing.AllocsPerRun(100, func() { got, _, _ = v.Cached(target) })
+	require.Same(t, first, got)
+	require.Zero(t, allocs, "a poll served from a fresh snapshot allocates")
+}

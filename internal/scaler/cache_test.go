@@ -1,0 +1,121 @@
+package scaler
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/kedacore/keda/v2/pkg/scalers/externalscaler"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pelwarden/pelwarden/internal/metadata"
+)
+
+// countingParse parses nothing: it names the request after the stream and
+// counts its calls; a stream "bad" is an error.
+func countingParse(calls *int) ParseFunc {
+	return func(ref *externalscaler.ScaledObjectRef) (metadata.Request, error) {
+		*calls++
+		md := ref.GetScalerMetadata()
+		if md["stream"] == "bad" {
+			return metadata.Request{}, errors.New("stream: bad")
+		}
+		return metadata.Request{MetricName: ref.GetNamespace() + "/" + md["stream"] + "/" + md["consumerGroup"]}, nil
+	}
+}
+
+func ref(ns string, md map[string]string) *externalscaler.ScaledObjectRef {
+	return &externalscaler.ScaledObjectRef{Name: "so", Namespace: ns, ScalerMetadata: md}
+}
+
+func TestParseCacheParsesARepeatedTriggerOnce(t *testing.T) {
+	t.Parallel()
+	calls := 0
+	c := newParseCache(countingParse(&calls), 8)
+	for range 5 {
+		// A new map each time, as gRPC unmarshals one per call.
+		r, err := c.get(ref("apps", map[string]string{"stream": "jobs", "consumerGroup": "w"}))
+		require.NoError(t, err)
+		require.Equal(t, "apps/jobs/w", r.MetricName)
+	}
+	require.Equal(t, 1, calls)
+}
+
+func TestParseCacheTellsTriggersApartByNamespaceNameAndEveryValue(t *testing.T) {
+	t.Parallel()
+	calls := 0
+	c := newParseCache(countingParse(&calls), 8)
+	base := map[string]string{"stream": "jobs", "consumerGroup": "w"}
+	cases := map[string]struct {
+		ref  *externalscaler.ScaledObjectRef
+		want string
+	}{
+		"base":            {ref("apps", base), "apps/jobs/w"},
+		"other namespace": {ref("other", base), "other/jobs/w"},
+		"other value":     {ref("apps", map[string]string{"stream": "jobs", "consumerGroup": "v"}), "apps/jobs/v"},
+		"one more key":    {ref("apps", map[string]string{"stream": "jobs", "consumerGroup": "w", "lagCount": "5"}), "apps/jobs/w"},
+		"swapped values":  {ref("apps", map[string]string{"stream": "w", "consumerGroup": "jobs"}), "apps/w/jobs"},
+	}
+	for name, tc := range cases {
+		r, err := c.get(tc.ref)
+		require.NoError(t, err, name)
+		require.Equal(t, tc.want, r.MetricName, name)
+	}
+	require.Equal(t, len(cases), calls, "each trigger is parsed once")
+	other := ref("apps", base)
+	other.Name = "other-so"
+	_, err := c.get(other)
+	require.NoError(t, err)
+	require.Equal(t, len(cases)+1, calls, "another ScaledObject is another trigger")
+}
+
+func TestParseCacheKeepsErrorsUntilTheMetadataChanges(t *testing.T) {
+	t.Parallel()
+	calls := 0
+	c := newParseCache(countingParse(&calls), 8)
+	for range 3 {
+		_, err := c.get(ref("apps", map[string]string{"stream": "bad"}))
+		require.EqualError(t, err, "stream: bad")
+	}
+	require.Equal(t, 1, calls)
+	_, err := c.get(ref("apps", map[string]string{"stream": "good"}))
+	require.NoError(t, err)
+}
+
+func TestParseCacheComparesTheMetadataOnAHashCollision(t *testing.T) {
+	t.Parallel()
+	calls := 0
+	c := newParseCache(countingParse(&calls), 8)
+	md := map[string]string{"stream": "jobs", "consumerGroup": "w"}
+	// Plant another trigger's parse under this trigger's key, as a
+	// colliding hash would.
+	key := triggerKey{namespace: "apps", name: "so", hash: c.hash(md)}
+	c.lru.Add(key, &parsed{metadata: map[string]string{"stream": "evil"}, req: metadata.Request{MetricName: "evil"}})
+	r, err := c.get(ref("apps", md))
+	require.NoError(t, err)
+	require.Equal(t, "apps/jobs/w", r.MetricName)
+	require.Equal(t, 1, calls)
+}
+
+func TestParseCacheStaysBoundedUnderRandomMetadata(t *testing.T) {
+	t.Parallel()
+	calls := 0
+	c := newParseCache(countingParse(&calls), 16)
+	for i := range 1000 {
+		_, err := c.get(ref("apps", map[string]string{"stream": fmt.Sprint("s", i)}))
+		require.NoError(t, err)
+	}
+	require.Equal(t, 16, c.lru.Len())
+	require.Equal(t, 1000, calls)
+}
+
+func TestParseCacheLookupAllocatesNothing(t *testing.T) {
+	calls := 0
+	c := newParseCache(countingParse(&calls), 8)
+	r := ref("apps", map[string]string{"stream": "jobs", "consumerGroup": "w", "pendingEntriesCount": "5"})
+	_, err := c.get(r)
+	require.NoError(t, err)
+	allocs := testing.AllocsPerRun(100, func() { _, _ = c.get(r) })
+	require.Zero(t, allocs)
+	require.Equal(t, 1, calls)
+}
