@@ -88,7 +88,17 @@ type chain struct {
 
 func newChain(log *slog.Logger, reg prometheus.Registerer, auth *adminAuth) chain {
 	srvMetrics := newRPCMetrics(reg)
+	failed := newFailedCalls()
 	logger := logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
+		if lvl >= logging.LevelWarn {
+			ok, suppressed := failed.allow(streamCall(fields))
+			if !ok {
+				return
+			}
+			if suppressed > 0 {
+				fields = append(fields, "suppressed", suppressed)
+			}
+		}
 		log.Log(ctx, slog.Level(lvl), msg, fields...)
 	})
 	logOpts := []logging.Option{
@@ -103,7 +113,7 @@ func newChain(log *slog.Logger, reg prometheus.Registerer, auth *adminAuth) chai
 		metrics: srvMetrics,
 		unary: []grpc.UnaryServerInterceptor{
 			srvMetrics.unaryInterceptor,
-			logUnary(log),
+			logUnary(log, failed),
 			auth.unary,
 			recovery.UnaryServerInterceptor(recoverOpts...),
 		},
@@ -113,6 +123,22 @@ func newChain(log *slog.Logger, reg prometheus.Registerer, auth *adminAuth) chai
 			recovery.StreamServerInterceptor(recoverOpts...),
 		},
 	}
+}
+
+// streamCall names a finished stream's method and code from
+// go-grpc-middleware's logging fields.
+func streamCall(fields []any) (method, code string) {
+	for i := 0; i+1 < len(fields); i += 2 {
+		k, _ := fields[i].(string)
+		v, _ := fields[i+1].(string)
+		switch k {
+		case "grpc.service", "grpc.method":
+			method += "/" + v
+		case "grpc.code":
+			code = v
+		}
+	}
+	return method, code
 }
 
 // codeToLevel keeps KEDA's steady polling at debug and surfaces failures.

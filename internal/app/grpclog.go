@@ -7,21 +7,49 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+
+	"github.com/pelwarden/pelwarden/internal/lograte"
 )
+
+// callLogEvery is how often one method failing with one code is logged:
+// its first failure at once, then at most a line per interval with the
+// count left out. Anyone who reaches the port can make calls fail, so the
+// log of failed calls is bounded by methods x codes, not by the callers.
+const callLogEvery = 10 * time.Second
+
+// failedCalls is the limiter of failed-call lines; nil logs every line.
+type failedCalls struct{ lim *lograte.Limiter }
+
+func newFailedCalls() failedCalls { return failedCalls{lim: lograte.New(callLogEvery, nil)} }
+
+// allow reports whether a failed call of method with code is logged now,
+// and how many such lines were left out since the last.
+func (f failedCalls) allow(method, code string) (bool, int) {
+	if f.lim == nil || code == codes.OK.String() || code == codes.Canceled.String() {
+		return true, 0
+	}
+	return f.lim.Allow(method + " " + code)
+}
 
 // logUnary logs every finished unary call once, at codeToLevel of its
 // code, with the fields go-grpc-middleware's logging gives streams. KEDA's
 // steady polls succeed and log at debug, which a deployed pelwarden drops:
 // for them the only cost is one Enabled check, and no field is built.
-func logUnary(log *slog.Logger) grpc.UnaryServerInterceptor {
+// Failed calls go through the failed-call limiter.
+func logUnary(log *slog.Logger, failed failedCalls) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		start := time.Now()
 		resp, err := handler(ctx, req)
 		st := status.Convert(err)
 		lvl := slog.Level(codeToLevel(st.Code()))
 		if !log.Enabled(ctx, lvl) {
+			return resp, err
+		}
+		ok, suppressed := failed.allow(info.FullMethod, st.Code().String())
+		if !ok {
 			return resp, err
 		}
 		attrs := []slog.Attr{
@@ -41,6 +69,9 @@ func logUnary(log *slog.Logger) grpc.UnaryServerInterceptor {
 		)
 		if err != nil {
 			attrs = append(attrs, slog.String("grpc.error", st.Message()))
+		}
+		if suppressed > 0 {
+			attrs = append(attrs, slog.Int("suppressed", suppressed))
 		}
 		log.LogAttrs(ctx, lvl, "finished call", attrs...)
 		return resp, err

@@ -4,12 +4,16 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/pelwarden/pelwarden/internal/lograte"
 )
 
 func TestLogUnaryLogsFailuresAndLeavesSteadyPollsAtDebug(t *testing.T) {
@@ -29,7 +33,7 @@ func TestLogUnaryLogsFailuresAndLeavesSteadyPollsAtDebug(t *testing.T) {
 			t.Parallel()
 			var buf bytes.Buffer
 			log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
-			_, err := logUnary(log)(context.Background(), nil, info, func(context.Context, any) (any, error) { return nil, tc.err })
+			_, err := logUnary(log, failedCalls{})(context.Background(), nil, info, func(context.Context, any) (any, error) { return nil, tc.err })
 			require.Equal(t, tc.err, err, "the handler's error passes through")
 			if tc.want == nil {
 				require.Empty(t, buf.String())
@@ -47,9 +51,42 @@ func TestLogUnaryLogsSteadyPollsWhenDebugIsOn(t *testing.T) {
 	var buf bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	info := &grpc.UnaryServerInfo{FullMethod: "/externalscaler.ExternalScaler/IsActive"}
-	_, err := logUnary(log)(context.Background(), nil, info, func(context.Context, any) (any, error) { return nil, nil })
+	_, err := logUnary(log, failedCalls{})(context.Background(), nil, info, func(context.Context, any) (any, error) { return nil, nil })
 	require.NoError(t, err)
 	require.Contains(t, buf.String(), "level=DEBUG")
 	require.Contains(t, buf.String(), "grpc.code=OK")
 	require.Contains(t, buf.String(), "grpc.method=IsActive")
+}
+
+// TestFailedCallsAreLoggedOncePerIntervalPerMethodAndCode: a caller that
+// makes a thousand calls fail gets one line, with the count left out on
+// the next; another code or method is news of its own.
+func TestFailedCallsAreLoggedOncePerIntervalPerMethodAndCode(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	now := time.Unix(0, 0)
+	failed := failedCalls{lim: lograte.New(callLogEvery, func() time.Time { return now })}
+	call := func(method string, code codes.Code) {
+		info := &grpc.UnaryServerInfo{FullMethod: method}
+		_, _ = logUnary(log, failed)(context.Background(), nil, info, func(context.Context, any) (any, error) { return nil, status.Error(code, "bad") })
+	}
+	for range 1000 {
+		call("/externalscaler.ExternalScaler/GetMetrics", codes.InvalidArgument)
+	}
+	require.Equal(t, 1, strings.Count(buf.String(), "finished call"), "a thousand failures, one line")
+	call("/externalscaler.ExternalScaler/GetMetrics", codes.PermissionDenied)
+	call("/externalscaler.ExternalScaler/IsActive", codes.InvalidArgument)
+	require.Equal(t, 3, strings.Count(buf.String(), "finished call"), "another code, another method: news")
+	now = now.Add(callLogEvery)
+	call("/externalscaler.ExternalScaler/GetMetrics", codes.InvalidArgument)
+	require.Equal(t, 4, strings.Count(buf.String(), "finished call"))
+	require.Contains(t, buf.String(), "suppressed=999")
+}
+
+func TestStreamCallReadsTheMethodAndCodeOfTheLoggingFields(t *testing.T) {
+	t.Parallel()
+	method, code := streamCall([]any{"protocol", "grpc", "grpc.service", "externalscaler.ExternalScaler", "grpc.method", "StreamIsActive", "grpc.code", "InvalidArgument"})
+	require.Equal(t, "/externalscaler.ExternalScaler/StreamIsActive", method)
+	require.Equal(t, codes.InvalidArgument.String(), code)
 }
