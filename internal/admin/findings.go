@@ -29,6 +29,11 @@ func (s *Server) Findings(ctx context.Context, req *pelwardenv1.FindingsRequest)
 	if err != nil {
 		return nil, err
 	}
+	release, err := s.heavyCall("Findings")
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	out := &pelwardenv1.FindingsResponse{}
 	for _, g := range groups {
 		lt, snap, err := s.fresh(ctx, g)

@@ -53,6 +53,11 @@ func (s *Server) Plan(ctx context.Context, req *pelwardenv1.PlanRequest) (*pelwa
 	if err != nil {
 		return nil, err
 	}
+	release, err := s.heavyCall("Plan")
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	lt, snap, err := s.fresh(ctx, g)
 	if err != nil {
 		return nil, err
