@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -45,10 +46,10 @@ type hygieneRun struct {
 
 // BenchmarkHygieneTargets: 10k groups, 1% of them with a ghost holding an
 // entry, each polled once so the view refreshes it (every 2s, the
-// default). In one process, on one view and one Redis, one after the
-// other: the targets with hygiene off (the refreshes alone), then the same
-// targets enrolled for hygiene (dry run, so the ghosts stay and every
-// interval scans them again). For each:
+// default). In one process and on one Redis, one after the other, each
+// in its own pelwarden: the targets with hygiene off (the refreshes
+// alone), then the same targets enrolled for hygiene (dry run, so the
+// ghosts stay and every interval scans them again). For each:
 // the heap pelwarden holds after GC, the process's RSS, goroutines, Redis
 // commands per second (INFO stats deltas) and a poll's p50/p99 through
 // KEDA's client on one more group. Goals: RSS <= 128 MB, Redis ops/s <= 2x
@@ -147,13 +148,27 @@ func hygieneMetadata(i int, reclaim string) map[string]string {
 }
 
 // measureHygiene runs pelwarden on its defaults (limits raised for 10k
-// targets) and polls every group once with reclaim off: the view refreshes
-// them all, and that steady state is measured. Then it polls every group
-// again asking for reclaim, which enrolls the same targets for hygiene, and
-// measures again: same process, same view, same Redis.
+// targets) twice, one after the other in this process, on the same Redis:
+// first with every group polled with reclaim off, so the view refreshes
+// them all, and that steady state is measured; then, in a fresh pelwarden
+// (the first one's memory given back to the OS), with every group polled
+// asking for reclaim, which enrolls the same targets for hygiene. Each
+// pelwarden holds what a deployment of 10k ScaledObjects would: one
+// trigger per group.
 func measureHygiene(b *testing.B, addr string, rdb *redis.Client) (off, on hygieneRun) {
 	b.Helper()
 	base := sampleMem(b)
+	off = runHygiene(b, addr, rdb, base, "off")
+	runtime.GC()
+	debug.FreeOSMemory()
+	on = runHygiene(b, addr, rdb, base, "requeue")
+	return off, on
+}
+
+// runHygiene starts a pelwarden, polls every group once with reclaim set
+// so, lets it settle and measures its steady state.
+func runHygiene(b *testing.B, addr string, rdb *redis.Client, base memSample, reclaim string) hygieneRun {
+	b.Helper()
 	cfg := config.Default()
 	cfg.GRPC.Addr, cfg.HTTP.Addr = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.Redis = []config.Redis{config.DefaultRedis("default", addr)}
@@ -173,18 +188,18 @@ func measureHygiene(b *testing.B, addr string, rdb *redis.Client) (off, on hygie
 	}
 	defer func() { _ = conn.Close() }()
 	keda := externalscaler.NewExternalScalerClient(conn)
-	enrollAll(b, keda, "off")
-	time.Sleep(hygieneRefreshSettle)
-	off = steadyState(b, keda, rdb, base)
-	enrollAll(b, keda, "requeue")
-	time.Sleep(hygieneSettle)
-	on = steadyState(b, keda, rdb, base)
-	checkGhostsSeen(b, keda)
-	if n := scrapeGauge(b, a.HTTPAddr(), "pelwarden_hygiene_targets"); n != hygieneTargets {
-		b.Fatalf("pelwarden_hygiene_targets is %v; want every group enrolled, %d", n, hygieneTargets)
+	enrollAll(b, keda, reclaim)
+	settle, want := hygieneRefreshSettle, 0.0
+	if reclaim != "off" {
+		settle, want = hygieneSettle, hygieneTargets
 	}
-	runtime.KeepAlive(a)
-	return off, on
+	time.Sleep(settle)
+	run := steadyState(b, keda, rdb, base)
+	if n := scrapeGauge(b, a.HTTPAddr(), "pelwarden_hygiene_targets"); n != want {
+		b.Fatalf("pelwarden_hygiene_targets is %v with reclaim %s; want %v", n, reclaim, want)
+	}
+	checkGhostsSeen(b, keda)
+	return run
 }
 
 // steadyState polls one more group for hygieneWindow and measures Redis's

@@ -80,7 +80,8 @@ func (g *Registry) Describe(ref liveness.GroupRef) (GroupView, bool) {
 	var v GroupView
 	grp, ok := g.groups[ref]
 	if ok {
-		v.Sources, v.Conflict = slices.Clone(grp.eff.Sources), grp.eff.Conflict
+		eff := grp.merged()
+		v.Sources, v.Conflict = eff.Sources, eff.Conflict
 		for _, e := range grp.members {
 			v.Triggers = append(v.Triggers, e.id.from())
 		}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -65,9 +66,10 @@ type entry struct {
 type group struct {
 	// config is the hygiene.targets entry of the group, if any: it wins
 	// over every trigger.
-	config  *Member
-	members map[ID]*entry
-	eff     Effective
+	config *Member
+	// members are the admitted triggers naming the group: mostly one or
+	// two, so a slice, not a map.
+	members []*entry
 	pushed  time.Time
 }
 
@@ -199,7 +201,9 @@ func (g *Registry) enroll(e *entry, sp *space, now time.Time, retry bool) {
 	}
 	if e.refusal == nil {
 		grp = g.group(ref)
-		grp.members[e.id] = e
+		if !slices.Contains(grp.members, e) {
+			grp.members = append(grp.members, e)
+		}
 		e.hygiene = true
 		if grp.config == nil {
 			e.counted = true
@@ -256,14 +260,16 @@ func (g *Registry) check(e *entry) *Refusal {
 func (g *Registry) group(ref liveness.GroupRef) *group {
 	grp := g.groups[ref]
 	if grp == nil {
-		grp = &group{members: map[ID]*entry{}}
+		grp = &group{}
 		g.groups[ref] = grp
 	}
 	return grp
 }
 
-// push merges a group's settings and hands them to the loop.
-func (g *Registry) push(grp *group, now time.Time) error {
+// merged is a group's settings, merged from its members. It is worked
+// out on demand rather than kept: a group is pushed once per change, and
+// described only when asked.
+func (grp *group) merged() Effective {
 	members := make([]Member, 0, len(grp.members))
 	if grp.config != nil {
 		members = append(members, *grp.config)
@@ -272,9 +278,14 @@ func (g *Registry) push(grp *group, now time.Time) error {
 			members = append(members, Member{From: e.id.from(), Tie: e.id.Hash, Target: e.req.Target, Hygiene: e.req.Hygiene})
 		}
 	}
-	grp.eff = Merge(members)
+	return Merge(members)
+}
+
+// push merges a group's settings and hands them to the loop.
+func (g *Registry) push(grp *group, now time.Time) error {
+	eff := grp.merged()
 	grp.pushed = now
-	return g.opts.Enroll(grp.eff.Target, grp.eff.Hygiene, grp.config != nil)
+	return g.opts.Enroll(eff.Target, eff.Hygiene, grp.config != nil)
 }
 
 // leave takes e out of its group, which is merged again without it; a
@@ -285,7 +296,7 @@ func (g *Registry) leave(e *entry, sp *space, now time.Time) {
 	}
 	ref := e.req.Target.GroupRef
 	grp := g.groups[ref]
-	delete(grp.members, e.id)
+	grp.members = slices.DeleteFunc(grp.members, func(m *entry) bool { return m == e })
 	e.hygiene = false
 	if e.counted {
 		e.counted = false
