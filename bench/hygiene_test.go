@@ -4,10 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
-	"runtime"
-	"runtime/debug"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,12 +16,10 @@ import (
 
 	"github.com/kedacore/keda/v2/pkg/scalers/externalscaler"
 	"github.com/redis/go-redis/v9"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/pelwarden/pelwarden/internal/app"
 	"github.com/pelwarden/pelwarden/internal/config"
 	"github.com/pelwarden/pelwarden/internal/policy"
+	"github.com/pelwarden/pelwarden/internal/proctest"
 	"github.com/pelwarden/pelwarden/internal/redistest"
 )
 
@@ -46,11 +43,11 @@ type hygieneRun struct {
 
 // BenchmarkHygieneTargets: 10k groups, 1% of them with a ghost holding an
 // entry, each polled once so the view refreshes it (every 2s, the
-// default). In one process and on one Redis, one after the other, each
-// in its own pelwarden: the targets with hygiene off (the refreshes
-// alone), then the same targets enrolled for hygiene (dry run, so the
-// ghosts stay and every interval scans them again). For each:
-// the heap pelwarden holds after GC, the process's RSS, goroutines, Redis
+// default). On one Redis, one after the other, each in a pelwarden serve
+// process of its own: the targets with hygiene off (the refreshes alone),
+// then the same targets enrolled for hygiene (dry run, so the ghosts stay
+// and every interval scans them again). For each: the pelwarden process's
+// heap in use and RSS, its goroutines, Redis
 // commands per second (INFO stats deltas) and a poll's p50/p99 through
 // KEDA's client on one more group. Goals: RSS <= 128 MB, Redis ops/s <= 2x
 // the refreshes alone, poll p99 within 1.5x of no hygiene.
@@ -59,12 +56,13 @@ func BenchmarkHygieneTargets(b *testing.B) {
 }
 
 func benchHygieneTargets(b *testing.B) {
+	bin := proctest.Build(b, "../cmd/pelwarden")[0]
 	srv := redistest.Start(b)
 	rdb := srv.Client(b)
 	hygieneGroups(b, rdb)
 	var off, on hygieneRun
 	for b.Loop() {
-		off, on = measureHygiene(b, srv.Addr(), rdb)
+		off, on = measureHygiene(b, bin, srv.Addr(), rdb)
 	}
 	for _, r := range []struct {
 		sfx string
@@ -117,10 +115,10 @@ func enrollingPolicy(cfg *config.Config, quota int) {
 	cfg.Triggers.Quotas = config.TriggerQuotas{ScalerTargets: quota, HygieneTargets: quota}
 }
 
-// scrapeGauge reads one unlabelled series from pelwarden's /metrics.
-func scrapeGauge(b *testing.B, httpAddr, name string) float64 {
+// metricValue reads one unlabelled series from a /metrics page.
+func metricValue(b *testing.B, url, name string) float64 {
 	b.Helper()
-	resp, err := http.Get("http://" + httpAddr + "/metrics")
+	resp, err := http.Get(url) //nolint:noctx // a benchmark's scrape of its own server
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -138,7 +136,7 @@ func scrapeGauge(b *testing.B, httpAddr, name string) float64 {
 			return f
 		}
 	}
-	b.Fatalf("%s not on /metrics", name)
+	b.Fatalf("%s not on %s", name, url)
 	return 0
 }
 
@@ -147,55 +145,59 @@ func hygieneMetadata(i int, reclaim string) map[string]string {
 		"reclaim": reclaim, "dryRun": "true", "ghostIdleSeconds": "1"}
 }
 
-// measureHygiene runs pelwarden on its defaults (limits raised for 10k
-// targets) twice, one after the other in this process, on the same Redis:
-// first with every group polled with reclaim off, so the view refreshes
-// them all, and that steady state is measured; then, in a fresh pelwarden
-// (the first one's memory given back to the OS), with every group polled
-// asking for reclaim, which enrolls the same targets for hygiene. Each
-// pelwarden holds what a deployment of 10k ScaledObjects would: one
-// trigger per group.
-func measureHygiene(b *testing.B, addr string, rdb *redis.Client) (off, on hygieneRun) {
+// measureHygiene runs pelwarden serve, as deployed, in its own process on
+// its defaults (limits raised for 10k targets), twice, one after the
+// other, on the same Redis: first with every group polled with reclaim
+// off, so the view refreshes them all, and that steady state is measured;
+// then, in a fresh process, with every group polled asking for reclaim,
+// which enrolls the same targets for hygiene. Each holds what a deployment
+// of 10k ScaledObjects would: one trigger per group. Memory and goroutines
+// are the pelwarden process's own (its /proc status and /metrics).
+func measureHygiene(b *testing.B, bin, addr string, rdb *redis.Client) (off, on hygieneRun) {
 	b.Helper()
-	base := sampleMem(b)
-	off = runHygiene(b, addr, rdb, base, "off")
-	runtime.GC()
-	debug.FreeOSMemory()
-	on = runHygiene(b, addr, rdb, base, "requeue")
-	return off, on
+	return runHygiene(b, bin, addr, rdb, "off"), runHygiene(b, bin, addr, rdb, "requeue")
 }
 
-// runHygiene starts a pelwarden, polls every group once with reclaim set
-// so, lets it settle and measures its steady state.
-func runHygiene(b *testing.B, addr string, rdb *redis.Client, base memSample, reclaim string) hygieneRun {
+// hygieneConfig is pelwarden's configuration for the row: its defaults,
+// limits raised for the targets, and a trigger policy that enrolls.
+const hygieneConfig = `grpc: {addr: %q}
+http: {addr: %q}
+redis:
+  - {name: default, addr: %q}
+scaler: {maxTargets: %[4]d}
+hygiene: {maxTargets: %[4]d}
+triggers:
+  reclaim: requeue
+  floors: {entryStale: 1ms, ghostIdle: 1ms, heartbeatMaxAge: 1ms}
+  quotas: {scalerTargets: %[4]d, hygieneTargets: %[4]d}
+  rules:
+    - {namespaces: ["*"], redis: ["*"], hygieneStreams: ["*"]}
+`
+
+// runHygiene starts a pelwarden process, polls every group once with
+// reclaim set so, lets it settle, measures its steady state and stops it.
+func runHygiene(b *testing.B, bin, addr string, rdb *redis.Client, reclaim string) hygieneRun {
 	b.Helper()
-	cfg := config.Default()
-	cfg.GRPC.Addr, cfg.HTTP.Addr = "127.0.0.1:0", "127.0.0.1:0"
-	cfg.Redis = []config.Redis{config.DefaultRedis("default", addr)}
-	cfg.Scaler.MaxTargets, cfg.Hygiene.MaxTargets = 2*hygieneTargets, 2*hygieneTargets
-	enrollingPolicy(&cfg, 2*hygieneTargets)
-	a, err := app.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
+	grpcAddr, httpAddr := freeAddr(b), freeAddr(b)
+	cfg := filepath.Join(b.TempDir(), "pelwarden.yaml")
+	if err := os.WriteFile(cfg, fmt.Appendf(nil, hygieneConfig, grpcAddr, httpAddr, addr, 2*hygieneTargets), 0o600); err != nil {
 		b.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = a.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
-	conn, err := grpc.NewClient(a.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() { _ = conn.Close() }()
-	keda := externalscaler.NewExternalScalerClient(conn)
+	proc := proctest.Start(b, "pelwarden-"+reclaim, bin, "serve", "--config", cfg)
+	defer proc.Kill()
+	keda := externalscaler.NewExternalScalerClient(dial(b, grpcAddr))
+	waitFor(b, 10*time.Second, func() bool {
+		_, err := keda.GetMetrics(context.Background(), &externalscaler.GetMetricsRequest{ScaledObjectRef: &externalscaler.ScaledObjectRef{Name: "legit", Namespace: "bench", ScalerMetadata: md}, MetricName: "m"})
+		return err == nil
+	})
 	enrollAll(b, keda, reclaim)
 	settle, want := hygieneRefreshSettle, 0.0
 	if reclaim != "off" {
 		settle, want = hygieneSettle, hygieneTargets
 	}
 	time.Sleep(settle)
-	run := steadyState(b, keda, rdb, base)
-	if n := scrapeGauge(b, a.HTTPAddr(), "pelwarden_hygiene_targets"); n != want {
+	run := steadyState(b, keda, rdb, proc.Pid(), "http://"+httpAddr+"/metrics")
+	if n := metricValue(b, "http://"+httpAddr+"/metrics", "pelwarden_hygiene_targets"); n != want {
 		b.Fatalf("pelwarden_hygiene_targets is %v with reclaim %s; want %v", n, reclaim, want)
 	}
 	checkGhostsSeen(b, keda)
@@ -203,8 +205,8 @@ func runHygiene(b *testing.B, addr string, rdb *redis.Client, base memSample, re
 }
 
 // steadyState polls one more group for hygieneWindow and measures Redis's
-// commands meanwhile, then the process's goroutines and memory.
-func steadyState(b *testing.B, keda externalscaler.ExternalScalerClient, rdb *redis.Client, base memSample) hygieneRun {
+// commands meanwhile, then the pelwarden process's goroutines and memory.
+func steadyState(b *testing.B, keda externalscaler.ExternalScalerClient, rdb *redis.Client, pid int, metrics string) hygieneRun {
 	b.Helper()
 	var run hygieneRun
 	before := commandsProcessed(b, rdb)
@@ -212,10 +214,9 @@ func steadyState(b *testing.B, keda externalscaler.ExternalScalerClient, rdb *re
 	lat := pollFor(b, keda, hygieneWindow)
 	run.opsPerSec = float64(commandsProcessed(b, rdb)-before) / time.Since(t0).Seconds()
 	run.pollP50, run.pollP99 = lat[len(lat)/2], lat[len(lat)*99/100]
-	run.goroutines = runtime.NumGoroutine()
-	now := sampleMem(b)
-	run.heapMB = float64(int64(now.heap)-int64(base.heap)) / (1 << 20)
-	run.rssMB = float64(now.rss) / (1 << 20)
+	run.goroutines = int(metricValue(b, metrics, "go_goroutines"))
+	run.heapMB = metricValue(b, metrics, "go_memstats_heap_inuse_bytes") / (1 << 20)
+	run.rssMB = float64(procRSS(b, fmt.Sprintf("/proc/%d/status", pid))) / (1 << 20)
 	return run
 }
 

@@ -42,10 +42,16 @@ func sampleMem(b *testing.B) memSample {
 	return memSample{heap: ms.HeapAlloc, rss: vmRSS(b)}
 }
 
-// vmRSS reads VmRSS from /proc/self/status, in bytes.
+// vmRSS reads this process's VmRSS, in bytes.
 func vmRSS(b *testing.B) uint64 {
 	b.Helper()
-	f, err := os.Open("/proc/self/status")
+	return procRSS(b, "/proc/self/status")
+}
+
+// procRSS reads VmRSS from a /proc/<pid>/status file, in bytes.
+func procRSS(b *testing.B, status string) uint64 {
+	b.Helper()
+	f, err := os.Open(status)
 	if err != nil {
 		b.Fatalf("RSS needs Linux's /proc: %v", err)
 	}

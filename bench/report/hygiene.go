@@ -9,11 +9,11 @@ func hygieneRows(l *lookup) []Row {
 	for _, n := range sizes(l.res, "HygieneTargets/targets=") {
 		b := "HygieneTargets/targets=" + n
 		load := count(float64(atoi(n))) + " groups, 1% with a ghost holding an entry, refreshed every 2 s; hygiene on defaults (scan 10 s, 4 workers), dry run"
-		off := "the same targets with hygiene off (the refreshes alone), same run"
+		off := "the same targets with hygiene off (the refreshes alone), a pelwarden process of its own, same run"
 		mem := func(sfx string) Figure {
 			heap, rss, g := l.get(b, "heap-MB"+sfx), l.get(b, "rss-MB"+sfx), l.get(b, "goroutines"+sfx)
 			return Figure{Labels: []string{"heap", "rss"}, Values: []float64{heap, rss}, Unit: "MB",
-				Text: fmt.Sprintf("heap %.1f MB, RSS %.0f MB, %.0f goroutines", heap, rss, g)}
+				Text: fmt.Sprintf("heap in use %.1f MB, RSS %.0f MB, %.0f goroutines", heap, rss, g)}
 		}
 		rows = append(rows,
 			l.row(Row{What: "Redis commands/s at steady state (INFO stats; goal: at most 2× the refreshes alone)", Workload: load,
@@ -21,7 +21,7 @@ func hygieneRows(l *lookup) []Row {
 			l.row(Row{What: "one KEDA poll meanwhile, p50 / p99 (goal: p99 within 1.5×)", Workload: load,
 				Pelwarden: latency(l.get(b, "poll-p50-µs-hygiene"), l.get(b, "poll-p99-µs-hygiene")),
 				Against:   off, Baseline: ptr(latency(l.get(b, "poll-p50-µs-off"), l.get(b, "poll-p99-µs-off")))}),
-			l.row(Row{What: "memory at steady state: heap held, process RSS (goal: RSS at most 128 MB), goroutines", Workload: load,
+			l.row(Row{What: "pelwarden process at steady state (its own process, as deployed): heap in use, RSS (goal: RSS at most 128 MB), goroutines", Workload: load,
 				Pelwarden: mem("-hygiene"), Against: off, Baseline: ptr(mem("-off"))}),
 		)
 	}

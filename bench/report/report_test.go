@@ -187,7 +187,7 @@ func TestBuildRowsPutsHygieneNextToTheSameTargetsWithoutIt(t *testing.T) {
 	require.Len(t, got, 3, "Redis commands/s, the poll, memory")
 	require.InDeltaSlice(t, []float64{17895.0 / 12132}, got[0].Ratio, 1e-9)
 	require.InDeltaSlice(t, []float64{327.0 / 323, 10685.0 / 7662}, got[1].Ratio, 1e-9)
-	require.Equal(t, "heap 60.6 MB, RSS 128 MB, 23 goroutines", got[2].Pelwarden.Text)
+	require.Equal(t, "heap in use 60.6 MB, RSS 128 MB, 23 goroutines", got[2].Pelwarden.Text)
 }
 
 func TestBuildRowsPutsThePollDuringAFloodNextToTheQuietOne(t *testing.T) {

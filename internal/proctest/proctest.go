@@ -86,6 +86,9 @@ func StartEnv(tb testing.TB, name, bin string, env []string, args ...string) *Pr
 	return p
 }
 
+// Pid is the process id.
+func (p *Proc) Pid() int { return p.cmd.Process.Pid }
+
 // Kill sends SIGKILL and waits for the process to end.
 func (p *Proc) Kill() {
 	_ = p.cmd.Process.Signal(syscall.SIGKILL)
