@@ -20,10 +20,7 @@ import (
 
 	"github.com/pelwarden/pelwarden/internal/app"
 	"github.com/pelwarden/pelwarden/internal/config"
-	"github.com/pelwarden/pelwarden/internal/liveness"
-	"github.com/pelwarden/pelwarden/internal/metadata"
 	"github.com/pelwarden/pelwarden/internal/redistest"
-	"github.com/pelwarden/pelwarden/internal/redisx"
 )
 
 var consumerCounts = []int{10, 1000, 10000}
@@ -216,30 +213,7 @@ func BenchmarkRefresh(b *testing.B) {
 		b.Run(fmt.Sprintf("consumers=%d", n), func(b *testing.B) {
 			srv := redistest.Start(b)
 			group(b, srv.Client(b), n)
-			conns, err := redisx.Open([]config.Redis{config.DefaultRedis("default", srv.Addr())})
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() { _ = conns.Close() })
-			r, err := metadata.Parse(md, metadata.Env{Conns: []string{"default"}})
-			if err != nil {
-				b.Fatal(err)
-			}
-			reader := &redisx.Reader{Conns: conns, LagEstimateCap: 10000}
-			ctx := context.Background()
-			lat := make(latencies, 0, b.N)
-			for b.Loop() {
-				t0 := time.Now()
-				obs, err := reader.Fetch(ctx, r.Target, nil)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if s := liveness.Build(r.Target, obs, nil, time.Now()); s.LivePending != int64(n) {
-					b.Fatalf("live pending %d, want %d", s.LivePending, n)
-				}
-				lat = append(lat, time.Since(t0))
-			}
-			lat.report(b)
+			modeRefresh(b, config.DefaultRedis("default", srv.Addr()), md["stream"], n)
 		})
 	}
 }

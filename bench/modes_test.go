@@ -152,6 +152,8 @@ func modePoll(b *testing.B, conn config.Redis, stream string, n int) {
 	lat.report(b)
 }
 
+// modeRefresh times one background read of stream's group (n live
+// consumers) over conn: the pipelined round trip and the judging.
 func modeRefresh(b *testing.B, conn config.Redis, stream string, n int) {
 	conns, err := redisx.Open([]config.Redis{conn})
 	if err != nil {

@@ -64,18 +64,7 @@ func TestAScanResumesTheTwoStepPathAfterACrashBetweenSteps(t *testing.T) {
 				require.NoError(t, err)
 			}
 
-			dead, err := g.rdb.XRange(context.Background(), "jobs:dead", "-", "+").Result()
-			require.NoError(t, err)
-			copies := map[string]int{}
-			for _, d := range dead {
-				copies[d.Values[redisx.FieldOriginID].(string)]++
-			}
-			want := map[string]int{}
-			for _, id := range ids {
-				want[id] = 1
-			}
-			require.Equal(t, want, copies, "exactly one dead-letter record per poison entry")
-			require.Zero(t, g.rdb.XPending(context.Background(), "jobs", "workers").Val().Count, "every entry acknowledged")
+			requireOneRecordEach(t, g.rdb, "jobs", "jobs:dead", ids)
 			require.Equal(t, int64(5), g.rdb.XLen(context.Background(), "jobs").Val(), "nothing requeued, nothing lost")
 		})
 	}
