@@ -131,25 +131,9 @@ func fillGroup(b *testing.B, rdb redis.UniversalClient, stream string, consumers
 
 func modePoll(b *testing.B, conn config.Redis, stream string, n int) {
 	c := startApp(b, "", func(cfg *config.Config) { cfg.Redis = []config.Redis{conn} })
-	ctx := context.Background()
 	req := &externalscaler.GetMetricsRequest{ScaledObjectRef: &externalscaler.ScaledObjectRef{
 		ScalerMetadata: map[string]string{"stream": stream, "consumerGroup": "workers", "pendingEntriesCount": "5"}}}
-	if first, err := c.GetMetrics(ctx, req); err != nil || first.GetMetricValues()[0].GetMetricValue() != int64(n) {
-		b.Fatalf("GetMetrics = %v, %v; want %d live pending", first, err, n)
-	}
-	lat := make(latencies, 0, b.N)
-	b.ResetTimer()
-	for b.Loop() {
-		t0 := time.Now()
-		if _, err := c.GetMetrics(ctx, req); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := c.IsActive(ctx, req.GetScaledObjectRef()); err != nil {
-			b.Fatal(err)
-		}
-		lat = append(lat, time.Since(t0))
-	}
-	lat.report(b)
+	timePolls(b, c, req, n)
 }
 
 // modeRefresh times one background read of stream's group (n live
