@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -86,9 +87,15 @@ func TestWatcherReportsRunningTerminatingAndGonePods(t *testing.T) {
 	require.NoError(t, client.CoreV1().Pods("jobs").Delete(ctx, "w-0", metav1.DeleteOptions{}))
 	obs = observeWhen(t, w, names, func(o *liveness.PodsObs) bool { return o.ByName["w-0"].State == liveness.PodGone })
 	require.False(t, obs.ByName["w-0"].GoneAt.Before(before), "GoneAt is when the deletion was seen")
-	mu.Lock()
-	require.ElementsMatch(t, []string{"w-evicted", "w-0"}, wentAway, "each departure is reported once")
-	mu.Unlock()
+	// OnGone is called after the state is stored: wait for it, and never
+	// fail while holding mu, which the watcher's callback needs.
+	departures := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(wentAway)
+	}
+	require.Eventually(t, func() bool { return len(departures()) >= 2 }, 5*time.Second, 10*time.Millisecond)
+	require.ElementsMatch(t, []string{"w-evicted", "w-0"}, departures(), "each departure is reported once")
 
 	// A StatefulSet brings the pod back under the same name.
 	_, err = client.CoreV1().Pods("jobs").Create(ctx, pod("w-0"), metav1.CreateOptions{})
