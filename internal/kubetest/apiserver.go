@@ -17,6 +17,8 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/pelwarden/pelwarden/internal/proctest"
 )
 
 // restartAttempts is how often a restart retries its fixed port while the
@@ -83,8 +85,8 @@ func (s *APIServer) Client(tb testing.TB) kubernetes.Interface {
 func (s *APIServer) Kill() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.proc != nil && !s.proc.exited() {
-		s.proc.kill()
+	if s.proc != nil && !s.proc.Exited() {
+		s.proc.Kill()
 	}
 }
 
@@ -95,7 +97,7 @@ func (s *APIServer) Restart(tb testing.TB) {
 	s.Kill()
 	var err error
 	for range restartAttempts {
-		if err = s.launch(); !errors.Is(err, errPortTaken) {
+		if err = s.launch(); !errors.Is(err, proctest.ErrPortTaken) {
 			break
 		}
 		time.Sleep(250 * time.Millisecond)

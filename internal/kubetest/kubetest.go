@@ -160,7 +160,7 @@ func (c *Cluster) close() {
 		s.Kill()
 	}
 	if c.etcd != nil {
-		c.etcd.kill()
+		c.etcd.Kill()
 	}
 }
 

@@ -3,12 +3,12 @@ package kubetest
 import (
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/pelwarden/pelwarden/internal/proctest"
 )
 
 const (
@@ -21,14 +21,10 @@ const (
 	logTailLines = 40
 )
 
-// errPortTaken reports that a server could not bind its port.
-var errPortTaken = errors.New("port already in use")
-
-// process is one run of a server binary; done closes once it has exited.
+// process is one run of a server binary with its output in a log file.
 type process struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-	log  string
+	*proctest.Child
+	log string
 	// logStart is the log's size when this run began.
 	logStart int64
 }
@@ -40,33 +36,14 @@ func launch(bin string, args []string, logPath string) (*process, error) {
 		return nil, fmt.Errorf("open log: %w", err)
 	}
 	defer func() { _ = out.Close() }() // the child holds its own copy
-	p := &process{log: logPath, logStart: fileSize(logPath), done: make(chan struct{})}
-	p.cmd = exec.Command(bin, args...)
-	p.cmd.Stdout, p.cmd.Stderr = out, out
-	p.cmd.SysProcAttr = sysProcAttr()
-	if err := p.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", bin, err)
+	logStart := proctest.FileSize(logPath)
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = out, out
+	c, err := proctest.Run(cmd)
+	if err != nil {
+		return nil, err
 	}
-	go func() {
-		_ = p.cmd.Wait()
-		close(p.done)
-	}()
-	return p, nil
-}
-
-// kill ends the process with SIGKILL, as a crash would, and waits for it.
-func (p *process) kill() {
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
-}
-
-func (p *process) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
+	return &process{Child: c, log: logPath, logStart: logStart}, nil
 }
 
 // waitReady polls probe until it succeeds, the process exits, or
@@ -82,16 +59,16 @@ func (p *process) waitReady(what string, probe func() error) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			p.kill()
+			p.Kill()
 			return fmt.Errorf("%s not ready within %s: %w\n--- log tail (%s) ---\n%s", what, readyTimeout, err, p.log, p.tail())
 		}
 		select {
-		case <-p.done:
+		case <-p.Done():
 			tail := p.tail()
 			if strings.Contains(tail, "address already in use") {
-				return fmt.Errorf("%s: %w", what, errPortTaken)
+				return fmt.Errorf("%s: %w", what, proctest.ErrPortTaken)
 			}
-			return fmt.Errorf("%s exited before it was ready (%s)\n--- log tail (%s) ---\n%s", what, p.cmd.ProcessState, p.log, tail)
+			return fmt.Errorf("%s exited before it was ready (%s)\n--- log tail (%s) ---\n%s", what, p.Cmd.ProcessState, p.log, tail)
 		case <-tick.C:
 		}
 	}
@@ -103,33 +80,7 @@ func (p *process) tail() string {
 	if err != nil || int64(len(data)) < p.logStart {
 		return "(no log)"
 	}
-	lines := strings.SplitAfter(strings.TrimRight(string(data[p.logStart:]), "\n"), "\n")
-	if len(lines) > logTailLines {
-		lines = lines[len(lines)-logTailLines:]
-	}
-	return strings.Join(lines, "")
-}
-
-func fileSize(path string) int64 {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return 0
-	}
-	return fi.Size()
-}
-
-// freePort asks the kernel for a free loopback port. It is released before
-// the server binds it, so callers retry on errPortTaken.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find free port: %w", err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	if err := l.Close(); err != nil {
-		return 0, fmt.Errorf("find free port: %w", err)
-	}
-	return port, nil
+	return proctest.LastLines(string(data[p.logStart:]), logTailLines)
 }
 
 // onFreePorts runs start with n fresh free ports until it does not fail
@@ -139,11 +90,11 @@ func onFreePorts(n int, start func(ports []int) error) error {
 	for range portAttempts {
 		ports := make([]int, n)
 		for i := range ports {
-			if ports[i], err = freePort(); err != nil {
+			if ports[i], err = proctest.FreePort(); err != nil {
 				return err
 			}
 		}
-		if err = start(ports); !errors.Is(err, errPortTaken) {
+		if err = start(ports); !errors.Is(err, proctest.ErrPortTaken) {
 			return err
 		}
 	}

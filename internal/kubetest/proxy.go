@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/pelwarden/pelwarden/internal/proctest"
 )
 
 // Proxy is a TCP load balancer on a fixed loopback port in front of the
@@ -34,7 +36,7 @@ func StartProxy(tb testing.TB, server *APIServer) *Proxy {
 		err := p.Up(server)
 		var op *net.OpError
 		if errors.As(err, &op) {
-			return errPortTaken
+			return proctest.ErrPortTaken
 		}
 		return err
 	})

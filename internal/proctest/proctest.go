@@ -15,13 +15,17 @@ import (
 
 // Build compiles each package (path relative to the caller's directory)
 // into a temporary folder and returns the binaries by package, in order.
+// They are built as the image builds pelwarden (the Dockerfile's
+// -trimpath -ldflags "-s -w"), so a process measured here is the one
+// deployed: the symbol tables an unstripped binary carries also take
+// resident pages.
 func Build(tb testing.TB, pkgs ...string) []string {
 	tb.Helper()
 	dir := tb.TempDir()
 	out := make([]string, len(pkgs))
 	for i, pkg := range pkgs {
 		out[i] = filepath.Join(dir, filepath.Base(pkg))
-		if b, err := exec.Command("go", "build", "-o", out[i], pkg).CombinedOutput(); err != nil {
+		if b, err := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", out[i], pkg).CombinedOutput(); err != nil {
 			tb.Fatalf("go build %s: %v\n%s", pkg, err, b)
 		}
 	}
@@ -45,10 +49,9 @@ func BuildTool(tb testing.TB, root, modfile, pkg string) string {
 
 // Proc is one child process with its output in a file.
 type Proc struct {
+	*Child
 	Name    string
-	cmd     *exec.Cmd
 	logPath string
-	done    chan struct{}
 }
 
 // Start runs bin with args; the process is killed at cleanup, and with the
@@ -67,47 +70,29 @@ func StartEnv(tb testing.TB, name, bin string, env []string, args ...string) *Pr
 	if err != nil {
 		tb.Fatal(err)
 	}
+	defer func() { _ = f.Close() }() // the child holds its own copy
 	cmd := exec.Command(bin, args...)
 	if env != nil {
 		cmd.Env = append(os.Environ(), env...)
 	}
 	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	c, err := Run(cmd)
+	if err != nil {
 		tb.Fatalf("start %s: %v", name, err)
 	}
-	p := &Proc{Name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
-	go func() {
-		_ = cmd.Wait()
-		_ = f.Close()
-		close(p.done)
-	}()
+	p := &Proc{Child: c, Name: name, logPath: logPath}
 	tb.Cleanup(p.Kill)
 	return p
 }
 
-// Pid is the process id.
-func (p *Proc) Pid() int { return p.cmd.Process.Pid }
-
-// Kill sends SIGKILL and waits for the process to end.
-func (p *Proc) Kill() {
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
-}
-
 // Term asks the process to stop and waits, then kills it after 10 s.
 func (p *Proc) Term() {
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	p.Signal(syscall.SIGTERM)
 	select {
-	case <-p.done:
+	case <-p.Done():
 	case <-time.After(10 * time.Second):
 		p.Kill()
 	}
-}
-
-// Signal sends sig and returns at once.
-func (p *Proc) Signal(sig syscall.Signal) {
-	_ = p.cmd.Process.Signal(sig)
 }
 
 // Tail is the end of the process's output, for failure messages.
@@ -116,9 +101,5 @@ func (p *Proc) Tail(lines int) string {
 	if err != nil {
 		return err.Error()
 	}
-	all := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(all) > lines {
-		all = all[len(all)-lines:]
-	}
-	return p.Name + ":\n  " + strings.Join(all, "\n  ")
+	return p.Name + ":\n  " + strings.ReplaceAll(strings.TrimRight(LastLines(string(b), lines), "\n"), "\n", "\n  ")
 }

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/pelwarden/pelwarden/internal/proctest"
 )
 
 const (
@@ -36,24 +38,6 @@ const (
 	busPortAttempts = 50
 )
 
-// errPortTaken reports that redis-server could not own its port.
-var errPortTaken = errors.New("port already in use")
-
-// process is one run of redis-server; done closes once it has exited.
-type process struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-}
-
-func (p *process) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
 func (s *Server) startOnFreePort() error {
 	var err error
 	for range portAttempts {
@@ -62,7 +46,7 @@ func (s *Server) startOnFreePort() error {
 			return err
 		}
 		err = s.launch()
-		if !errors.Is(err, errPortTaken) {
+		if !errors.Is(err, proctest.ErrPortTaken) {
 			return err
 		}
 	}
@@ -82,7 +66,7 @@ func (s *Server) restart() error {
 	var err error
 	for range restartAttempts {
 		err = s.launch()
-		if !errors.Is(err, errPortTaken) {
+		if !errors.Is(err, proctest.ErrPortTaken) {
 			return err
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -90,28 +74,14 @@ func (s *Server) restart() error {
 	return err
 }
 
-// freePort asks the kernel for a free loopback port. It is released before
-// redis-server binds it, so callers retry on errPortTaken.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find free port: %w", err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	if err := l.Close(); err != nil {
-		return 0, fmt.Errorf("find free port: %w", err)
-	}
-	return port, nil
-}
-
 // pickPort returns a free port for this server. A cluster node also binds
 // its bus port, port+10000, so both must be free and the port below 55535.
 func (s *Server) pickPort() (int, error) {
 	if s.opts.role != roleClusterNode {
-		return freePort()
+		return proctest.FreePort()
 	}
 	for range busPortAttempts {
-		port, err := freePort()
+		port, err := proctest.FreePort()
 		if err != nil {
 			return 0, err
 		}
@@ -167,14 +137,14 @@ func (s *Server) logPath() string    { return filepath.Join(s.dir, "redis.log") 
 func (s *Server) outputPath() string { return filepath.Join(s.dir, "redis.stdout") }
 
 // launch runs redis-server once and waits until it is ready. It returns
-// errPortTaken when the port belongs to someone else.
+// proctest.ErrPortTaken when the port belongs to someone else.
 func (s *Server) launch() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return errors.New("start of a closed server")
 	}
-	logStart := fileSize(s.logPath())
+	logStart := proctest.FileSize(s.logPath())
 	out, err := os.Create(s.outputPath())
 	if err != nil {
 		return fmt.Errorf("create output file: %w", err)
@@ -184,22 +154,17 @@ func (s *Server) launch() error {
 	cmd := exec.Command(s.bin, s.args()...) //nolint:gosec // G204: redis-server from PATH or PELWARDEN_REDIS_SERVER, our own args
 	cmd.Stdout = out
 	cmd.Stderr = out
-	cmd.SysProcAttr = sysProcAttr()
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start %s: %w", s.bin, err)
+	p, err := proctest.Run(cmd)
+	if err != nil {
+		return err
 	}
-	p := &process{cmd: cmd, done: make(chan struct{})}
-	go func() {
-		_ = cmd.Wait()
-		close(p.done)
-	}()
 	s.proc = p
 
 	if err := waitReady(s.Addr(), s.tls, p); err != nil {
 		s.killLocked()
 		tail := s.logTail(logStart)
-		if errors.Is(err, errPortTaken) || strings.Contains(tail, "Address already in use") {
-			return fmt.Errorf("%s: %w", s.Addr(), errPortTaken)
+		if errors.Is(err, proctest.ErrPortTaken) || strings.Contains(tail, "Address already in use") {
+			return fmt.Errorf("%s: %w", s.Addr(), proctest.ErrPortTaken)
 		}
 		return fmt.Errorf("redis-server on %s: %w\n--- log tail (%s) ---\n%s", s.Addr(), err, s.dir, tail)
 	}
@@ -210,15 +175,15 @@ func (s *Server) launch() error {
 // that answers is ours and not another server that won the port. It speaks
 // RESP directly: a go-redis pool backs off after failed dials, which would
 // slow down every start.
-func waitReady(addr string, tlsCfg *tls.Config, p *process) error {
+func waitReady(addr string, tlsCfg *tls.Config, p *proctest.Child) error {
 	deadline := time.Now().Add(readyTimeout)
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		pid, err := probe(addr, tlsCfg)
 		if err == nil {
-			if pid != p.cmd.Process.Pid {
-				return fmt.Errorf("answered by process %d, not ours: %w", pid, errPortTaken)
+			if pid != p.Pid() {
+				return fmt.Errorf("answered by process %d, not ours: %w", pid, proctest.ErrPortTaken)
 			}
 			return nil
 		}
@@ -226,8 +191,8 @@ func waitReady(addr string, tlsCfg *tls.Config, p *process) error {
 			return fmt.Errorf("no PING answer within %s: %w", readyTimeout, err)
 		}
 		select {
-		case <-p.done:
-			return fmt.Errorf("exited before answering PING: %s", p.cmd.ProcessState)
+		case <-p.Done():
+			return fmt.Errorf("exited before answering PING: %s", p.Cmd.ProcessState)
 		case <-tick.C:
 		}
 	}
@@ -287,37 +252,21 @@ func infoField(info, key string) string {
 	return ""
 }
 
-func fileSize(path string) int64 {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return 0
-	}
-	return fi.Size()
-}
-
 // logTail returns the last lines this run wrote to redis.log, plus anything
 // redis-server printed before its log was open (such as config errors).
 func (s *Server) logTail(from int64) string {
 	var b strings.Builder
 	if out, err := os.ReadFile(s.outputPath()); err == nil && len(out) > 0 {
-		b.WriteString(lastLines(string(out), logTailLines))
+		b.WriteString(lastLines(string(out)))
 	}
 	logData, err := os.ReadFile(s.logPath())
 	if err == nil && int64(len(logData)) >= from {
-		b.WriteString(lastLines(string(logData[from:]), logTailLines))
+		b.WriteString(lastLines(string(logData[from:])))
 	}
 	if b.Len() == 0 {
 		return "(empty)"
 	}
 	return b.String()
-}
-
-func lastLines(text string, n int) string {
-	lines := strings.SplitAfter(strings.TrimRight(text, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "") + "\n"
 }
 
 // roleArgs are the directives a cluster node or a sentinel needs. Over TLS,
@@ -341,4 +290,9 @@ func (s *Server) roleArgs() []string {
 		args = append(args, "--tls-replication", "yes")
 	}
 	return args
+}
+
+// lastLines is the end of a server's output, for failure messages.
+func lastLines(text string) string {
+	return proctest.LastLines(text, logTailLines) + "\n"
 }

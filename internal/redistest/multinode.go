@@ -81,7 +81,7 @@ func (s *Server) do(ctx context.Context, fn func(c *redis.Client) error) error {
 func (s *Server) running() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.proc != nil && !s.proc.exited() && !s.closed
+	return s.proc != nil && !s.proc.Exited() && !s.closed
 }
 
 // eventually polls cond until it returns nil, and returns its last error,
@@ -145,7 +145,7 @@ func runCLI(ctx context.Context, o Options, args ...string) error {
 	cmd.Env = append(os.Environ(), "REDISCLI_HISTFILE=/dev/null")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("redistest: %s %v: %w\n%s", cli, args, err, lastLines(string(out), logTailLines))
+		return fmt.Errorf("redistest: %s %v: %w\n%s", cli, args, err, lastLines(string(out)))
 	}
 	return nil
 }

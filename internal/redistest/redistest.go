@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/pelwarden/pelwarden/internal/proctest"
 )
 
 const (
@@ -79,7 +81,7 @@ type Server struct {
 	tls       *tls.Config // how the harness connects; nil for plaintext
 
 	mu     sync.Mutex
-	proc   *process
+	proc   *proctest.Child
 	resume *time.Timer // pending SIGCONT from Pause
 	closed bool
 }
@@ -235,11 +237,11 @@ func (s *Server) Restart(tb testing.TB) {
 func (s *Server) Pause(d time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.proc == nil || s.proc.exited() {
+	if s.proc == nil || s.proc.Exited() {
 		return
 	}
 	s.cancelResumeLocked()
-	_ = s.proc.cmd.Process.Signal(syscall.SIGSTOP)
+	s.proc.Signal(syscall.SIGSTOP)
 	var t *time.Timer
 	t = time.AfterFunc(d, func() {
 		s.mu.Lock()
@@ -261,8 +263,8 @@ func (s *Server) Resume() {
 
 func (s *Server) resumeLocked() {
 	s.cancelResumeLocked()
-	if s.proc != nil && !s.proc.exited() {
-		_ = s.proc.cmd.Process.Signal(syscall.SIGCONT)
+	if s.proc != nil && !s.proc.Exited() {
+		s.proc.Signal(syscall.SIGCONT)
 	}
 }
 
@@ -287,20 +289,20 @@ func (s *Server) killLocked() {
 		return
 	}
 	// SIGKILL also ends a stopped process, so no SIGCONT is needed.
-	_ = s.proc.cmd.Process.Signal(syscall.SIGKILL)
-	<-s.proc.done
+	s.proc.Signal(syscall.SIGKILL)
+	<-s.proc.Done()
 }
 
 func (s *Server) stopLocked() {
 	s.cancelResumeLocked()
-	if s.proc == nil || s.proc.exited() {
+	if s.proc == nil || s.proc.Exited() {
 		return
 	}
-	_ = s.proc.cmd.Process.Signal(syscall.SIGTERM)
+	s.proc.Signal(syscall.SIGTERM)
 	// A paused server handles SIGTERM only once it runs again.
-	_ = s.proc.cmd.Process.Signal(syscall.SIGCONT)
+	s.proc.Signal(syscall.SIGCONT)
 	select {
-	case <-s.proc.done:
+	case <-s.proc.Done():
 	case <-time.After(stopTimeout):
 		s.killLocked()
 	}

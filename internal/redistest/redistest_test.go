@@ -9,6 +9,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+
+	"github.com/pelwarden/pelwarden/internal/proctest"
 )
 
 func TestStartedServerAnswersSetAndGet(t *testing.T) {
@@ -180,7 +182,7 @@ func TestLaunchReportsPortTakenByAnotherServer(t *testing.T) {
 
 	err = s.launch()
 
-	require.ErrorIs(t, err, errPortTaken, "a second server on %s must not pass as ready", other.Addr())
+	require.ErrorIs(t, err, proctest.ErrPortTaken, "a second server on %s must not pass as ready", other.Addr())
 	require.NoError(t, other.Client(t).Ping(t.Context()).Err(), "the server that owns the port keeps running")
 }
 
