@@ -115,8 +115,11 @@ func judgeHeartbeat(spec Spec, ev Evidence, j Judgement) Judgement {
 // judgeGone is rule 2: the pod went GoneFor ago.
 func judgeGone(spec Spec, ev Evidence, j Judgement) Judgement {
 	hb := ev.Heartbeat
-	readSince := ev.Seen < ev.Pod.GoneFor
-	beatSince := spec.Heartbeat && (hb.State == HeartbeatFresh || hb.State == HeartbeatStale) && hb.Age < ev.Pod.GoneFor
+	// Seen and hb.Age are as of the read's answer, ReadLag ago; GoneFor is
+	// as of now. Measured at one moment, the read or beat came after the
+	// pod went exactly when it is younger than the departure.
+	readSince := ev.Seen+ev.ReadLag < ev.Pod.GoneFor
+	beatSince := spec.Heartbeat && (hb.State == HeartbeatFresh || hb.State == HeartbeatStale) && hb.Age+ev.ReadLag < ev.Pod.GoneFor
 	switch {
 	case readSince || beatSince:
 		j.Verdict, j.SharedName = Alive, true

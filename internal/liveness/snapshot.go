@@ -40,6 +40,10 @@ func (t Target) Key() string {
 	return fmt.Sprintf("%s\x00%s\x00%s\x00%s", t.Conn, t.Stream, t.Group, t.Spec)
 }
 
+// SameKey reports whether a and b have equal Keys, without building them:
+// a holder that compares on every read keeps no key string.
+func SameKey(a, b Target) bool { return keyOf(a) == keyOf(b) }
+
 // ConsumerObs is one row of XINFO CONSUMERS.
 type ConsumerObs struct {
 	Name    string
@@ -63,7 +67,11 @@ type HeartbeatObs struct {
 type Observation struct {
 	// ServerTime is Redis's clock at the read; heartbeat ages use it so the
 	// clock of the host pelwarden runs on does not matter.
-	ServerTime    time.Time
+	ServerTime time.Time
+	// ReadAt is when the reply carrying XINFO CONSUMERS and the heartbeats
+	// arrived, on this process's clock: idle times and heartbeat ages are
+	// as of then at the latest. Zero where the fetcher does not say.
+	ReadAt        time.Time
 	StreamMissing bool
 	GroupMissing  bool
 	// LastDeliveredID is the group's last-delivered-id.
@@ -268,6 +276,7 @@ func gather(spec Spec, obs Observation, before []ConsumerView, now time.Time) []
 		}
 	}
 	slices.Sort(names)
+	lag := readLag(obs.ReadAt)
 	out := make([]gathered, 0, len(names))
 	b := 0
 	for _, name := range names {
@@ -291,7 +300,7 @@ func gather(spec Spec, obs Observation, before []ConsumerView, now time.Time) []
 		if hb.State == HeartbeatFresh || hb.State == HeartbeatStale {
 			cv.HeartbeatAge = hb.Age
 		}
-		ev := Evidence{Seen: c.Idle, Inactive: cv.Inactive, Listed: ok, Heartbeat: hb, Pod: pod, Known: max(now.Sub(cv.FirstSeen), 0)}
+		ev := Evidence{Seen: c.Idle, Inactive: cv.Inactive, Listed: ok, Heartbeat: hb, Pod: pod, Known: max(now.Sub(cv.FirstSeen), 0), ReadLag: lag}
 		out = append(out, gathered{view: cv, ev: ev})
 	}
 	return out
@@ -341,4 +350,15 @@ func podFor(spec Spec, consumer string, obs Observation, now time.Time) Pod {
 		return out
 	}
 	return Pod{State: PodNone}
+}
+
+// readLag is the time since Redis answered the read, measured on the
+// process's own monotonic clock (an elapsed time here, whatever clock
+// Build is given): a fetch that waited for the CPU, or a pod lookup after
+// it, must not make a read look more recent than a pod's departure.
+func readLag(readAt time.Time) time.Duration {
+	if readAt.IsZero() {
+		return 0
+	}
+	return max(time.Since(readAt), 0)
 }

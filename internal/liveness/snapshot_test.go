@@ -134,6 +134,29 @@ func TestBuildJudgesConsumersByTheLongestPodNameAndDatesTheirGoing(t *testing.T)
 	require.Equal(t, int64(8), s.UnknownPending)
 }
 
+// TestBuildComparesAReadWithAPodsDepartureAsOfRedissAnswer: the worker
+// read 5ms before Redis answered; its pod went after that answer, while
+// the fetch went on (a pod lookup, a wait for the CPU). Judged against the
+// moment of the build, the read would look 5ms old and the departure
+// older: a shared name, kept alive until the next refresh.
+func TestBuildComparesAReadWithAPodsDepartureAsOfRedissAnswer(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	obs := Observation{
+		ServerTime: serverNow, LagValid: true, ReadAt: now.Add(-40 * time.Millisecond),
+		Consumers:         []ConsumerObs{{Name: "worker-a", Idle: 5 * time.Millisecond, Inactive: -1}},
+		PendingByConsumer: map[string]int64{"worker-a": 3},
+		Pods:              &PodsObs{ByName: map[string]PodObs{"worker-a": {State: PodGone, GoneAt: now.Add(-20 * time.Millisecond), NameUnique: true}}},
+	}
+	c := Build(Target{Spec: kubeSpec(false)}, obs, nil, now).Consumers[0]
+	require.Equal(t, Ghost, c.Verdict, ReasonsString(c.Reasons))
+	require.False(t, c.SharedName)
+
+	obs.ReadAt = time.Time{} // a fetcher that does not say when Redis answered: judged as of now, as before
+	c = Build(Target{Spec: kubeSpec(false)}, obs, nil, now).Consumers[0]
+	require.True(t, c.SharedName, "without ReadAt the read looks newer than the departure")
+}
+
 // TestBuildMakesEveryIdleConsumerUnknownWhileThePodSourceCannotAnswer: a
 // pod pelwarden cannot see because its cache is stale is not an absent
 // pod, so no consumer falls back to its idle time.

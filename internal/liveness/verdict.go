@@ -138,6 +138,11 @@ type Evidence struct {
 	// read of the group): a new name without a heartbeat yet is a starting
 	// worker for the start grace.
 	Known time.Duration
+	// ReadLag is how long before the judgement Redis answered the read
+	// that Seen and the heartbeat's age come from. The moment a pod went
+	// is compared with them as of that answer: against the judgement's
+	// moment, a read made before the pod went could look made after it.
+	ReadLag time.Duration
 	// NoGroupHeartbeats says no consumer of the group has a heartbeat
 	// record at all (Build decides it over the whole group): the key
 	// pattern is probably wrong, so no consumer is judged by it.

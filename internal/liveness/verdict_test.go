@@ -191,6 +191,25 @@ func TestJudgeFollowsTheLivenessTableForPods(t *testing.T) {
 			want:       Alive,
 			wantShared: true,
 		},
+		"a read that looks newer than the departure only because the judgement came late is Ghost": {
+			// Read 5ms before Redis answered, which was 20ms ago: 25ms
+			// ago, before the pod went 10ms ago.
+			spec: kubeSpec(false),
+			ev:   Evidence{Listed: true, Seen: 5 * time.Millisecond, ReadLag: 20 * time.Millisecond, Inactive: -1, Pod: replicaSetGone(10 * time.Millisecond)},
+			want: Ghost,
+		},
+		"a heartbeat that looks newer than the departure only because the judgement came late is Ghost": {
+			spec: kubeSpec(true),
+			ev: Evidence{Listed: true, Seen: time.Second, ReadLag: 20 * time.Millisecond, Inactive: -1, Pod: replicaSetGone(10 * time.Millisecond),
+				Heartbeat: Heartbeat{State: HeartbeatFresh, Age: 5 * time.Millisecond}},
+			want: Ghost,
+		},
+		"a read after the departure, counted as of Redis's answer, is still a shared name": {
+			spec:       kubeSpec(false),
+			ev:         Evidence{Listed: true, Seen: 5 * time.Millisecond, ReadLag: 3 * time.Millisecond, Inactive: -1, Pod: replicaSetGone(10 * time.Millisecond)},
+			want:       Alive,
+			wantShared: true,
+		},
 		"a ReplicaSet's pod deleted with its heartbeat unreadable is Unknown, grace or none": {
 			spec: kubeSpec(true),
 			ev:   Evidence{Listed: true, Seen: 2 * time.Second, Inactive: -1, Pod: replicaSetGone(10 * time.Millisecond), Heartbeat: Heartbeat{State: HeartbeatError}},

@@ -49,6 +49,7 @@ func (r *Reader) Fetch(ctx context.Context, t liveness.Target, known []string) (
 	if err := exec(ctx, pipe); err != nil {
 		return obs, fmt.Errorf("read %s: %w", t, err)
 	}
+	obs.ReadAt = time.Now()
 
 	now, err := timeCmd.Result()
 	if err != nil {

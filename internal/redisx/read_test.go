@@ -3,6 +3,7 @@ package redisx
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -43,10 +44,12 @@ func TestFetchWithRejectedCredentialsIsAnErrorNotAMissingGroup(t *testing.T) {
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = conns.Close() })
 
+			before := time.Now()
 			obs, err := (&Reader{Conns: conns, LagEstimateCap: 10}).Fetch(ctx, target, nil)
 			if tt.want == "" {
 				require.NoError(t, err)
 				require.False(t, obs.GroupMissing)
+				require.WithinRange(t, obs.ReadAt, before, time.Now(), "the read says when Redis answered")
 				return
 			}
 			require.ErrorContains(t, err, tt.want)
