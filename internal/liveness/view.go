@@ -45,8 +45,12 @@ type View struct {
 	fetch Fetcher
 	opts  ViewOptions
 
-	mu      sync.Mutex
-	targets map[viewKey]*entry
+	mu sync.Mutex
+	// groups holds the targets by their group, where a group has one
+	// target or a few: keyed by the whole viewKey, the map's slots would
+	// hold four times the bytes, once per target.
+	groups map[GroupRef][]*entry
+	n      int
 }
 
 type entry struct {
@@ -57,7 +61,8 @@ type entry struct {
 	err       error
 	lastAsked time.Time
 	inflight  *call
-	subs      map[chan struct{}]struct{}
+	// subs is nil until the first Subscribe: most targets never have one.
+	subs map[chan struct{}]struct{}
 	// pins counts holders that keep the target registered without a
 	// channel (the hygiene loop's targets).
 	pins int
@@ -79,7 +84,7 @@ func NewView(fetch Fetcher, opts ViewOptions) *View {
 	if opts.Concurrency <= 0 {
 		opts.Concurrency = 32
 	}
-	return &View{fetch: fetch, opts: opts, targets: make(map[viewKey]*entry)}
+	return &View{fetch: fetch, opts: opts, groups: make(map[GroupRef][]*entry)}
 }
 
 // Snapshot returns a snapshot of t no older than MaxAge, reading Redis when
@@ -137,6 +142,9 @@ func (v *View) Subscribe(t Target) (<-chan struct{}, func(), error) {
 	e, err := v.registerLocked(t)
 	if err == nil {
 		e.mu.Lock()
+		if e.subs == nil {
+			e.subs = make(map[chan struct{}]struct{})
+		}
 		e.subs[ch] = struct{}{}
 		e.mu.Unlock()
 	}
@@ -182,9 +190,9 @@ func (v *View) Pin(t Target) (unpin func(), err error) {
 // error, for diagnostics and metrics.
 func (v *View) Latest() []Latest {
 	v.mu.Lock()
-	entries := make([]*entry, 0, len(v.targets))
-	for _, e := range v.targets {
-		entries = append(entries, e)
+	entries := make([]*entry, 0, v.n)
+	for _, es := range v.groups {
+		entries = append(entries, es...)
 	}
 	v.mu.Unlock()
 	out := make([]Latest, 0, len(entries))
@@ -196,13 +204,20 @@ func (v *View) Latest() []Latest {
 	return out
 }
 
+// Len is the number of registered targets.
+func (v *View) Len() int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.n
+}
+
 // Peek returns t's latest good snapshot without reading Redis or
 // registering t.
 func (v *View) Peek(t Target) (*Snapshot, bool) {
 	v.mu.Lock()
-	e, ok := v.targets[keyOf(t)]
+	e := v.lookupLocked(t)
 	v.mu.Unlock()
-	if !ok {
+	if e == nil {
 		return nil, false
 	}
 	e.mu.Lock()
@@ -250,20 +265,32 @@ func (v *View) Run(ctx context.Context) error {
 func (v *View) due(now time.Time) []*entry {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	out := make([]*entry, 0, len(v.targets))
-	for key, e := range v.targets {
-		e.mu.Lock()
-		expired := len(e.subs) == 0 && e.pins == 0 && now.Sub(e.lastAsked) > v.opts.Expiry
-		fresh := e.err == nil && e.snap != nil && now.Sub(e.snap.At) < v.opts.RefreshInterval*9/10
-		e.mu.Unlock()
-		switch {
-		case expired:
-			delete(v.targets, key)
-			if v.opts.OnExpire != nil {
-				v.opts.OnExpire(e.target)
+	out := make([]*entry, 0, v.n)
+	for g, es := range v.groups {
+		kept := es[:0]
+		for _, e := range es {
+			e.mu.Lock()
+			expired := len(e.subs) == 0 && e.pins == 0 && now.Sub(e.lastAsked) > v.opts.Expiry
+			fresh := e.err == nil && e.snap != nil && now.Sub(e.snap.At) < v.opts.RefreshInterval*9/10
+			e.mu.Unlock()
+			if expired {
+				v.n--
+				if v.opts.OnExpire != nil {
+					v.opts.OnExpire(e.target)
+				}
+				continue
 			}
-		case !fresh:
-			out = append(out, e)
+			kept = append(kept, e)
+			if !fresh {
+				out = append(out, e)
+			}
+		}
+		switch {
+		case len(kept) == 0:
+			delete(v.groups, g)
+		case len(kept) < len(es):
+			clear(es[len(kept):])
+			v.groups[g] = kept
 		}
 	}
 	return out
@@ -276,16 +303,28 @@ func (v *View) register(t Target) (*entry, error) {
 }
 
 func (v *View) registerLocked(t Target) (*entry, error) {
-	key := keyOf(t)
-	if e, ok := v.targets[key]; ok {
+	if e := v.lookupLocked(t); e != nil {
 		return e, nil
 	}
-	if len(v.targets) >= v.opts.MaxTargets {
+	if v.n >= v.opts.MaxTargets {
 		return nil, fmt.Errorf("%w (maxTargets %d)", ErrTooManyTargets, v.opts.MaxTargets)
 	}
-	e := &entry{target: t, lastAsked: v.opts.Now(), subs: make(map[chan struct{}]struct{})}
-	v.targets[key] = e
+	e := &entry{target: t, lastAsked: v.opts.Now()}
+	v.groups[t.GroupRef] = append(v.groups[t.GroupRef], e)
+	v.n++
 	return e, nil
+}
+
+// lookupLocked returns t's entry, nil if t is not registered; v.mu is
+// held.
+func (v *View) lookupLocked(t Target) *entry {
+	key := keyOf(t)
+	for _, e := range v.groups[t.GroupRef] {
+		if keyOf(e.target) == key {
+			return e
+		}
+	}
+	return nil
 }
 
 // refresh joins a read of e that started at or after notBefore, or starts

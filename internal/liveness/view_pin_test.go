@@ -41,3 +41,47 @@ func TestAPinnedTargetDoesNotExpireAndGoesOnceUnpinned(t *testing.T) {
 	v.due(now.Add(2 * time.Minute))
 	require.Equal(t, []string{"jobs"}, expired)
 }
+
+// TestTargetsOfOneGroupAreKeptApartAndExpireAlone: two targets judge one
+// group by different rules; each has its own snapshot, and the one nobody
+// asks about expires while the other stays.
+func TestTargetsOfOneGroupAreKeptApartAndExpireAlone(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1000, 0)
+	var expired []time.Duration
+	v := NewView(func(_ context.Context, t Target, _ []string) (Observation, error) {
+		return Observation{LagValid: true, Lag: int64(t.Spec.GhostIdle / time.Second)}, nil
+	}, ViewOptions{
+		RefreshInterval: time.Second, MaxAge: time.Second, Expiry: time.Minute, MaxTargets: 3,
+		Now: func() time.Time { return now }, OnExpire: func(t Target) { expired = append(expired, t.Spec.GhostIdle) },
+	})
+	group := GroupRef{Conn: "default", Stream: "jobs", Group: "workers"}
+	quick := Target{GroupRef: group, Spec: Spec{Idle: true, GhostIdle: time.Second}}
+	slow := Target{GroupRef: group, Spec: Spec{Idle: true, GhostIdle: time.Hour}}
+	ctx := context.Background()
+	a, err := v.Snapshot(ctx, quick)
+	require.NoError(t, err)
+	b, err := v.Snapshot(ctx, slow)
+	require.NoError(t, err)
+	require.Equal(t, []int64{1, 3600}, []int64{a.Lag, b.Lag}, "each target read and judged apart")
+	require.Equal(t, 2, v.Len())
+
+	now = now.Add(30 * time.Second)
+	_, err = v.Snapshot(ctx, slow) // only slow is asked about
+	require.NoError(t, err)
+	now = now.Add(45 * time.Second)
+	v.due(now)
+	require.Equal(t, []time.Duration{time.Second}, expired, "the one nobody asked about went")
+	require.Equal(t, 1, v.Len())
+	_, ok := v.Peek(quick)
+	require.False(t, ok)
+	s, ok := v.Peek(slow)
+	require.True(t, ok)
+	require.Equal(t, int64(3600), s.Lag)
+
+	now = now.Add(2 * time.Minute)
+	v.due(now)
+	require.Zero(t, v.Len(), "then the other, and the group with it")
+	_, err = v.Snapshot(ctx, quick)
+	require.NoError(t, err, "a target registers again after its group emptied")
+}
