@@ -80,9 +80,9 @@ type Loop struct {
 	mu      sync.Mutex
 	targets map[liveness.GroupRef]*runner
 	queue   queue
-	// release holds the lease keys of removed targets, by connection, for
-	// the lease keeper to give up in its next round trip.
-	release map[string][]string
+	// release holds the groups of removed and idle targets, for the lease
+	// keeper to give up their leases in its next round trip.
+	release []liveness.GroupRef
 	// wake tells the dispatcher the queue's head may have changed; renew
 	// tells the lease keeper there are leases to give up.
 	wake, renew chan struct{}
@@ -92,7 +92,6 @@ type Loop struct {
 // Loop.mu.
 type runner struct {
 	t         Target
-	key       string // t.Target.Key(), to tell the view's reads of this target
 	permanent bool
 	lastSeen  time.Time
 	// due is when the next scan starts; index is the runner's place in the
@@ -106,6 +105,10 @@ type runner struct {
 	// ghosts are the consumers holding entries to give back, as of the
 	// latest read the loop has looked at.
 	ghosts map[string]bool
+	// missed gathers the ghosts of the reads observed while the target was
+	// out of the queue for its turn; the turn's end compares them with
+	// what it decided on.
+	missed map[string]bool
 	// leader is the lease's state as last known; it is known until
 	// leaseKnown, after which the worker asks Redis before scanning.
 	leader     bool
@@ -137,8 +140,8 @@ func New(view *liveness.View, conns *redisx.Conns, opts Options, reg prometheus.
 	}
 	l := &Loop{
 		view: view, conns: conns, opts: opts, errs: lograte.New(opts.ErrorLogInterval, opts.Now),
-		targets: make(map[liveness.GroupRef]*runner), release: make(map[string][]string),
-		wake: make(chan struct{}, 1), renew: make(chan struct{}, 1),
+		targets: make(map[liveness.GroupRef]*runner),
+		wake:    make(chan struct{}, 1), renew: make(chan struct{}, 1),
 	}
 	l.metrics = newMetrics(reg, func() float64 {
 		l.mu.Lock()
@@ -164,12 +167,11 @@ func (l *Loop) Add(t Target, permanent bool) error {
 	defer l.mu.Unlock()
 	now := l.opts.Now()
 	r, ok := l.targets[t.Target.GroupRef]
-	key := t.Target.Key()
 	switch {
 	case ok && r.permanent && !permanent:
 		r.lastSeen = now
 		return nil
-	case ok && r.key == key:
+	case ok && liveness.SameKey(r.t.Target, t.Target):
 		if r.t.settings() != t.settings() {
 			l.opts.Log.Debug("hygiene settings changed", "target", t.Target.String(), "reclaim", t.Hygiene.Mode, "dryRun", t.Hygiene.DryRun)
 		}
@@ -187,7 +189,7 @@ func (l *Loop) Add(t Target, permanent bool) error {
 	if err != nil && !permanent {
 		return err
 	}
-	r = &runner{t: t, key: key, permanent: permanent, lastSeen: now, due: now, unpin: unpin}
+	r = &runner{t: t, permanent: permanent, lastSeen: now, due: now, unpin: unpin}
 	l.targets[t.Target.GroupRef] = r
 	heap.Push(&l.queue, r)
 	l.poke(l.wake)
@@ -209,8 +211,10 @@ func (l *Loop) Lookup(conn, stream, group string) (Target, bool) {
 
 // Observe is the view's OnRefresh hook: when a read of a hygiene target
 // shows a consumer holding entries that has newly turned Ghost (or
-// Degraded), the target's scan moves to now. A target being scanned is
-// left alone: the loop looks at the view again when the scan ends.
+// Degraded), the target's scan moves to now. A read that lands while the
+// target has its turn is kept for the turn's end, which scans again at
+// once if the read shows a ghost the turn did not decide on: dropping it
+// would leave that ghost's entries to the next interval.
 func (l *Loop) Observe(t liveness.Target, s *liveness.Snapshot) {
 	if s == nil {
 		return
@@ -218,16 +222,22 @@ func (l *Loop) Observe(t liveness.Target, s *liveness.Snapshot) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	r, ok := l.targets[t.GroupRef]
-	if !ok || r.scanning || r.removed {
+	if !ok || r.removed {
 		return
 	}
-	if len(r.ghosts) == 0 && s.GhostConsumers+s.DegradedConsumers == 0 {
+	if s.GhostConsumers+s.DegradedConsumers == 0 && (len(r.ghosts) == 0 || r.scanning) {
 		return // the common case: nothing to give back, before or now
 	}
-	if r.key != t.Key() {
-		return // another target on the group, judged by other rules
+	if !liveness.SameKey(r.t.Target, t) {
+		return // a read of another target on the group, judged by other rules
 	}
 	now := ghostsIn(s)
+	if r.scanning {
+		// The turn in progress may have read the group before this read:
+		// its end decides whether these ghosts were acted on.
+		r.missed = union(r.missed, now)
+		return
+	}
 	fresh := newGhost(r.ghosts, now)
 	r.ghosts = now
 	if fresh && r.index >= 0 {
@@ -250,7 +260,7 @@ func (l *Loop) remove(r *runner, why string) {
 		r.unpin()
 	}
 	g := r.t.Target.GroupRef
-	l.release[g.Conn] = append(l.release[g.Conn], leaseKey(r.t.Target))
+	l.release = append(l.release, g)
 	l.poke(l.renew)
 	l.opts.Engine.Forget(g)
 	l.metrics.forget(g)
@@ -286,6 +296,17 @@ func ghostsIn(s *liveness.Snapshot) map[string]bool {
 		}
 	}
 	return out
+}
+
+// union returns a with b's names added; a may be nil, and is reused.
+func union(a, b map[string]bool) map[string]bool {
+	for name := range b {
+		if a == nil {
+			a = make(map[string]bool, len(b))
+		}
+		a[name] = true
+	}
+	return a
 }
 
 func newGhost(before, now map[string]bool) bool {

@@ -38,12 +38,23 @@ func newLoopRefreshing(t *testing.T, addr string, refresh time.Duration, bus *ev
 // tuned.
 func newLoopOn(t *testing.T, addr string, refresh time.Duration, bus *events.Bus, reg *prometheus.Registry, tune func(*Options)) *Loop {
 	t.Helper()
+	return newLoopFetching(t, addr, refresh, bus, reg, tune, nil)
+}
+
+// newLoopFetching is newLoopOn with the view's reads passed through wrap,
+// when not nil.
+func newLoopFetching(t *testing.T, addr string, refresh time.Duration, bus *events.Bus, reg *prometheus.Registry, tune func(*Options), wrap func(liveness.Fetcher) liveness.Fetcher) *Loop {
+	t.Helper()
 	conns, err := redisx.Open([]config.Redis{config.DefaultRedis("default", addr)})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = conns.Close() })
 	reader := &redisx.Reader{Conns: conns, LagEstimateCap: 1000}
+	fetch := liveness.Fetcher(reader.Fetch)
+	if wrap != nil {
+		fetch = wrap(fetch)
+	}
 	var l *Loop
-	view := liveness.NewView(reader.Fetch, liveness.ViewOptions{
+	view := liveness.NewView(fetch, liveness.ViewOptions{
 		RefreshInterval: refresh, MaxAge: refresh, FetchTimeout: 5 * time.Second, Expiry: time.Hour, MaxTargets: 1000,
 		OnRefresh: func(t liveness.Target, s *liveness.Snapshot, err error, _ time.Duration) {
 			if err == nil {

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/pelwarden/pelwarden/internal/liveness"
 	"github.com/pelwarden/pelwarden/internal/redisx"
 )
 
@@ -127,23 +128,18 @@ func (l *Loop) setLease(r *runner, held bool, start time.Time) {
 		return
 	}
 	r.leader, r.leaderSet = held, true
-	gauge := 0.0
-	if held {
-		gauge = 1
-	}
-	l.metrics.leader.WithLabelValues(r.t.Target.Labels()...).Set(gauge)
+	l.metrics.setLeader(r.t.Target.GroupRef, held)
 }
 
 // dropLease gives up r's lease once its turn found no work: the lease
 // keeper releases the key, and r takes it again before its next scan that
 // has work. l.mu is held.
 func (l *Loop) dropLease(r *runner) {
-	g := r.t.Target.GroupRef
-	l.release[g.Conn] = append(l.release[g.Conn], leaseKey(r.t.Target))
+	l.release = append(l.release, r.t.Target.GroupRef)
 	l.poke(l.renew)
 	r.leaseKnown = time.Time{}
 	r.leader = false
-	l.metrics.leader.WithLabelValues(r.t.Target.Labels()...).Set(0)
+	l.metrics.setLeader(r.t.Target.GroupRef, false)
 }
 
 // releaseRemoved gives up the leases of removed and idle targets, one
@@ -153,22 +149,20 @@ func (l *Loop) dropLease(r *runner) {
 func (l *Loop) releaseRemoved(ctx context.Context) {
 	l.mu.Lock()
 	pending := l.release
-	l.release = make(map[string][]string)
-	live := make(map[string]bool)
-	for _, r := range l.targets {
-		if r.leader {
-			live[leaseKey(r.t.Target)] = true
+	l.release = nil
+	gone := make(map[string][]string)
+	for _, g := range pending {
+		// Only the groups given up are looked at, not every target: at
+		// 10k groups whose first turns all give up their leases, a pass
+		// over all targets per release was most of the loop's garbage.
+		if r, ok := l.targets[g]; ok && r.leader {
+			continue
 		}
+		gone[g.Conn] = append(gone[g.Conn], leaseKey(liveness.Target{GroupRef: g}))
 	}
 	l.mu.Unlock()
-	for conn, keys := range pending {
-		var gone []string
-		for _, k := range keys {
-			if !live[k] {
-				gone = append(gone, k)
-			}
-		}
-		l.releaseKeys(ctx, conn, gone)
+	for conn, keys := range gone {
+		l.releaseKeys(ctx, conn, keys)
 	}
 }
 
@@ -180,10 +174,10 @@ func (l *Loop) releaseAll(ctx context.Context) {
 	for g, r := range l.targets {
 		byConn[g.Conn] = append(byConn[g.Conn], leaseKey(r.t.Target))
 	}
-	for conn, keys := range l.release {
-		byConn[conn] = append(byConn[conn], keys...)
+	for _, g := range l.release {
+		byConn[g.Conn] = append(byConn[g.Conn], leaseKey(liveness.Target{GroupRef: g}))
 	}
-	l.release = make(map[string][]string)
+	l.release = nil
 	l.mu.Unlock()
 	for conn, keys := range byConn {
 		l.releaseKeys(ctx, conn, keys)

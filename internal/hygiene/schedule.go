@@ -95,16 +95,18 @@ func (l *Loop) scanRunner(ctx context.Context, r *runner) {
 		r.unpin, _ = l.view.Pin(t.Target)
 	}
 	l.mu.Unlock()
-	busy := l.mayHaveWork(t)
-	if busy && l.holdsLease(ctx, r, t) {
-		switch _, err := l.Scan(ctx, t); {
-		case err == nil:
-			l.errs.Forget(t.Target.String()) // recovered: its next error is news
-		case ctx.Err() == nil:
-			l.errs.Log(ctx, l.opts.Log, slog.LevelWarn, t.Target.String(), "hygiene scan failed", "target", t.Target.String(), "err", err)
+	// decided holds the ghosts of the read this turn decided on; it stays
+	// nil when the turn could not decide (another replica's lease, or a
+	// failed scan), which never brings the next turn forward.
+	basis, busy := l.mayHaveWork(t)
+	decided := basis
+	if busy {
+		decided = nil
+		if l.holdsLease(ctx, r, t) {
+			decided = l.scanOnce(ctx, t)
 		}
 	}
-	ghosts := ghostsHolding(l.view, t.Target)
+	latest := ghostsHolding(l.view, t.Target)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	r.scanning = false
@@ -114,17 +116,38 @@ func (l *Loop) scanRunner(ctx context.Context, r *runner) {
 		l.metrics.forget(t.Target.GroupRef)
 		return
 	}
-	r.ghosts = ghosts
+	seen := union(latest, r.missed)
+	r.ghosts, r.missed = seen, nil
 	r.busy = busy
 	if !busy && r.leader {
 		l.dropLease(r)
 	}
 	r.due = l.opts.Now().Add(l.opts.ScanInterval)
+	if decided != nil && newGhost(decided, seen) {
+		// A read newer than the one decided on shows a ghost holding
+		// entries, seen while this turn ran: its scan is now.
+		r.due = l.opts.Now()
+	}
 	heap.Push(&l.queue, r)
 	l.poke(l.wake)
 }
 
-// mayHaveWork reports whether a scan of t could do or count anything.
+// scanOnce runs t's scan and returns the ghosts of the read it decided
+// on, or nil if it failed (logged at a bounded rate).
+func (l *Loop) scanOnce(ctx context.Context, t Target) map[string]bool {
+	snap, _, err := l.scan(ctx, t)
+	switch {
+	case err == nil:
+		l.errs.Forget(t.Target.String()) // recovered: its next error is news
+		return orEmpty(ghostsIn(snap))
+	case ctx.Err() == nil:
+		l.errs.Log(ctx, l.opts.Log, slog.LevelWarn, t.Target.String(), "hygiene scan failed", "target", t.Target.String(), "err", err)
+	}
+	return nil
+}
+
+// mayHaveWork reports whether a scan of t could do or count anything, and
+// the ghosts of the read it judged by.
 // When the view has read t within the last scan interval and the scan's
 // own decision over that read takes nothing, deletes nothing and skips
 // nothing it would count, the scan is left out: it would read Redis afresh
@@ -132,18 +155,27 @@ func (l *Loop) scanRunner(ctx context.Context, r *runner) {
 // next read (Observe), which moves t to the head of the queue; and a scan
 // that does run still decides on a fresh read, so the left-out scans never
 // change what is acted on.
-func (l *Loop) mayHaveWork(t Target) bool {
+func (l *Loop) mayHaveWork(t Target) (map[string]bool, bool) {
 	s, ok := l.view.Peek(t.Target)
 	now := l.opts.Now()
 	if !ok || now.Sub(s.At) >= l.opts.ScanInterval {
-		return true // no recent read to judge by
+		return nil, true // no recent read to judge by
 	}
 	for _, st := range reclaim.Decide(s, t.Hygiene, now) {
 		if st.Action != reclaim.None || st.Skip != "" {
-			return true
+			return nil, true
 		}
 	}
-	return false
+	return orEmpty(ghostsIn(s)), false
+}
+
+// orEmpty returns m, or an empty map for nil: a turn that decided on a
+// read with no ghosts is told apart from one that decided on nothing.
+func orEmpty(m map[string]bool) map[string]bool {
+	if m == nil {
+		return map[string]bool{}
+	}
+	return m
 }
 
 // queue orders runners by when they are next due (container/heap).

@@ -15,7 +15,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pelwarden/pelwarden/internal/liveness"
 	"github.com/pelwarden/pelwarden/internal/redistest"
+	"github.com/pelwarden/pelwarden/internal/redisx"
 )
 
 // clock is a test clock that moves only when told, safe to read from the
@@ -174,13 +176,13 @@ func TestAnExpiredTargetLeavesNoSeriesNorLeaseBehind(t *testing.T) {
 	wg.Go(func() { l.Run(ctx) })
 	defer func() { cancel(); wg.Wait() }()
 	require.Eventually(t, func() bool {
-		return strings.Contains(seriesText(t, reg), `stream="jobs"`) && rdb.Exists(ctx, leaseKey(target(t).Target)).Val() == 1
+		return strings.Contains(seriesText(t, reg, l), `stream="jobs"`) && rdb.Exists(ctx, leaseKey(target(t).Target)).Val() == 1
 	}, 5*time.Second, 10*time.Millisecond, "the scans left series, and the lease is held")
 
 	c.advance(2 * time.Minute)
 	require.Eventually(t, func() bool { return targetCount(l) == 1 }, 5*time.Second, 10*time.Millisecond, "the request's target expired")
 	require.Eventually(t, func() bool { return rdb.Exists(ctx, leaseKey(target(t).Target)).Val() == 0 }, 5*time.Second, 10*time.Millisecond, "its lease is given up")
-	text := seriesText(t, reg)
+	text := seriesText(t, reg, l)
 	require.NotContains(t, text, `stream="jobs"`)
 	require.Contains(t, text, `stream="kept"`, "the target from configuration stays")
 }
@@ -204,11 +206,16 @@ func targetCount(l *Loop) int {
 	return len(l.targets)
 }
 
-func seriesText(t *testing.T, reg *prometheus.Registry) string {
+// seriesText lists the registry's series and the loop's per-group ones,
+// one a line, with their labels.
+func seriesText(t *testing.T, reg *prometheus.Registry, l *Loop) string {
 	t.Helper()
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
 	var b strings.Builder
+	for _, s := range l.Series() {
+		fmt.Fprintf(&b, "group=%q redis=%q stream=%q pelwarden_hygiene_leader\n", s.Group.Group, s.Group.Conn, s.Group.Stream)
+	}
 	for _, mf := range mfs {
 		for _, m := range mf.GetMetric() {
 			for _, lp := range m.GetLabel() {
@@ -240,8 +247,10 @@ func (h *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 }
 
 // TestAnIdleGroupIsNotScannedWhileTheViewShowsNothingToDo: the view reads
-// both groups every 50ms; only the one with a ghost holding entries is
-// scanned (and given back), the idle one costs no scan.
+// both groups every 20ms, the scan interval is 300ms; only the one with a
+// ghost holding entries is scanned every interval, the idle one costs no
+// scan. (A view read late by a whole interval, on a machine that busy,
+// would let one scan of the idle group through.)
 func TestAnIdleGroupIsNotScannedWhileTheViewShowsNothingToDo(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
@@ -249,33 +258,110 @@ func TestAnIdleGroupIsNotScannedWhileTheViewShowsNothingToDo(t *testing.T) {
 	redistest.Hold(t, rdb, "jobs", "workers", "ghost", "x", 3)
 	redistest.CreateGroup(t, rdb, "idle", "workers")
 	reg := prometheus.NewRegistry()
-	l := newLoopOn(t, srv.Addr(), 50*time.Millisecond, nil, reg, func(o *Options) { o.ScanInterval = 100 * time.Millisecond })
+	l := newLoopOn(t, srv.Addr(), 20*time.Millisecond, nil, reg, func(o *Options) { o.ScanInterval = 300 * time.Millisecond })
 	require.NoError(t, l.Add(target(t, "dryRun", "true"), false))
 	require.NoError(t, l.Add(target(t, "stream", "idle"), false))
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = l.view.Run(ctx) })
 	wg.Go(func() { l.Run(ctx) })
-	time.Sleep(time.Second) // ten intervals
+	time.Sleep(1500 * time.Millisecond) // five intervals
 	cancel()
 	wg.Wait()
 	count := func(stream string) float64 {
-		mfs, err := reg.Gather()
-		require.NoError(t, err)
-		for _, mf := range mfs {
-			if mf.GetName() != "pelwarden_hygiene_scan_duration_seconds" {
-				continue
-			}
-			for _, m := range mf.GetMetric() {
-				for _, lp := range m.GetLabel() {
-					if lp.GetName() == "stream" && lp.GetValue() == stream {
-						return float64(m.GetHistogram().GetSampleCount())
-					}
-				}
+		for _, s := range l.Series() {
+			if s.Group.Stream == stream {
+				return float64(s.Scans)
 			}
 		}
 		return 0
 	}
 	require.GreaterOrEqual(t, count("jobs"), 3.0, "the group with a ghost is scanned every interval")
 	require.LessOrEqual(t, count("idle"), 1.0, "the idle group at most once, before the view had read it")
+}
+
+// TestAGhostSeenWhileATurnRunsIsScannedAtOnce: a turn's scan reads the
+// group while its consumer is still alive; before the turn ends, a newer
+// read shows that consumer turned Ghost. The target must be due at once,
+// not an interval later, and the next turn gives the entries back.
+func TestAGhostSeenWhileATurnRunsIsScannedAtOnce(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	redistest.Hold(t, rdb, "jobs", "workers", "slow", "x", 3)
+	tg := target(t) // ghostIdle 0.2s: slow is alive now, a ghost soon
+	read := make(chan liveness.Observation, 1)
+	release := make(chan struct{})
+	var block atomic.Bool
+	block.Store(true)
+	l := newLoopFetching(t, srv.Addr(), time.Hour, nil, prometheus.NewRegistry(), func(o *Options) { o.ScanInterval = time.Hour },
+		func(next liveness.Fetcher) liveness.Fetcher {
+			return func(ctx context.Context, t liveness.Target, known []string) (liveness.Observation, error) {
+				obs, err := next(ctx, t, known)
+				if block.CompareAndSwap(true, false) { // the turn's own read: hold it until told
+					read <- obs
+					<-release
+				}
+				return obs, err
+			}
+		})
+	require.NoError(t, l.Add(tg, false))
+	r, _ := l.next(time.Now())
+	require.NotNil(t, r, "a new target is due at once")
+
+	turn := make(chan struct{})
+	go func() { l.scanRunner(context.Background(), r); close(turn) }()
+	obs := <-read
+	require.Equal(t, liveness.Alive, liveness.Build(tg.Target, obs, nil, time.Now()).Consumers[0].Verdict, "the turn decides on a read where slow is alive")
+
+	time.Sleep(300 * time.Millisecond) // slow passes ghostIdle
+	later, err := (&redisx.Reader{Conns: l.conns, LagEstimateCap: 1000}).Fetch(context.Background(), tg.Target, nil)
+	require.NoError(t, err)
+	snap := liveness.Build(tg.Target, later, nil, time.Now())
+	require.Equal(t, liveness.Ghost, snap.Consumers[0].Verdict)
+	l.Observe(tg.Target, snap) // the newer read lands while the turn runs
+	close(release)
+	<-turn
+
+	require.Equal(t, int64(3), pendingOf(t, rdb)["slow"], "the turn decided on the older read and gave nothing back")
+	again, wait := l.next(time.Now())
+	require.NotNil(t, again, "the ghost seen during the turn brings the next turn to now (it waits %s otherwise)", wait)
+	// The read Observe was given stands for one of the view's own, which
+	// the view holds as its latest: bring the view there too.
+	_, err = l.view.Refresh(context.Background(), tg.Target)
+	require.NoError(t, err)
+	l.scanRunner(context.Background(), again)
+	require.Zero(t, pendingOf(t, rdb)["slow"], "the next turn gives back what slow held")
+	copies := jobsInStream(t, rdb)
+	require.Equal(t, map[string]int{"x0": 2, "x1": 2, "x2": 2}, copies, "each job: the original and one copy")
+	_, wait = l.next(time.Now())
+	require.Greater(t, wait, time.Minute, "then the target waits its interval: no turn after turn")
+}
+
+// TestAGivenUpLeaseIsReleasedUnlessItsGroupHoldsItAgain: the lease keeper
+// releases the keys of groups that gave theirs up, but keeps the key of a
+// group that took its lease again before the round trip.
+func TestAGivenUpLeaseIsReleasedUnlessItsGroupHoldsItAgain(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	l := newLoopOn(t, srv.Addr(), time.Hour, nil, prometheus.NewRegistry(), nil)
+	again, idle := target(t, "stream", "again"), target(t, "stream", "idle")
+	for _, tg := range []Target{again, idle} {
+		require.NoError(t, l.Add(tg, false))
+		require.NoError(t, rdb.Set(ctx, leaseKey(tg.Target), l.opts.Identity, time.Minute).Err())
+	}
+	l.mu.Lock()
+	for _, tg := range []Target{again, idle} {
+		l.dropLease(l.targets[tg.Target.GroupRef])
+	}
+	l.targets[again.Target.GroupRef].leader = true // took it again meanwhile
+	l.mu.Unlock()
+	l.releaseRemoved(ctx)
+	require.Equal(t, int64(1), rdb.Exists(ctx, leaseKey(again.Target)).Val(), "the group holding its lease again keeps the key")
+	require.Equal(t, int64(0), rdb.Exists(ctx, leaseKey(idle.Target)).Val(), "the idle group's key is released")
+	l.mu.Lock()
+	require.Empty(t, l.release, "a round trip takes every pending release")
+	l.mu.Unlock()
 }
