@@ -49,22 +49,30 @@ func newAdminAuth(cfg config.Admin, log *slog.Logger) *adminAuth {
 	return a
 }
 
-// unary is the auth step of the interceptor chain.
+// unary is the auth step as an interceptor of its own.
 func (a *adminAuth) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	need := required(info.FullMethod, req)
+	if err := a.check(ctx, info.FullMethod, req); err != nil {
+		return nil, err
+	}
+	return handler(ctx, req)
+}
+
+// check is the auth step of the unary chain: nil lets the call through.
+func (a *adminAuth) check(ctx context.Context, method string, req any) error {
+	need := required(method, req)
 	if need == nobody {
-		return handler(ctx, req)
+		return nil
 	}
 	c, err := a.authorize(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if err := c.allows(need, info.FullMethod, req); err != nil {
-		a.log.WarnContext(ctx, "admin call refused", "method", info.FullMethod, "by", c.who, "err", err)
-		return nil, err
+	if err := c.allows(need, method, req); err != nil {
+		a.log.WarnContext(ctx, "admin call refused", "method", method, "by", c.who, "err", err)
+		return err
 	}
-	a.log.InfoContext(ctx, "admin call authorized", "method", info.FullMethod, "by", c.who)
-	return handler(ctx, req)
+	a.log.InfoContext(ctx, "admin call authorized", "method", method, "by", c.who)
+	return nil
 }
 
 // authorize returns who the caller is, or the status that refuses it:

@@ -8,11 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/pelwarden/pelwarden/internal/config"
 	"github.com/pelwarden/pelwarden/internal/lograte"
 )
 
@@ -89,4 +92,46 @@ func TestStreamCallReadsTheMethodAndCodeOfTheLoggingFields(t *testing.T) {
 	method, code := streamCall([]any{"protocol", "grpc", "grpc.service", "externalscaler.ExternalScaler", "grpc.method", "StreamIsActive", "grpc.code", "InvalidArgument"})
 	require.Equal(t, "/externalscaler.ExternalScaler/StreamIsActive", method)
 	require.Equal(t, codes.InvalidArgument.String(), code)
+}
+
+func TestTheUnaryChainCountsAndLogsARefusedCallAndAPanic(t *testing.T) {
+	t.Parallel()
+	cases := map[string]struct {
+		method  string
+		handler grpc.UnaryHandler
+		code    codes.Code
+		log     []string
+	}{
+		"a panic is Internal, with no stack to the client": {
+			method:  "/externalscaler.ExternalScaler/GetMetrics",
+			handler: func(context.Context, any) (any, error) { panic("boom") },
+			code:    codes.Internal,
+			log:     []string{`msg="panic in gRPC handler"`, "panic=boom", `msg="finished call"`, "grpc.code=Internal", `grpc.error="internal error"`},
+		},
+		"a guarded call without a credential is refused before its handler": {
+			method:  "/pelwarden.v1.Admin/Reclaim",
+			handler: func(context.Context, any) (any, error) { panic("the handler ran") },
+			code:    codes.PermissionDenied,
+			log:     []string{`msg="finished call"`, "grpc.method=Reclaim", "grpc.code=PermissionDenied"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			var buf bytes.Buffer
+			log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+			reg := prometheus.NewRegistry()
+			ch := newChain(log, reg, newAdminAuth(config.Admin{}, log))
+			_, err := ch.unary(context.Background(), nil, &grpc.UnaryServerInfo{FullMethod: tc.method}, tc.handler)
+			require.Equal(t, tc.code, status.Code(err))
+			require.NotContains(t, status.Convert(err).Message(), "goroutine", "no stack trace to the client")
+			for _, want := range tc.log {
+				require.Contains(t, buf.String(), want)
+			}
+			service, method := splitMethod(tc.method)
+			handled := testutil.ToFloat64(ch.metrics.handled.WithLabelValues(rpcUnary, service, method, tc.code.String()))
+			require.InDelta(t, 1, handled, 0, "counted under its code")
+			require.InDelta(t, 1, testutil.ToFloat64(ch.metrics.started.WithLabelValues(rpcUnary, service, method)), 0)
+		})
+	}
 }

@@ -119,15 +119,26 @@ func (mm *methodMetrics) done(err error, start time.Time) {
 
 func (m *rpcMetrics) unaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	start := time.Now()
-	mm := m.lookup(rpcUnary, info.FullMethod)
+	mm := m.startUnary(info.FullMethod)
+	resp, err := handler(ctx, req)
+	mm.finishUnary(err, start)
+	return resp, err
+}
+
+// startUnary counts a unary call started and its request received.
+func (m *rpcMetrics) startUnary(fullMethod string) *methodMetrics {
+	mm := m.lookup(rpcUnary, fullMethod)
 	mm.started.Inc()
 	mm.received.Inc()
-	resp, err := handler(ctx, req)
+	return mm
+}
+
+// finishUnary counts a unary call's response, if any, and its end.
+func (mm *methodMetrics) finishUnary(err error, start time.Time) {
 	if err == nil {
 		mm.sent.Inc()
 	}
 	mm.done(err, start)
-	return resp, err
 }
 
 func (m *rpcMetrics) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {

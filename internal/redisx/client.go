@@ -57,6 +57,8 @@ func newClient(c config.Redis, replicas bool) (redis.UniversalClient, error) {
 			Username:    c.Username, Password: c.Password, DB: c.DB,
 			DialTimeout: c.DialTimeout, ReadTimeout: c.ReadTimeout, WriteTimeout: c.WriteTimeout,
 			PoolSize: c.PoolSize, TLSConfig: tc,
+			ReadBufferSize: bufferSize, WriteBufferSize: bufferSize,
+			PipelineReadBufferSize: pipelineBufferSize, PipelineWriteBufferSize: pipelineBufferSize,
 			ClientName: clientName, ContextTimeoutEnabled: true, DisableIdentity: true,
 		}), nil
 	case config.RedisCluster:
@@ -69,6 +71,8 @@ func newClient(c config.Redis, replicas bool) (redis.UniversalClient, error) {
 			Username:       c.Username, Password: c.Password,
 			DialTimeout: c.DialTimeout, ReadTimeout: c.ReadTimeout, WriteTimeout: c.WriteTimeout,
 			PoolSize: c.PoolSize, TLSConfig: tc,
+			ReadBufferSize: bufferSize, WriteBufferSize: bufferSize,
+			PipelineReadBufferSize: pipelineBufferSize, PipelineWriteBufferSize: pipelineBufferSize,
 			ClusterStateReloadInterval: clusterStateReload,
 			ClientName:                 clientName, ContextTimeoutEnabled: true, DisableIdentity: true,
 		}), nil
@@ -84,12 +88,27 @@ func newClient(c config.Redis, replicas bool) (redis.UniversalClient, error) {
 		WriteTimeout: c.WriteTimeout,
 		PoolSize:     c.PoolSize,
 		TLSConfig:    tc,
-		ClientName:   clientName,
+		// Every connection keeps its buffers for life: go-redis's defaults
+		// (32 KiB each way, 128 KiB for the pipeline pool's) are sized for
+		// bulk values, where pelwarden's commands and replies are small.
+		ReadBufferSize:          bufferSize,
+		WriteBufferSize:         bufferSize,
+		PipelineReadBufferSize:  pipelineBufferSize,
+		PipelineWriteBufferSize: pipelineBufferSize,
+		ClientName:              clientName,
 		// CLIENT SETINFO is unknown before Redis 7.2; skip the extra call.
 		DisableIdentity:       true,
 		ContextTimeoutEnabled: true,
 	}), nil
 }
+
+// The connections' buffer sizes. A reply or a pipeline larger than its
+// buffer still goes through, in more reads or writes: XINFO CONSUMERS of a
+// large group, a lease pipeline of every group on a connection.
+const (
+	bufferSize         = 8 << 10
+	pipelineBufferSize = 32 << 10
+)
 
 // clientName is what CLIENT LIST shows for pelwarden's connections.
 const clientName = "pelwarden"

@@ -1,13 +1,15 @@
 package scaler
 
 import (
-	"hash/maphash"
 	"maps"
+	"slices"
+	"strings"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/kedacore/keda/v2/pkg/scalers/externalscaler"
 
 	"github.com/pelwarden/pelwarden/internal/metadata"
+	"github.com/pelwarden/pelwarden/internal/trigger"
 )
 
 // ParseFunc turns a trigger into a request. It must be pure: the same
@@ -19,61 +21,82 @@ type ParseFunc func(ref *externalscaler.ScaledObjectRef) (metadata.Request, erro
 // steady polls, which repeat the same ScaledObjectRef every few seconds,
 // parse nothing. It is bounded and evicts the least recently used trigger:
 // a caller sending new metadata on every call only churns the cache, it
-// cannot grow it.
+// cannot grow it. A trigger's slot is its trigger.ID; the metadata itself
+// is compared on a hit, so two triggers whose hashes collide are never
+// confused.
 type parseCache struct {
 	parse ParseFunc
-	seed  maphash.Seed
-	lru   *lru.Cache[triggerKey, *parsed]
-}
-
-// triggerKey finds a trigger's slot; the metadata itself is compared on a
-// hit, so two triggers whose hashes collide are never confused.
-type triggerKey struct {
-	namespace, name string
-	hash            uint64
+	lru   *lru.Cache[trigger.ID, *parsed]
 }
 
 type parsed struct {
-	metadata map[string]string
+	metadata flatMetadata
 	req      metadata.Request
 	err      error
 }
 
+// flatMetadata is a copy of a trigger's metadata to compare a hit with, in
+// one string: its keys in order, each followed by its value; ends[i] is
+// where the i-th key or value ends. One string and a few offsets cost
+// a third of a map's copy, and hold none of the request's own strings,
+// with one entry per trigger kept.
+type flatMetadata struct {
+	text string
+	ends []uint32
+}
+
+func flatten(md map[string]string) flatMetadata {
+	keys := slices.Sorted(maps.Keys(md))
+	var b strings.Builder
+	f := flatMetadata{ends: make([]uint32, 0, 2*len(keys))}
+	for _, k := range keys {
+		b.WriteString(k)
+		f.ends = append(f.ends, uint32(b.Len()))
+		b.WriteString(md[k])
+		f.ends = append(f.ends, uint32(b.Len()))
+	}
+	f.text = b.String()
+	return f
+}
+
+// equal reports whether md is the metadata f was made from.
+func (f flatMetadata) equal(md map[string]string) bool {
+	if len(f.ends) != 2*len(md) {
+		return false
+	}
+	start := uint32(0)
+	for i := 0; i < len(f.ends); i += 2 {
+		k, v := f.text[start:f.ends[i]], f.text[f.ends[i]:f.ends[i+1]]
+		if got, ok := md[k]; !ok || got != v {
+			return false
+		}
+		start = f.ends[i+1]
+	}
+	return true
+}
+
 func newParseCache(parse ParseFunc, size int) *parseCache {
-	c, err := lru.New[triggerKey, *parsed](max(size, 1))
+	c, err := lru.New[trigger.ID, *parsed](max(size, 1))
 	if err != nil {
 		// lru.New fails only on a size below 1, which max rules out.
 		panic(err)
 	}
-	return &parseCache{parse: parse, seed: maphash.MakeSeed(), lru: c}
+	return &parseCache{parse: parse, lru: c}
 }
 
 // get returns the parse of ref, from the cache when the same trigger was
-// parsed before. Errors are kept too: a trigger that is wrong stays wrong
-// until its metadata changes, and then it is another key.
-func (c *parseCache) get(ref *externalscaler.ScaledObjectRef) (metadata.Request, error) {
+// parsed before, and the trigger's ID. The request is shared with
+// whoever else keeps it (the trigger registry) and is never written to. Errors are kept too: a trigger that
+// is wrong stays wrong until its metadata changes, and then it is another
+// key.
+func (c *parseCache) get(ref *externalscaler.ScaledObjectRef) (*metadata.Request, trigger.ID, error) {
 	md := ref.GetScalerMetadata()
-	key := triggerKey{namespace: ref.GetNamespace(), name: ref.GetName(), hash: c.hash(md)}
-	if p, ok := c.lru.Get(key); ok && maps.Equal(p.metadata, md) {
-		return p.req, p.err
+	id := trigger.IDOf(ref.GetNamespace(), ref.GetName(), md)
+	if p, ok := c.lru.Get(id); ok && p.metadata.equal(md) {
+		return &p.req, id, p.err
 	}
 	r, err := c.parse(ref)
-	c.lru.Add(key, &parsed{metadata: maps.Clone(md), req: r, err: err})
-	return r, err
-}
-
-// hash sums one hash per key and value pair, which does not depend on the
-// map's iteration order and needs no sorted copy of the keys.
-func (c *parseCache) hash(md map[string]string) uint64 {
-	var sum uint64
-	var h maphash.Hash
-	h.SetSeed(c.seed)
-	for k, v := range md {
-		h.Reset()
-		h.WriteString(k)
-		h.WriteByte(0)
-		h.WriteString(v)
-		sum += h.Sum64()
-	}
-	return sum
+	p := &parsed{metadata: flatten(md), req: r, err: err}
+	c.lru.Add(id, p)
+	return &p.req, id, err
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pelwarden/pelwarden/internal/metadata"
+	"github.com/pelwarden/pelwarden/internal/trigger"
 )
 
 // countingParse parses nothing: it names the request after the stream and
@@ -34,7 +35,7 @@ func TestParseCacheParsesARepeatedTriggerOnce(t *testing.T) {
 	c := newParseCache(countingParse(&calls), 8)
 	for range 5 {
 		// A new map each time, as gRPC unmarshals one per call.
-		r, err := c.get(ref("apps", map[string]string{"stream": "jobs", "consumerGroup": "w"}))
+		r, _, err := c.get(ref("apps", map[string]string{"stream": "jobs", "consumerGroup": "w"}))
 		require.NoError(t, err)
 		require.Equal(t, "apps/jobs/w", r.MetricName)
 	}
@@ -57,14 +58,14 @@ func TestParseCacheTellsTriggersApartByNamespaceNameAndEveryValue(t *testing.T) 
 		"swapped values":  {ref("apps", map[string]string{"stream": "w", "consumerGroup": "jobs"}), "apps/w/jobs"},
 	}
 	for name, tc := range cases {
-		r, err := c.get(tc.ref)
+		r, _, err := c.get(tc.ref)
 		require.NoError(t, err, name)
 		require.Equal(t, tc.want, r.MetricName, name)
 	}
 	require.Equal(t, len(cases), calls, "each trigger is parsed once")
 	other := ref("apps", base)
 	other.Name = "other-so"
-	_, err := c.get(other)
+	_, _, err := c.get(other)
 	require.NoError(t, err)
 	require.Equal(t, len(cases)+1, calls, "another ScaledObject is another trigger")
 }
@@ -74,11 +75,11 @@ func TestParseCacheKeepsErrorsUntilTheMetadataChanges(t *testing.T) {
 	calls := 0
 	c := newParseCache(countingParse(&calls), 8)
 	for range 3 {
-		_, err := c.get(ref("apps", map[string]string{"stream": "bad"}))
+		_, _, err := c.get(ref("apps", map[string]string{"stream": "bad"}))
 		require.EqualError(t, err, "stream: bad")
 	}
 	require.Equal(t, 1, calls)
-	_, err := c.get(ref("apps", map[string]string{"stream": "good"}))
+	_, _, err := c.get(ref("apps", map[string]string{"stream": "good"}))
 	require.NoError(t, err)
 }
 
@@ -89,9 +90,9 @@ func TestParseCacheComparesTheMetadataOnAHashCollision(t *testing.T) {
 	md := map[string]string{"stream": "jobs", "consumerGroup": "w"}
 	// Plant another trigger's parse under this trigger's key, as a
 	// colliding hash would.
-	key := triggerKey{namespace: "apps", name: "so", hash: c.hash(md)}
-	c.lru.Add(key, &parsed{metadata: map[string]string{"stream": "evil"}, req: metadata.Request{MetricName: "evil"}})
-	r, err := c.get(ref("apps", md))
+	key := trigger.IDOf("apps", "so", md)
+	c.lru.Add(key, &parsed{metadata: flatten(map[string]string{"stream": "evil"}), req: metadata.Request{MetricName: "evil"}})
+	r, _, err := c.get(ref("apps", md))
 	require.NoError(t, err)
 	require.Equal(t, "apps/jobs/w", r.MetricName)
 	require.Equal(t, 1, calls)
@@ -102,7 +103,7 @@ func TestParseCacheStaysBoundedUnderRandomMetadata(t *testing.T) {
 	calls := 0
 	c := newParseCache(countingParse(&calls), 16)
 	for i := range 1000 {
-		_, err := c.get(ref("apps", map[string]string{"stream": fmt.Sprint("s", i)}))
+		_, _, err := c.get(ref("apps", map[string]string{"stream": fmt.Sprint("s", i)}))
 		require.NoError(t, err)
 	}
 	require.Equal(t, 16, c.lru.Len())
@@ -113,9 +114,30 @@ func TestParseCacheLookupAllocatesNothing(t *testing.T) {
 	calls := 0
 	c := newParseCache(countingParse(&calls), 8)
 	r := ref("apps", map[string]string{"stream": "jobs", "consumerGroup": "w", "pendingEntriesCount": "5"})
-	_, err := c.get(r)
+	_, _, err := c.get(r)
 	require.NoError(t, err)
-	allocs := testing.AllocsPerRun(100, func() { _, _ = c.get(r) })
+	allocs := testing.AllocsPerRun(100, func() { _, _, _ = c.get(r) })
 	require.Zero(t, allocs)
 	require.Equal(t, 1, calls)
+}
+
+func TestFlatMetadataEqualsOnlyTheMetadataItWasMadeFrom(t *testing.T) {
+	t.Parallel()
+	kept := flatten(map[string]string{"stream": "jobs", "consumerGroup": "w", "lagCount": ""})
+	cases := map[string]struct {
+		md   map[string]string
+		want bool
+	}{
+		"the same":                    {map[string]string{"lagCount": "", "consumerGroup": "w", "stream": "jobs"}, true},
+		"a value changed":             {map[string]string{"stream": "jobs", "consumerGroup": "x", "lagCount": ""}, false},
+		"a key missing":               {map[string]string{"stream": "jobs", "consumerGroup": "w"}, false},
+		"a key more":                  {map[string]string{"stream": "jobs", "consumerGroup": "w", "lagCount": "", "x": ""}, false},
+		"a key renamed, same count":   {map[string]string{"stream": "jobs", "consumerGroup": "w", "lagCounts": ""}, false},
+		"the text moved across a key": {map[string]string{"streamj": "obs", "consumerGroup": "w", "lagCount": ""}, false},
+		"empty":                       {map[string]string{}, false},
+	}
+	for name, tc := range cases {
+		require.Equal(t, tc.want, kept.equal(tc.md), name)
+	}
+	require.True(t, flatten(nil).equal(map[string]string{}), "no metadata equals no metadata")
 }

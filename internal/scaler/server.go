@@ -16,6 +16,7 @@ import (
 	"github.com/pelwarden/pelwarden/internal/metadata"
 	"github.com/pelwarden/pelwarden/internal/policy"
 	"github.com/pelwarden/pelwarden/internal/rpcstatus"
+	"github.com/pelwarden/pelwarden/internal/trigger"
 )
 
 // ArmFunc returns a channel closed when a new entry lands on a stream of a
@@ -39,11 +40,12 @@ type Options struct {
 	// Reported, when set, is told every value GetMetrics reports, under the
 	// metric name KEDA asked for.
 	Reported func(r metadata.Request, metricName string, value int64)
-	// Admit, when set, is told of every request after its metadata parsed
-	// (internal/trigger): it enrolls the targets whose metadata asks for
-	// reclaim, within the operator's policy. Its error refuses the request;
-	// a refused hygiene request is not an error, so the metric is served.
-	Admit func(namespace, name string, md map[string]string, r metadata.Request) error
+	// Admit, when set, is told of every request after its metadata parsed,
+	// with the trigger's ID (internal/trigger): it enrolls the targets whose
+	// metadata asks for reclaim, within the operator's policy. Its error
+	// refuses the request; a refused hygiene request is not an error, so
+	// the metric is served.
+	Admit func(id trigger.ID, r *metadata.Request) error
 	// Parse, when set, replaces the parse of trigger metadata against Env.
 	// It must be pure: its results, errors included, are cached.
 	Parse ParseFunc
@@ -75,7 +77,7 @@ func New(view *liveness.View, opts Options) *Server {
 // GetMetricSpec reports the metric and its per-replica target. It needs no
 // Redis: the target comes from metadata.
 func (s *Server) GetMetricSpec(_ context.Context, ref *externalscaler.ScaledObjectRef) (*externalscaler.GetMetricSpecResponse, error) {
-	r, err := s.parse(ref)
+	r, _, err := s.parse(ref)
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +87,7 @@ func (s *Server) GetMetricSpec(_ context.Context, ref *externalscaler.ScaledObje
 // GetMetrics reports the metric value from the target's snapshot. A Redis
 // failure is Unavailable, never a zero that would scale workers away.
 func (s *Server) GetMetrics(ctx context.Context, req *externalscaler.GetMetricsRequest) (*externalscaler.GetMetricsResponse, error) {
-	r, err := s.parse(req.GetScaledObjectRef())
+	r, _, err := s.parse(req.GetScaledObjectRef())
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +110,7 @@ func (s *Server) GetMetrics(ctx context.Context, req *externalscaler.GetMetricsR
 
 // IsActive answers from the same snapshot GetMetrics used on this poll.
 func (s *Server) IsActive(ctx context.Context, ref *externalscaler.ScaledObjectRef) (*externalscaler.IsActiveResponse, error) {
-	r, err := s.parse(ref)
+	r, _, err := s.parse(ref)
 	if err != nil {
 		return nil, err
 	}
@@ -124,7 +126,7 @@ func (s *Server) IsActive(ctx context.Context, ref *externalscaler.ScaledObjectR
 // the answer is false a waker is armed on the stream, so the first XADD is
 // seen within a round trip instead of at the next refresh.
 func (s *Server) StreamIsActive(ref *externalscaler.ScaledObjectRef, stream grpc.ServerStreamingServer[externalscaler.IsActiveResponse]) error {
-	r, err := s.parse(ref)
+	r, id, err := s.parse(ref)
 	if err != nil {
 		return err
 	}
@@ -182,7 +184,7 @@ func (s *Server) StreamIsActive(ref *externalscaler.ScaledObjectRef, stream grpc
 		case <-resend.C:
 			// An open stream is a request too: with external-push at zero
 			// replicas KEDA sends nothing else, and hygiene must go on.
-			if err := s.admit(ref, r); err != nil {
+			if err := s.admit(id, &r); err != nil {
 				return err
 			}
 			force = true
@@ -193,7 +195,7 @@ func (s *Server) StreamIsActive(ref *externalscaler.ScaledObjectRef, stream grpc
 // StreamMetricSpec sends the metric spec once: it derives from metadata
 // alone, so it never changes while the stream is open.
 func (s *Server) StreamMetricSpec(ref *externalscaler.ScaledObjectRef, stream grpc.ServerStreamingServer[externalscaler.GetMetricSpecResponse]) error {
-	r, err := s.parse(ref)
+	r, _, err := s.parse(ref)
 	if err != nil {
 		return err
 	}
@@ -205,19 +207,21 @@ func (s *Server) StreamMetricSpec(ref *externalscaler.ScaledObjectRef, stream gr
 }
 
 // parse returns the request of a trigger, parsed once and then cached, and
-// admits it on every call: the trigger registry counts a trigger as wanted
-// for as long as KEDA keeps asking about it.
-func (s *Server) parse(ref *externalscaler.ScaledObjectRef) (metadata.Request, error) {
+// its ID, and admits it on every call: the trigger registry counts a
+// trigger as wanted for as long as KEDA keeps asking about it.
+func (s *Server) parse(ref *externalscaler.ScaledObjectRef) (metadata.Request, trigger.ID, error) {
 	if ref == nil {
-		return metadata.Request{}, status.Error(codes.InvalidArgument, "scaledObjectRef is required")
+		return metadata.Request{}, trigger.ID{}, status.Error(codes.InvalidArgument, "scaledObjectRef is required")
 	}
-	r, err := s.parsed.get(ref)
+	r, id, err := s.parsed.get(ref)
 	if err != nil {
-		return r, err
+		return *r, id, err
 	}
 	// Admission is per call, after the cached parse: it depends on quotas
-	// and expiry, which change while the parse does not.
-	return r, s.admit(ref, r)
+	// and expiry, which change while the parse does not. The metadata is
+	// hashed once, for both, and the registry keeps the cached request
+	// itself, not a copy.
+	return *r, id, s.admit(id, r)
 }
 
 // parseMetadata is the default ParseFunc: the trigger's metadata against
@@ -237,11 +241,11 @@ func (s *Server) parseMetadata(ref *externalscaler.ScaledObjectRef) (metadata.Re
 // admit passes a request to the trigger policy, which may refuse it (a
 // connection the namespace may not reach, a full quota) and enrolls the
 // groups that requests ask to reclaim.
-func (s *Server) admit(ref *externalscaler.ScaledObjectRef, r metadata.Request) error {
+func (s *Server) admit(id trigger.ID, r *metadata.Request) error {
 	if s.opts.Admit == nil {
 		return nil
 	}
-	return s.opts.Admit(ref.GetNamespace(), ref.GetName(), ref.GetScalerMetadata(), r)
+	return s.opts.Admit(id, r)
 }
 
 // snapshot reads the target under pelwarden's own deadline; readNow forces

@@ -87,7 +87,7 @@ func (g *Registry) Check(namespace string, r metadata.Request) CheckResult {
 	if r.HygieneErr == nil && r.Hygiene.Mode == policy.ReclaimOff {
 		return CheckResult{}
 	}
-	return CheckResult{Hygiene: g.check(&entry{id: ID{Namespace: namespace}, req: r})}
+	return CheckResult{Hygiene: g.check(&entry{id: ID{Namespace: namespace}, req: &r})}
 }
 
 // reach refuses a namespace that no rule lets reach conn.

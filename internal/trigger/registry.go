@@ -50,12 +50,33 @@ type ID struct {
 	Hash            uint64
 }
 
+// seed keys the metadata hash of every ID in the process. It is random, so
+// a caller cannot choose metadata whose hashes collide.
+var seed = maphash.MakeSeed()
+
+// IDOf identifies a trigger, whatever the order of its metadata keys, by
+// summing one hash per key and value pair: no sorted copy, no allocation.
+// A scaler poll computes it once, for its parse cache and for Admit.
+func IDOf(namespace, name string, md map[string]string) ID {
+	var sum uint64
+	var h maphash.Hash
+	h.SetSeed(seed)
+	for k, v := range md {
+		h.Reset()
+		h.WriteString(k)
+		h.WriteByte(0)
+		h.WriteString(v)
+		sum += h.Sum64()
+	}
+	return ID{Namespace: namespace, Name: name, Hash: sum}
+}
+
 func (id ID) from() string { return "trigger " + id.Namespace + "/" + id.Name }
 
 type entry struct {
 	id       ID
-	req      metadata.Request
-	key      string // the view target's key, for the scaler quota
+	req      *metadata.Request // shared with the parse cache; never written to
+	key      string            // the view target's key, for the scaler quota
 	lastSeen time.Time
 	// hygiene says the trigger is a member of its group; counted says it
 	// counts against its namespace's hygiene quota.
@@ -85,7 +106,6 @@ type space struct {
 type Registry struct {
 	opts    Options
 	rules   rules
-	seed    maphash.Seed
 	refused map[codes.Code]prometheus.Counter
 
 	mu      sync.Mutex
@@ -109,7 +129,7 @@ func New(opts Options, reg prometheus.Registerer) *Registry {
 		refused[c] = vec.WithLabelValues(c.String())
 	}
 	return &Registry{
-		opts: opts, rules: rules(opts.Policy.Rules), seed: maphash.MakeSeed(), refused: refused,
+		opts: opts, rules: rules(opts.Policy.Rules), refused: refused,
 		entries: map[ID]*entry{}, groups: map[liveness.GroupRef]*group{}, spaces: map[string]*space{},
 	}
 }
@@ -129,9 +149,8 @@ func (g *Registry) AddConfig(index int, r metadata.Request) error {
 // the namespace may not reach, or a full quota. A refused hygiene request
 // is remembered for DescribeTarget, counted and logged, and the metric is
 // answered as if the trigger had not asked. A known trigger costs a map
-// lookup.
-func (g *Registry) Admit(namespace, name string, md map[string]string, r metadata.Request) error {
-	id := ID{Namespace: namespace, Name: name, Hash: g.hash(md)}
+// lookup. id is IDOf the request's trigger.
+func (g *Registry) Admit(id ID, r *metadata.Request) error {
 	now := g.opts.Now()
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -148,22 +167,7 @@ func (g *Registry) Admit(namespace, name string, md map[string]string, r metadat
 	return g.admit(id, r, now)
 }
 
-// hash identifies metadata whatever the order of its keys, without
-// allocating.
-func (g *Registry) hash(md map[string]string) uint64 {
-	var sum uint64
-	for k, v := range md {
-		var h maphash.Hash
-		h.SetSeed(g.seed)
-		h.WriteString(k)
-		h.WriteByte(0)
-		h.WriteString(v)
-		sum += h.Sum64()
-	}
-	return sum
-}
-
-func (g *Registry) admit(id ID, r metadata.Request, now time.Time) error {
+func (g *Registry) admit(id ID, r *metadata.Request, now time.Time) error {
 	ns, conn, q := id.Namespace, r.Target.Conn, g.opts.Policy.Quotas
 	if denied := g.reach(ns, conn); denied != nil {
 		return denied

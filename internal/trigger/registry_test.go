@@ -75,7 +75,7 @@ func (f *fixture) admit(t *testing.T, ns, name string, m map[string]string) erro
 	t.Helper()
 	r, err := metadata.ParseTrigger(m, metadata.Env{Conns: []string{"default", "orders"}, Namespace: ns})
 	require.NoError(t, err)
-	return f.reg.Admit(ns, name, m, r)
+	return f.reg.Admit(IDOf(ns, name, m), &r)
 }
 
 var jobs = liveness.GroupRef{Conn: "default", Stream: "jobs", Group: "workers"}
@@ -192,9 +192,27 @@ func TestAKnownTriggerCostsNoAllocation(t *testing.T) {
 	m := md()
 	r, err := metadata.ParseTrigger(m, metadata.Env{Conns: []string{"default"}, Namespace: "jobs"})
 	require.NoError(t, err)
-	require.NoError(t, f.reg.Admit("jobs", "so", m, r))
-	allocs := testing.AllocsPerRun(100, func() { _ = f.reg.Admit("jobs", "so", m, r) })
+	id := IDOf("jobs", "so", m)
+	require.NoError(t, f.reg.Admit(id, &r))
+	allocs := testing.AllocsPerRun(100, func() { _ = f.reg.Admit(id, &r) })
 	require.Zero(t, allocs)
+}
+
+func TestIDOfDependsOnTheMetadataNotOnTheOrderOfItsKeys(t *testing.T) {
+	a := map[string]string{}
+	b := map[string]string{}
+	keys := []string{"stream", "consumerGroup", "pendingEntriesCount", "reclaim", "liveness"}
+	for i, k := range keys {
+		a[k] = k + "-value"
+		b[keys[len(keys)-1-i]] = keys[len(keys)-1-i] + "-value"
+	}
+	require.Equal(t, IDOf("jobs", "so", a), IDOf("jobs", "so", b))
+	require.NotEqual(t, IDOf("jobs", "so", a), IDOf("jobs", "other", a), "another ScaledObject")
+	require.NotEqual(t, IDOf("jobs", "so", map[string]string{"ab": "c"}), IDOf("jobs", "so", map[string]string{"a": "bc"}),
+		"a key and its value are hashed apart")
+	b["stream"] = "orders"
+	require.NotEqual(t, IDOf("jobs", "so", a), IDOf("jobs", "so", b), "another value")
+	require.Zero(t, testing.AllocsPerRun(100, func() { _ = IDOf("jobs", "so", a) }))
 }
 
 // BenchmarkAdmitKnownTrigger is the registry's share of every KEDA poll.
@@ -210,12 +228,13 @@ func BenchmarkAdmitKnownTrigger(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := f.reg.Admit("jobs", "so", m, r); err != nil {
+	id := IDOf("jobs", "so", m)
+	if err := f.reg.Admit(id, &r); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		_ = f.reg.Admit("jobs", "so", m, r)
+		_ = f.reg.Admit(id, &r)
 	}
 }
 
