@@ -12,12 +12,17 @@ import (
 	pelwardenv1 "github.com/pelwarden/pelwarden/proto/pelwarden/v1"
 )
 
-// Report is the value GetMetrics last reported for one metric name.
+// Report is the value GetMetrics last reported for one metric name, with
+// the parts of its request that say what the value means. It keeps those
+// alone, not the whole request: there is one per ScaledObject.
 type Report struct {
-	Request    metadata.Request
-	MetricName string
-	Value      int64
-	At         time.Time
+	Group       liveness.GroupRef
+	Metric      policy.Metric
+	TargetValue float64
+	Activation  float64
+	MetricName  string
+	Value       int64
+	At          time.Time
 }
 
 // Reports keeps the last value reported to KEDA per group and metric name,
@@ -46,7 +51,7 @@ func NewReports(maxReports int) *Reports {
 
 // Record stores a reported value.
 func (r *Reports) Record(req metadata.Request, metricName string, value int64, at time.Time) {
-	k := reportKey{group: groupOf(req), name: metricName}
+	k := reportKey{group: req.Target.GroupRef, name: metricName}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, ok := r.reports[k]; !ok && len(r.reports) >= r.max {
@@ -59,7 +64,8 @@ func (r *Reports) Record(req metadata.Request, metricName string, value int64, a
 		}
 		delete(r.reports, oldest)
 	}
-	r.reports[k] = Report{Request: req, MetricName: metricName, Value: value, At: at}
+	r.reports[k] = Report{Group: req.Target.GroupRef, Metric: req.Metric, TargetValue: req.TargetValue, Activation: req.Activation,
+		MetricName: metricName, Value: value, At: at}
 }
 
 // Forget drops a group's reports, when its target expires.
@@ -87,18 +93,25 @@ func (r *Reports) For(g liveness.GroupRef) []Report {
 	return out
 }
 
-func groupOf(req metadata.Request) liveness.GroupRef {
-	return req.Target.GroupRef
+// All returns every report, in no order, for the metrics page.
+func (r *Reports) All() []Report {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]Report, 0, len(r.reports))
+	for _, rep := range r.reports {
+		out = append(out, rep)
+	}
+	return out
 }
 
 func metricValue(rep Report, now time.Time) *pelwardenv1.MetricValue {
 	return &pelwardenv1.MetricValue{
 		MetricName:  rep.MetricName,
-		Metric:      rep.Request.Metric.Key(),
+		Metric:      rep.Metric.Key(),
 		Value:       rep.Value,
-		TargetValue: rep.Request.TargetValue,
-		Activation:  rep.Request.Activation,
-		Active:      policy.Active(rep.Value, rep.Request.Activation),
+		TargetValue: rep.TargetValue,
+		Activation:  rep.Activation,
+		Active:      policy.Active(rep.Value, rep.Activation),
 		AgeMs:       now.Sub(rep.At).Milliseconds(),
 	}
 }

@@ -5,12 +5,11 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/pelwarden/pelwarden/internal/config"
@@ -36,9 +35,9 @@ func (r *readiness) get() (bool, error) {
 	return r.checked, r.err
 }
 
-func (a *App) httpHandler(reg *prometheus.Registry) http.Handler {
+func (a *App) httpHandler(metrics http.Handler) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.Handle("GET /metrics", metrics)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "ok\n")
 	})
@@ -53,6 +52,11 @@ func (a *App) httpHandler(reg *prometheus.Registry) http.Handler {
 			_, _ = io.WriteString(w, "ok\n")
 		}
 	})
+	if a.cfg.HTTP.Pprof {
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	}
 	return mux
 }
 

@@ -124,6 +124,10 @@ type HTTP struct {
 	// HTTP even when grpc.tls is set, so kubelet probes and Prometheus need
 	// no client certificate; keep it off networks that must not see it.
 	Addr string `yaml:"addr"`
+	// Pprof serves Go's runtime profiles under /debug/pprof/ on this port,
+	// to find where memory or CPU goes in a running process. Default false:
+	// a profile names streams and groups, and taking one costs CPU.
+	Pprof bool `yaml:"pprof"`
 }
 
 // Log configures logging.

@@ -1,0 +1,311 @@
+package app
+
+import (
+	"cmp"
+	"compress/gzip"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/pelwarden/pelwarden/internal/admin"
+	"github.com/pelwarden/pelwarden/internal/hygiene"
+	"github.com/pelwarden/pelwarden/internal/liveness"
+)
+
+// The per-target families are not kept in the registry: at 10k targets
+// they are 150k series, and a registry's Gather builds every one of them
+// as a protobuf message before the first byte is written, twice the live
+// heap at each scrape. metricsHandler writes the registry's families, then
+// renders the per-target ones from the view and the reports one family at
+// a time, reusing one set of messages: a scrape holds one family's worth.
+
+// targetFamily is one per-target gauge family read from a snapshot.
+type targetFamily struct {
+	name, help string
+	value      func(s *liveness.Snapshot, now float64) float64
+}
+
+// judgedFamilies are labeled by the target's group and liveness settings:
+// two targets on one group judge its consumers apart.
+var judgedFamilies = []targetFamily{
+	{"pelwarden_live_pending_entries", "Pending entries held by consumers judged Alive or Unknown (what the scaler counts), by target.",
+		func(s *liveness.Snapshot, _ float64) float64 { return float64(s.LivePending) }},
+	{"pelwarden_ghost_pending_entries", "Pending entries held by consumers judged Ghost (left out of the scaler's count), by target.",
+		func(s *liveness.Snapshot, _ float64) float64 { return float64(s.GhostPending) }},
+	{"pelwarden_unknown_pending_entries", "Pending entries held by consumers whose liveness is Unknown (counted as live), by target.",
+		func(s *liveness.Snapshot, _ float64) float64 { return float64(s.UnknownPending) }},
+	{"pelwarden_ghost_consumers", "Consumers judged Ghost, by target.",
+		func(s *liveness.Snapshot, _ float64) float64 { return float64(s.GhostConsumers) }},
+	{"pelwarden_degraded_pending_entries", "Pending entries held by consumers judged Degraded (left out of the scaler's count, given back once stale), by target.",
+		func(s *liveness.Snapshot, _ float64) float64 { return float64(s.DegradedPending) }},
+	{"pelwarden_degraded_consumers", "Consumers judged Degraded: alive, but their heartbeat says they cannot do the work; by target.",
+		func(s *liveness.Snapshot, _ float64) float64 { return float64(s.DegradedConsumers) }},
+	{"pelwarden_heartbeat_records_missing", "1 while heartbeats are configured but no consumer of the group has a heartbeat record " +
+		"(heartbeatKey is probably wrong): every consumer is judged Unknown and hygiene takes nothing; by target.",
+		func(s *liveness.Snapshot, _ float64) float64 { return boolFloat(s.NoHeartbeatRecords) }},
+	{"pelwarden_heartbeats_in_future", "Consumers whose heartbeat is dated in the future beyond the tolerance (judged Unknown), by target.",
+		func(s *liveness.Snapshot, _ float64) float64 { return float64(s.FutureHeartbeats) }},
+	{"pelwarden_snapshot_age_seconds", "Age of the target's latest good snapshot.",
+		func(s *liveness.Snapshot, now float64) float64 { return now - float64(s.At.UnixNano())/1e9 }},
+	{"pelwarden_shared_consumer_names", "Consumers whose name was read from after their pod went: more than one process uses the name; by target.",
+		func(s *liveness.Snapshot, _ float64) float64 { return float64(sharedNames(s)) }},
+	{"pelwarden_dead_letter_held_entries", "Entries pelwarden:dead-letter holds between the steps of the two-step dead-letter path " +
+		"(a dead-letter stream in another Redis Cluster slot): not counted as work; above 0 for long, step 2 or 3 keeps failing; by target.",
+		func(s *liveness.Snapshot, _ float64) float64 { return float64(s.HeldPending) }},
+}
+
+// groupFamilies are labeled by the group alone and read from its newest
+// snapshot: a group's lag is the same for every target on it.
+var groupFamilies = []targetFamily{
+	{"pelwarden_lag_entries", "Entries not yet delivered to the group (XINFO GROUPS lag, or the estimate), from its newest read.",
+		func(s *liveness.Snapshot, _ float64) float64 { return float64(s.Lag) }},
+	{"pelwarden_lag_estimated", "1 when Redis answered a NULL lag and the lag is pelwarden's estimate, from the group's newest read.",
+		func(s *liveness.Snapshot, _ float64) float64 { return boolFloat(s.LagEstimated) }},
+}
+
+// reportFamilies are labeled by the group and the metric reported to KEDA.
+var reportFamilies = []struct {
+	name, help string
+	value      func(admin.Report) float64
+}{
+	{"pelwarden_scaler_reported_value", "The value GetMetrics last reported to KEDA, by target and metric.",
+		func(r admin.Report) float64 { return float64(r.Value) }},
+	{"pelwarden_scaler_target_value", "The per-replica target of the metric GetMetrics last reported (pendingEntriesCount, lagCount or backlogCount), " +
+		"so dashboards can show the replicas the HPA asks for.",
+		func(r admin.Report) float64 { return r.TargetValue }},
+}
+
+// hygieneFamilies are labeled by the group a hygiene target scans.
+var hygieneFamilies = []struct {
+	name, help string
+	kind       dto.MetricType
+	value      func(hygiene.GroupSeries) float64
+}{
+	{"pelwarden_hygiene_leader", "1 while this replica holds the target's scan lease.", dto.MetricType_GAUGE,
+		func(s hygiene.GroupSeries) float64 { return boolFloat(s.Leader) }},
+	{"pelwarden_hygiene_scans_total", "Hygiene scans of the target.", dto.MetricType_COUNTER,
+		func(s hygiene.GroupSeries) float64 { return float64(s.Scans) }},
+}
+
+// handler serves /metrics: the registry's families, then the
+// per-target ones. It negotiates the format and compression as promhttp
+// does.
+func (m *metrics) handler(reg prometheus.Gatherer) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mfs, err := reg.Gather()
+		if err != nil {
+			http.Error(w, "gathering metrics: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		format := expfmt.NegotiateAccept(r.Header, expfmt.DefaultAcceptedFormats()...)
+		w.Header().Set("Content-Type", string(format))
+		var out io.Writer = w
+		if acceptsGzip(r.Header) {
+			w.Header().Set("Content-Encoding", "gzip")
+			gz := gzip.NewWriter(w)
+			defer func() { _ = gz.Close() }()
+			out = gz
+		}
+		enc := expfmt.NewEncoder(out, format)
+		for _, mf := range mfs {
+			if enc.Encode(mf) != nil {
+				return // the scraper went away; nothing to tell it
+			}
+		}
+		_ = m.encodeTargets(enc)
+	})
+}
+
+func acceptsGzip(h http.Header) bool {
+	for part := range strings.SplitSeq(h.Get("Accept-Encoding"), ",") {
+		if enc, _, _ := strings.Cut(strings.TrimSpace(part), ";"); enc == "gzip" {
+			return true
+		}
+	}
+	return false
+}
+
+// seriesRows is one family's series, reused from family to family: only
+// the values change.
+type seriesRows struct {
+	metrics []*dto.Metric
+	values  []float64
+}
+
+func newSeriesRows(labels [][]*dto.LabelPair) *seriesRows {
+	r := &seriesRows{metrics: make([]*dto.Metric, len(labels)), values: make([]float64, len(labels))}
+	for i, l := range labels {
+		r.metrics[i] = &dto.Metric{Label: l}
+	}
+	return r
+}
+
+// encode writes the rows' current values as one family of kind, a gauge
+// or a counter.
+func (r *seriesRows) encode(enc expfmt.Encoder, name, help string, kind dto.MetricType) error {
+	if len(r.metrics) == 0 {
+		return nil
+	}
+	for i, m := range r.metrics {
+		m.Gauge, m.Counter = nil, nil
+		if kind == dto.MetricType_COUNTER {
+			m.Counter = &dto.Counter{Value: &r.values[i]}
+		} else {
+			m.Gauge = &dto.Gauge{Value: &r.values[i]}
+		}
+	}
+	return enc.Encode(&dto.MetricFamily{Name: proto.String(name), Help: proto.String(help), Type: kind.Enum(), Metric: r.metrics})
+}
+
+// encodeTargets writes the per-target families.
+func (m *metrics) encodeTargets(enc expfmt.Encoder) error {
+	snaps := m.snapshots()
+	now := float64(m.now().UnixNano()) / 1e9
+	rows := newSeriesRows(labelsOf(snaps, func(j judged) []string { return j.s.Target.Labels(j.spec) }, judgedLabels))
+	for _, f := range judgedFamilies {
+		for i, j := range snaps {
+			rows.values[i] = f.value(j.s, now)
+		}
+		if err := rows.encode(enc, f.name, f.help, dto.MetricType_GAUGE); err != nil {
+			return err
+		}
+	}
+	groups := newestPerGroup(snaps)
+	rows = newSeriesRows(labelsOf(groups, func(s *liveness.Snapshot) []string { return s.Target.Labels() }, liveness.LabelNames))
+	for _, f := range groupFamilies {
+		for i, s := range groups {
+			rows.values[i] = f.value(s, now)
+		}
+		if err := rows.encode(enc, f.name, f.help, dto.MetricType_GAUGE); err != nil {
+			return err
+		}
+	}
+	if err := m.encodeHygiene(enc); err != nil {
+		return err
+	}
+	reports := latestReports(m.reports.All())
+	rows = newSeriesRows(labelsOf(reports, func(r admin.Report) []string {
+		return r.Group.Labels(r.Metric.Key())
+	}, reportLabels))
+	for _, f := range reportFamilies {
+		for i, r := range reports {
+			rows.values[i] = f.value(r)
+		}
+		if err := rows.encode(enc, f.name, f.help, dto.MetricType_GAUGE); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// encodeHygiene writes the hygiene loop's per-group families.
+func (m *metrics) encodeHygiene(enc expfmt.Encoder) error {
+	if m.hygiene == nil {
+		return nil
+	}
+	series := m.hygiene()
+	slices.SortFunc(series, func(a, b hygiene.GroupSeries) int { return compareGroups(a.Group, b.Group) })
+	rows := newSeriesRows(labelsOf(series, func(s hygiene.GroupSeries) []string { return s.Group.Labels() }, liveness.LabelNames))
+	for _, f := range hygieneFamilies {
+		for i, s := range series {
+			rows.values[i] = f.value(s)
+		}
+		if err := rows.encode(enc, f.name, f.help, f.kind); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+var (
+	judgedLabels = append(slices.Clone(liveness.LabelNames), livenessLabel)
+	reportLabels = append(slices.Clone(liveness.LabelNames), "metric")
+)
+
+// judged is a target's latest good snapshot with its liveness label.
+type judged struct {
+	s    *liveness.Snapshot
+	spec string
+}
+
+// snapshots are the view's latest good snapshots, in group then liveness
+// order, so a scrape's order is stable and a group's targets are next to
+// each other.
+func (m *metrics) snapshots() []judged {
+	latest := m.view.Latest()
+	out := make([]judged, 0, len(latest))
+	for _, l := range latest {
+		if l.Snapshot != nil {
+			out = append(out, judged{s: l.Snapshot, spec: l.Snapshot.Target.Spec.String()})
+		}
+	}
+	slices.SortFunc(out, func(a, b judged) int {
+		return cmp.Or(compareGroups(a.s.Target.GroupRef, b.s.Target.GroupRef), cmp.Compare(a.spec, b.spec))
+	})
+	return out
+}
+
+func compareGroups(a, b liveness.GroupRef) int {
+	return cmp.Or(cmp.Compare(a.Conn, b.Conn), cmp.Compare(a.Stream, b.Stream), cmp.Compare(a.Group, b.Group))
+}
+
+// newestPerGroup keeps, of each group's snapshots, the newest; of two
+// read at the same moment, the first in liveness order, so the choice
+// never depends on map order.
+func newestPerGroup(snaps []judged) []*liveness.Snapshot {
+	var out []*liveness.Snapshot
+	for _, j := range snaps {
+		if n := len(out); n > 0 && out[n-1].Target.GroupRef == j.s.Target.GroupRef {
+			if j.s.At.After(out[n-1].At) {
+				out[n-1] = j.s
+			}
+			continue
+		}
+		out = append(out, j.s)
+	}
+	return out
+}
+
+// latestReports keeps one report per group and metric: two KEDA metric
+// names of one group with the same metric are one series, the latest.
+func latestReports(all []admin.Report) []admin.Report {
+	slices.SortFunc(all, func(a, b admin.Report) int {
+		return cmp.Or(compareGroups(a.Group, b.Group), cmp.Compare(a.Metric, b.Metric), a.At.Compare(b.At))
+	})
+	out := all[:0]
+	for _, r := range all {
+		if n := len(out); n > 0 && out[n-1].Group == r.Group && out[n-1].Metric == r.Metric {
+			out[n-1] = r // sorted by time last: the later one wins
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// labelsOf builds each row's label pairs once per scrape; every family of
+// the rows shares them. The pairs are sorted by name, as a registry's are.
+func labelsOf[T any](rows []T, values func(T) []string, names []string) [][]*dto.LabelPair {
+	order := make([]int, len(names))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(names[a], names[b]) })
+	out := make([][]*dto.LabelPair, len(rows))
+	for i, r := range rows {
+		vs := values(r)
+		pairs := make([]dto.LabelPair, len(names))
+		out[i] = make([]*dto.LabelPair, len(names))
+		for j, k := range order {
+			pairs[j].Name, pairs[j].Value = &names[k], &vs[k]
+			out[i][j] = &pairs[j]
+		}
+	}
+	return out
+}
