@@ -3,7 +3,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -197,4 +199,72 @@ func TestSharedConsumerNameIsExportedAsAMetric(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestAConsumerReadAfterItsPodWentIsReadOnceMoreSoon: the read after a
+// ReplicaSet pod went finds its consumer's name still in use, a shared
+// name, so its entries stay; that target is read once more 200 ms later
+// (a read whose answer waited for the CPU can look newer than the pod's
+// departure), not again after that, and nothing is given back.
+// pelwarden's commands reach Redis 100 ms after it sends them, so the
+// other process has read under the name after the pod went and before
+// pelwarden's read runs, however the two are scheduled.
+func TestAConsumerReadAfterItsPodWentIsReadOnceMoreSoon(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	redistest.CreateGroup(t, rdb, "jobs", "workers")
+	redistest.AddJobs(t, rdb, "jobs", "", 3)
+	ids := redistest.Read(t, rdb, "jobs", "workers", "rs-7f9c-x2kq", 2)
+	pods := fake.NewClientset(controlledBy(workerPod("rs-7f9c-x2kq"), "ReplicaSet"))
+	p := startPelwarden(t, delayedAddr(t, srv.Addr(), 100*time.Millisecond), onlyPodEvents(anHoursGrace), app.WithKubernetesClient(pods))
+	waitPodsRunning(ctx, t, p)
+
+	// Another process uses the name: it keeps claiming an entry to it,
+	// which counts as a read.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+			_ = rdb.XClaim(ctx, &redis.XClaimArgs{Stream: "jobs", Group: "workers", Consumer: "rs-7f9c-x2kq", Messages: ids[:1]}).Err()
+		}
+	})
+	defer func() { close(stop); wg.Wait() }()
+	// The reads of pelwarden's start take 100 ms each: count from when
+	// they are done.
+	before := refreshes(t, p)
+	for {
+		time.Sleep(300 * time.Millisecond)
+		n := refreshes(t, p)
+		if n == before {
+			break
+		}
+		before = n
+	}
+	require.NoError(t, pods.CoreV1().Pods("jobs").Delete(ctx, "rs-7f9c-x2kq", metav1.DeleteOptions{}))
+	time.Sleep(time.Second)
+	require.Equal(t, before+2, refreshes(t, p), "the read at the pod's going, and one more")
+	pending, err := rdb.XPending(ctx, "jobs", "workers").Result()
+	require.NoError(t, err)
+	require.Equal(t, int64(2), pending.Consumers["rs-7f9c-x2kq"], "a shared name keeps its entries")
+}
+
+// refreshes is how many target reads pelwarden has made.
+func refreshes(t *testing.T, p *pelwarden) int {
+	t.Helper()
+	for line := range strings.Lines(scrape(t, p.app.HTTPAddr())) {
+		if v, ok := strings.CutPrefix(line, "pelwarden_refresh_duration_seconds_count "); ok {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			require.NoError(t, err)
+			return n
+		}
+	}
+	t.Fatal("no pelwarden_refresh_duration_seconds_count")
+	return 0
 }

@@ -182,6 +182,7 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 		Log:          log,
 		Engine:       engine,
 	}, reg)
+	m.hygiene = a.hygiene.Series
 	if err := a.newTriggers(cfg, conns.Names(), reg); err != nil {
 		return nil, err
 	}
@@ -232,7 +233,7 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 	rpcm.initialize(a.grpc) // every service is registered
 	a.hs.SetServingStatus(scalerService, healthpb.HealthCheckResponse_NOT_SERVING)
 
-	a.http = &http.Server{Handler: a.httpHandler(reg), ReadHeaderTimeout: 5 * time.Second}
+	a.http = &http.Server{Handler: a.httpHandler(m.handler(reg)), ReadHeaderTimeout: 5 * time.Second}
 	if a.grpcLis, err = net.Listen("tcp", cfg.GRPC.Addr); err != nil {
 		return nil, fmt.Errorf("grpc.addr %s: %w", cfg.GRPC.Addr, err)
 	}
@@ -329,7 +330,7 @@ func (a *App) shutdown(ctx context.Context) {
 // next scan. A pod whose name never comes back (a ReplicaSet's) has no
 // grace: its targets are refreshed now.
 func (a *App) podGone(ctx context.Context, set liveness.PodSet, pod string, nameUnique bool) {
-	a.refreshPodSet(ctx, set, func(t liveness.Target) time.Duration {
+	a.refreshPodSet(ctx, set, pod, func(t liveness.Target) time.Duration {
 		grace := t.Spec.PodGrace
 		if nameUnique {
 			grace = 0
@@ -343,23 +344,51 @@ func (a *App) podGone(ctx context.Context, set liveness.PodSet, pod string, name
 // again, so its consumers leave Unknown without waiting for the next
 // refresh.
 func (a *App) podsCurrent(ctx context.Context, set liveness.PodSet) {
-	a.refreshPodSet(ctx, set, func(liveness.Target) time.Duration { return 0 })
+	a.refreshPodSet(ctx, set, "", func(liveness.Target) time.Duration { return 0 })
 }
 
+// sharedRecheck is how soon a target is read again when the read after
+// its pod went found the pod's consumer still reading: a read whose answer
+// waited for the CPU makes the dead worker's last read look newer than the
+// departure, and one more read settles it long before the next refresh.
+const sharedRecheck = 200 * time.Millisecond
+
 // refreshPodSet refreshes, each after its delay and never in the caller's
-// goroutine (the pod watch's), every target that watches set.
-func (a *App) refreshPodSet(ctx context.Context, set liveness.PodSet, delay func(liveness.Target) time.Duration) {
+// goroutine (the pod watch's), every target that watches set. When gone
+// names a pod that went and its consumer reads as a shared name, the
+// target is read once more after sharedRecheck.
+func (a *App) refreshPodSet(ctx context.Context, set liveness.PodSet, gone string, delay func(liveness.Target) time.Duration) {
 	for _, l := range a.view.Latest() {
 		t := l.Target
 		if !t.Spec.Kubernetes || t.Spec.PodSet() != set {
 			continue
 		}
 		time.AfterFunc(delay(t), func() {
-			if ctx.Err() == nil {
-				_, _ = a.view.Refresh(ctx, t)
+			if ctx.Err() != nil {
+				return
 			}
+			snap, err := a.view.Refresh(ctx, t)
+			if err != nil || gone == "" || !sharedOwner(snap, gone) {
+				return
+			}
+			time.AfterFunc(sharedRecheck, func() {
+				if ctx.Err() == nil {
+					_, _ = a.view.Refresh(ctx, t)
+				}
+			})
 		})
 	}
+}
+
+// sharedOwner reports whether a consumer of pod reads as a shared name in
+// s.
+func sharedOwner(s *liveness.Snapshot, pod string) bool {
+	for _, c := range s.Consumers {
+		if c.Owner == pod && c.SharedName {
+			return true
+		}
+	}
+	return false
 }
 
 // identity names this replica in hygiene leases: the configured name, or
