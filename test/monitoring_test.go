@@ -18,6 +18,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/yaml"
 
@@ -150,7 +151,8 @@ func closedAddr(t *testing.T) string {
 
 // TestEveryMetricTheRulesAndDashboardNameIsExported runs pelwarden with
 // enough going on that every series it can export exists (gRPC TLS, a
-// ghost whose entries hygiene dead-letters, a Redis that is down and a
+// ghost whose entries hygiene dead-letters, one of them left for its
+// fields, a Redis that is down and a
 // hygiene target on it, KEDA polls that succeed and fail), scrapes
 // /metrics, and checks each metric and exact label value that the chart's
 // rules and dashboard select. A metric renamed in the code breaks here.
@@ -162,7 +164,11 @@ func TestEveryMetricTheRulesAndDashboardNameIsExported(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	redistest.CreateGroup(t, rdb, "jobs", "workers")
-	redistest.AddJobs(t, rdb, "jobs", "", 5)
+	redistest.AddJobs(t, rdb, "jobs", "", 2)
+	// A replayed dead-letter record: giving it back would overwrite its
+	// pelwarden-origin-id, so it stays pending (field-collision).
+	require.NoError(t, rdb.XAdd(context.Background(), &redis.XAddArgs{Stream: "jobs", Values: []any{"job", "replayed", "pelwarden-origin-id", "1-1"}}).Err())
+	redistest.AddJobs(t, rdb, "jobs", "later-", 2)
 	redistest.Read(t, rdb, "jobs", "workers", "dead", 3)
 	heartbeat(t, rdb, "hb:dead", time.Now().Add(-time.Hour))
 

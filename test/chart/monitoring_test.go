@@ -134,7 +134,7 @@ func TestRulesAndDashboardRenderAsValidObjects(t *testing.T) {
 	require.Equal(t, []string{
 		"PelwardenGhostEntriesHeld", "PelwardenGhostsNotScanned", "PelwardenHygieneErrors",
 		"PelwardenSnapshotStale", "PelwardenRedisReadsFailing", "PelwardenDeadLetterGrowing",
-		"PelwardenTLSCertificateExpiring", "PelwardenTLSReloadFailed", "PelwardenSharedConsumerName",
+		"PelwardenEntriesStuckOnFieldCollision", "PelwardenTLSCertificateExpiring", "PelwardenTLSReloadFailed", "PelwardenSharedConsumerName",
 		"PelwardenHeartbeatMisconfigured", "PelwardenScalerErrors",
 	}, alertNames(rule))
 }
