@@ -161,7 +161,7 @@ func measureHygiene(b *testing.B, bin, addr string, rdb *redis.Client) (off, on 
 // hygieneConfig is pelwarden's configuration for the row: its defaults,
 // limits raised for the targets, and a trigger policy that enrolls.
 const hygieneConfig = `grpc: {addr: %q}
-http: {addr: %q}
+http: {addr: %q, pprof: true}
 redis:
   - {name: default, addr: %q}
 scaler: {maxTargets: %[4]d}
@@ -197,6 +197,7 @@ func runHygiene(b *testing.B, bin, addr string, rdb *redis.Client, reclaim strin
 	}
 	time.Sleep(settle)
 	run := steadyState(b, keda, rdb, proc.Pid(), "http://"+httpAddr+"/metrics")
+	saveHeapProfile(b, "http://"+httpAddr, reclaim)
 	if n := metricValue(b, "http://"+httpAddr+"/metrics", "pelwarden_hygiene_targets"); n != want {
 		b.Fatalf("pelwarden_hygiene_targets is %v with reclaim %s; want %v", n, reclaim, want)
 	}
@@ -298,4 +299,27 @@ func commandsProcessed(b *testing.B, rdb *redis.Client) int64 {
 	}
 	b.Fatal("no total_commands_processed in INFO stats")
 	return 0
+}
+
+// saveHeapProfile writes the process's heap profile to
+// $PELWARDEN_BENCH_PROFILES/heap-<reclaim>.pb.gz when that directory is
+// set, for `go tool pprof -sample_index=inuse_space`.
+func saveHeapProfile(b *testing.B, base, reclaim string) {
+	b.Helper()
+	dir := os.Getenv("PELWARDEN_BENCH_PROFILES")
+	if dir == "" {
+		return
+	}
+	resp, err := http.Get(base + "/debug/pprof/heap") //nolint:noctx // a benchmark's read of its own server
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		b.Fatalf("heap profile: %v, %s", err, resp.Status)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "heap-"+reclaim+".pb.gz"), body, 0o600); err != nil {
+		b.Fatal(err)
+	}
 }

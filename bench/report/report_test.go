@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -219,9 +220,17 @@ func TestBuildRowsPutsPelwardenNextToTheNoopScalerFloor(t *testing.T) {
 	require.Len(t, floor, 3, "latency, throughput and allocations")
 	require.Equal(t, "371 µs / 2.5 ms", floor[0].Pelwarden.Text)
 	require.InDeltaSlice(t, []float64{371.0 / 327, 2499.0 / 2259}, floor[0].Ratio, 1e-9)
-	require.InDeltaSlice(t, []float64{7662.0 / 9390}, floor[1].Ratio, 1e-9)
+	require.InDeltaSlice(t, []float64{0.831}, floor[1].Ratio, 1e-9, "the median of the pairs, not 7662 / 9390")
+	require.Contains(t, floor[1].Workload, "8 alternating pairs of rounds, pair ratios 0.76–1.24")
 	require.Equal(t, "9.81 KB, 180 allocs", floor[2].Pelwarden.Text)
 	require.Equal(t, "10 consumers; both servers in their own process, same client", floor[0].Workload)
+	for _, r := range rows {
+		if strings.HasPrefix(r.What, "allocated per served poll beyond the floor's") {
+			require.Equal(t, fmt.Sprintf("%.2f KB, 14 allocs", (10041.0-9340)/1024), r.Pelwarden.Text)
+			return
+		}
+	}
+	require.Fail(t, "no row of pelwarden's own allocation")
 }
 
 func TestBuildRowsKeepsTheStatefulSetRecoveryNextToTheReplicaSets(t *testing.T) {
