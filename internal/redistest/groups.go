@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -64,4 +65,23 @@ func Read(tb testing.TB, rdb redis.Cmdable, stream, group, consumer string, n in
 		tb.Fatalf("%s read %d entries of %s, want %d", consumer, len(ids), stream, n)
 	}
 	return ids
+}
+
+// Age sets how long ids have been idle in group's pending list, as XCLAIM
+// … IDLE does, keeping their owner and delivery count. A test that tells
+// old entries from fresh ones ages the old ones by far more than its
+// threshold, so a slow machine cannot make a fresh entry look old.
+func Age(tb testing.TB, rdb interface {
+	Do(ctx context.Context, args ...any) *redis.Cmd
+}, stream, group, consumer string, idle time.Duration, ids ...string) {
+	tb.Helper()
+	args := []any{"XCLAIM", stream, group, consumer, 0}
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	args = append(args, "IDLE", idle.Milliseconds(), "JUSTID")
+	got, err := rdb.Do(context.Background(), args...).StringSlice()
+	if err != nil || len(got) != len(ids) {
+		tb.Fatalf("age %d entries of %s by %s: %v (claimed %d)", len(ids), consumer, idle, err, len(got))
+	}
 }

@@ -43,11 +43,12 @@ func TestPagedReclaimTakesOnlyTheConsumersIdleEntries(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Start(t).Client(t)
 	ctx := context.Background()
-	redistest.Hold(t, rdb, "jobs", "workers", "ghost", "", 5)
+	old := redistest.Hold(t, rdb, "jobs", "workers", "ghost", "", 5)
+	redistest.Age(t, rdb, "jobs", "workers", "ghost", time.Hour, old...)
 	other := redistest.Hold(t, rdb, "jobs", "workers", "other", "", 2)
-	time.Sleep(60 * time.Millisecond)
+	redistest.Age(t, rdb, "jobs", "workers", "other", time.Hour, other...)
 	fresh := redistest.Hold(t, rdb, "jobs", "workers", "ghost", "", 1)
-	r := Reclaim{Stream: "jobs", Group: "workers", Consumer: "ghost", MinIdle: 50 * time.Millisecond, Count: 3}
+	r := Reclaim{Stream: "jobs", Group: "workers", Consumer: "ghost", MinIdle: time.Minute, Count: 3}
 	var total int64
 	for {
 		res, err := RunReclaim(ctx, rdb, r)

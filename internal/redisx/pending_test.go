@@ -15,8 +15,8 @@ func TestPendingPagesVisitEveryMatchingEntryOnce(t *testing.T) {
 	rdb := redistest.Start(t).Client(t)
 	ctx := context.Background()
 	old := redistest.Hold(t, rdb, "jobs", "workers", "ghost", "", 23)
+	redistest.Age(t, rdb, "jobs", "workers", "ghost", time.Hour, old...)
 	others := redistest.Hold(t, rdb, "jobs", "workers", "other", "", 4)
-	time.Sleep(60 * time.Millisecond)
 	fresh := redistest.Hold(t, rdb, "jobs", "workers", "ghost", "", 2)
 
 	tests := map[string]struct {
@@ -24,7 +24,7 @@ func TestPendingPagesVisitEveryMatchingEntryOnce(t *testing.T) {
 		minIdle  time.Duration
 		want     int
 	}{
-		"one consumer, idle enough": {"ghost", 50 * time.Millisecond, len(old)},
+		"one consumer, idle enough": {"ghost", time.Minute, len(old)},
 		"one consumer, any idle":    {"ghost", 0, len(old) + len(fresh)},
 		"the whole group":           {"", 0, len(old) + len(others) + len(fresh)},
 		"nobody":                    {"nobody", 0, 0},
