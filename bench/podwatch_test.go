@@ -16,6 +16,7 @@ import (
 
 	"github.com/pelwarden/pelwarden/internal/app"
 	"github.com/pelwarden/pelwarden/internal/config"
+	"github.com/pelwarden/pelwarden/internal/kube"
 	"github.com/pelwarden/pelwarden/internal/redistest"
 )
 
@@ -95,7 +96,7 @@ func startPodWatchApp(b *testing.B, addr string, pods *fake.Clientset) {
 	cfg.Kubernetes.Enabled = true
 	cfg.Hygiene.Targets = []map[string]string{{"stream": "jobs", "consumerGroup": "workers", "reclaim": "requeue",
 		"liveness": "kubernetes", "podSelector": "app=worker", "podNamespace": "jobs"}}
-	a, err := app.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), app.WithKubernetesClient(pods))
+	a, err := app.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), app.WithKubernetesClient(kube.PodsFrom(pods.CoreV1().Pods)))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/pelwarden/pelwarden/internal/app"
 	"github.com/pelwarden/pelwarden/internal/config"
+	"github.com/pelwarden/pelwarden/internal/kube"
 	"github.com/pelwarden/pelwarden/internal/redistest"
 	pelwardenv1 "github.com/pelwarden/pelwarden/proto/pelwarden/v1"
 )
@@ -46,7 +47,7 @@ func TestPodDeletionRequeuesItsEntriesWithoutWaitingForAScan(t *testing.T) {
 	md := map[string]string{"stream": "jobs", "consumerGroup": "workers", "liveness": "kubernetes",
 		"podSelector": "app=worker", "podNamespace": "jobs", "podDeletionGraceSeconds": "0.5"}
 	target := cloneWith(md, "reclaim", "requeue")
-	p := startPelwarden(t, srv.Addr(), onlyPodEvents(target), app.WithKubernetesClient(pods))
+	p := startPelwarden(t, srv.Addr(), onlyPodEvents(target), app.WithKubernetesClient(kube.PodsFrom(pods.CoreV1().Pods)))
 
 	// The informer starts with the first read; a pod deleted before it
 	// has listed the pods is never seen to go. Wait until pelwarden sees
@@ -139,7 +140,7 @@ func TestAReplicaSetPodsEntriesComeBackWithoutThePodGrace(t *testing.T) {
 	redistest.Read(t, rdb, "jobs", "workers", "rs-7f9c-x2kq", 7)
 
 	pods := fake.NewClientset(controlledBy(workerPod("sts-0"), "StatefulSet"), controlledBy(workerPod("rs-7f9c-x2kq"), "ReplicaSet"))
-	p := startPelwarden(t, srv.Addr(), onlyPodEvents(anHoursGrace), app.WithKubernetesClient(pods))
+	p := startPelwarden(t, srv.Addr(), onlyPodEvents(anHoursGrace), app.WithKubernetesClient(kube.PodsFrom(pods.CoreV1().Pods)))
 	waitPodsRunning(ctx, t, p)
 
 	for _, name := range []string{"sts-0", "rs-7f9c-x2kq"} {
@@ -169,7 +170,7 @@ func TestSharedConsumerNameIsExportedAsAMetric(t *testing.T) {
 	pods := fake.NewClientset(workerPod("w-0"))
 	md := map[string]string{"stream": "jobs", "consumerGroup": "workers", "liveness": "kubernetes",
 		"podSelector": "app=worker", "podNamespace": "jobs", "podDeletionGraceSeconds": "0.2"}
-	p := startPelwarden(t, srv.Addr(), func(c *config.Config) { c.Kubernetes.Enabled = true }, app.WithKubernetesClient(pods))
+	p := startPelwarden(t, srv.Addr(), func(c *config.Config) { c.Kubernetes.Enabled = true }, app.WithKubernetesClient(kube.PodsFrom(pods.CoreV1().Pods)))
 	series := fmt.Sprintf(`pelwarden_shared_consumer_names{group="workers",liveness=%q,redis="default",stream="jobs"} `, livenessLabel(t, md))
 	admin := pelwardenv1.NewAdminClient(p.conn)
 	eventually(t, 5*time.Second, func() error {
@@ -218,7 +219,7 @@ func TestAConsumerReadAfterItsPodWentIsReadOnceMoreSoon(t *testing.T) {
 	redistest.AddJobs(t, rdb, "jobs", "", 3)
 	ids := redistest.Read(t, rdb, "jobs", "workers", "rs-7f9c-x2kq", 2)
 	pods := fake.NewClientset(controlledBy(workerPod("rs-7f9c-x2kq"), "ReplicaSet"))
-	p := startPelwarden(t, delayedAddr(t, srv.Addr(), 100*time.Millisecond), onlyPodEvents(anHoursGrace), app.WithKubernetesClient(pods))
+	p := startPelwarden(t, delayedAddr(t, srv.Addr(), 100*time.Millisecond), onlyPodEvents(anHoursGrace), app.WithKubernetesClient(kube.PodsFrom(pods.CoreV1().Pods)))
 	waitPodsRunning(ctx, t, p)
 
 	// Another process uses the name: it keeps claiming an entry to it,

@@ -22,7 +22,6 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
 	"github.com/pelwarden/pelwarden/internal/admin"
@@ -70,13 +69,13 @@ type App struct {
 type Option func(*options)
 
 type options struct {
-	kube kubernetes.Interface
+	kube kube.Pods
 }
 
 // WithKubernetesClient makes the kubernetes source watch pods through
 // client instead of the client kubernetes.* in the config describes, such
-// as client-go's fake clientset in tests.
-func WithKubernetesClient(client kubernetes.Interface) Option {
+// as client-go's fake clientset in tests (kube.PodsFrom).
+func WithKubernetesClient(client kube.Pods) Option {
 	return func(o *options) { o.kube = client }
 }
 

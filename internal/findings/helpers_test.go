@@ -116,7 +116,7 @@ func forbiddenPodWatcher(t *testing.T) *kube.Watcher {
 
 func runPodWatcher(t *testing.T, client *fake.Clientset) *kube.Watcher {
 	t.Helper()
-	w := kube.New(client, kube.Options{})
+	w := kube.New(kube.PodsFrom(client.CoreV1().Pods), kube.Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { w.Run(ctx); close(done) }()

@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/pelwarden/pelwarden/internal/liveness"
@@ -53,7 +52,7 @@ type Options struct {
 // Watcher serves the kubernetes source for every target: one reflector per
 // pod set, shared by every target that names the set.
 type Watcher struct {
-	client kubernetes.Interface
+	client Pods
 	opts   Options
 	// base is the reflectors' context: they run from first use until Run
 	// ends, whichever request started them.
@@ -65,9 +64,9 @@ type Watcher struct {
 	done bool
 }
 
-// New returns a Watcher over client: a real clientset, or client-go's fake
-// one in tests, through the same reflector.
-func New(client kubernetes.Interface, opts Options) *Watcher {
+// New returns a Watcher over client: NewClient's, or client-go's fake
+// clientset's (PodsFrom) in tests, through the same reflector.
+func New(client Pods, opts Options) *Watcher {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
@@ -201,15 +200,14 @@ func (w *Watcher) start(set liveness.PodSet) *podSet {
 	}
 	ps.cache = &podStore{Store: cache.NewStore(cache.MetaNamespaceKeyFunc), ps: ps}
 
-	pods := w.client.CoreV1().Pods(set.Namespace)
 	lw := newTrackedLW(
 		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.LabelSelector = set.Selector
-			return pods.List(ctx, o)
+			return w.client.List(ctx, set.Namespace, o)
 		},
 		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.LabelSelector = set.Selector
-			return pods.Watch(ctx, o)
+			return w.client.Watch(ctx, set.Namespace, o)
 		}, t)
 	b := w.opts.Backoff
 	r := cache.NewReflectorWithOptions(lw, &corev1.Pod{}, ps.cache, cache.ReflectorOptions{

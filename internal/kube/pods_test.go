@@ -44,7 +44,7 @@ func answered(o *liveness.PodsObs) bool { return o.Err == "" }
 
 func startWatcher(t *testing.T, client kubernetes.Interface, opts Options) *Watcher {
 	t.Helper()
-	w := New(client, opts)
+	w := New(PodsFrom(client.CoreV1().Pods), opts)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { w.Run(ctx); close(done) }()
@@ -187,7 +187,7 @@ func TestSweepStopsUnusedInformersAndForgetsOldDepartures(t *testing.T) {
 	client := fake.NewClientset(pod("w-0"))
 	now := time.Now()
 	clock := func() time.Time { return now }
-	w := New(client, Options{IdleExpiry: time.Minute, Retention: time.Hour, Now: clock})
+	w := New(PodsFrom(client.CoreV1().Pods), Options{IdleExpiry: time.Minute, Retention: time.Hour, Now: clock})
 	observeWhen(t, w, []string{"w-0"}, answered)
 	require.NoError(t, client.CoreV1().Pods("jobs").Delete(context.Background(), "w-0", metav1.DeleteOptions{}))
 	observeWhen(t, w, []string{"w-0"}, func(o *liveness.PodsObs) bool { return o.ByName["w-0"].State == liveness.PodGone })
