@@ -157,7 +157,7 @@ func modeRefresh(b *testing.B, conn config.Redis, stream string, n int) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if s := liveness.Build(r.Target, obs, nil, time.Now()); s.LivePending != int64(n) {
+		if s := liveness.Build(&r.Target, obs, nil, time.Now()); s.LivePending != int64(n) {
 			b.Fatalf("live pending %d, want %d", s.LivePending, n)
 		}
 		lat = append(lat, time.Since(t0))

@@ -80,7 +80,7 @@ func snapshot(t *testing.T, addr string, tg liveness.Target, annotate annotator)
 	if annotate != nil {
 		annotate(tg, &obs)
 	}
-	return liveness.Build(tg, obs, nil, time.Now())
+	return liveness.Build(&tg, obs, nil, time.Now())
 }
 
 var workers = liveness.PodSet{Namespace: "jobs", Selector: "app=worker"}

@@ -312,12 +312,12 @@ func TestAGhostSeenWhileATurnRunsIsScannedAtOnce(t *testing.T) {
 	turn := make(chan struct{})
 	go func() { l.scanRunner(context.Background(), r); close(turn) }()
 	obs := <-read
-	require.Equal(t, liveness.Alive, liveness.Build(tg.Target, obs, nil, time.Now()).Consumers[0].Verdict, "the turn decides on a read where slow is alive")
+	require.Equal(t, liveness.Alive, liveness.Build(&tg.Target, obs, nil, time.Now()).Consumers[0].Verdict, "the turn decides on a read where slow is alive")
 
 	time.Sleep(300 * time.Millisecond) // slow passes ghostIdle
 	later, err := (&redisx.Reader{Conns: l.conns, LagEstimateCap: 1000}).Fetch(context.Background(), tg.Target, nil)
 	require.NoError(t, err)
-	snap := liveness.Build(tg.Target, later, nil, time.Now())
+	snap := liveness.Build(&tg.Target, later, nil, time.Now())
 	require.Equal(t, liveness.Ghost, snap.Consumers[0].Verdict)
 	l.Observe(tg.Target, snap) // the newer read lands while the turn runs
 	close(release)

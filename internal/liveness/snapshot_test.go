@@ -35,7 +35,7 @@ func TestBuildLeavesGhostHeldEntriesOutOfLivePending(t *testing.T) {
 			"hb:broken":  {Err: errors.New("WRONGTYPE")},
 		},
 	}
-	s := Build(target, obs, nil, time.Now())
+	s := Build(&target, obs, nil, time.Now())
 	require.Equal(t, int64(9+2+1), s.LivePending, "live and unknown consumers count; the ghost does not")
 	require.Equal(t, int64(40), s.GhostPending)
 	require.Equal(t, int64(3), s.UnknownPending)
@@ -51,14 +51,14 @@ func TestBuildLeavesGhostHeldEntriesOutOfLivePending(t *testing.T) {
 
 func TestBuildReportsTheLagEstimateWhenLagIsNull(t *testing.T) {
 	t.Parallel()
-	s := Build(Target{Spec: idleSpec()}, Observation{ServerTime: serverNow, LagValid: false, LagEstimate: 12}, nil, time.Now())
+	s := Build(&Target{Spec: idleSpec()}, Observation{ServerTime: serverNow, LagValid: false, LagEstimate: 12}, nil, time.Now())
 	require.True(t, s.LagEstimated)
 	require.Equal(t, int64(12), s.Lag)
 }
 
 func TestBuildOfAMissingGroupIsEmpty(t *testing.T) {
 	t.Parallel()
-	s := Build(Target{Spec: idleSpec()}, Observation{GroupMissing: true, Lag: 5, LagValid: true}, nil, time.Now())
+	s := Build(&Target{Spec: idleSpec()}, Observation{GroupMissing: true, Lag: 5, LagValid: true}, nil, time.Now())
 	require.True(t, s.GroupMissing)
 	require.Zero(t, s.Lag)
 	require.Zero(t, s.LivePending)
@@ -83,7 +83,7 @@ func TestOwnerHeartbeatUsesTheLongestOwnerWithAKey(t *testing.T) {
 			"hb:review-e":       beat(time.Second),
 		},
 	}
-	s := Build(Target{Spec: spec}, obs, nil, time.Now())
+	s := Build(&Target{Spec: spec}, obs, nil, time.Now())
 	require.Len(t, s.Consumers, 1)
 	require.Equal(t, "review-e-codex", s.Consumers[0].Owner)
 	require.Equal(t, Ghost, s.Consumers[0].Verdict, ReasonsString(s.Consumers[0].Reasons))
@@ -110,7 +110,7 @@ func TestBuildJudgesConsumersByTheLongestPodNameAndDatesTheirGoing(t *testing.T)
 			"worker-b": {State: PodRunning},
 		}},
 	}
-	s := Build(Target{Spec: spec}, obs, nil, now)
+	s := Build(&Target{Spec: spec}, obs, nil, now)
 	byName := map[string]ConsumerView{}
 	for _, c := range s.Consumers {
 		byName[c.Name] = c
@@ -129,7 +129,7 @@ func TestBuildJudgesConsumersByTheLongestPodNameAndDatesTheirGoing(t *testing.T)
 	for i := range obs.Consumers {
 		obs.Consumers[i].Idle = 2 * time.Minute
 	}
-	s = Build(Target{Spec: spec}, obs, nil, now)
+	s = Build(&Target{Spec: spec}, obs, nil, now)
 	require.Equal(t, int64(0), s.GhostPending, "an unsynced informer makes every idle consumer Unknown, never Ghost")
 	require.Equal(t, int64(8), s.UnknownPending)
 }
@@ -148,12 +148,12 @@ func TestBuildComparesAReadWithAPodsDepartureAsOfRedissAnswer(t *testing.T) {
 		PendingByConsumer: map[string]int64{"worker-a": 3},
 		Pods:              &PodsObs{ByName: map[string]PodObs{"worker-a": {State: PodGone, GoneAt: now.Add(-20 * time.Millisecond), NameUnique: true}}},
 	}
-	c := Build(Target{Spec: kubeSpec(false)}, obs, nil, now).Consumers[0]
+	c := Build(&Target{Spec: kubeSpec(false)}, obs, nil, now).Consumers[0]
 	require.Equal(t, Ghost, c.Verdict, ReasonsString(c.Reasons))
 	require.False(t, c.SharedName)
 
 	obs.ReadAt = time.Time{} // a fetcher that does not say when Redis answered: judged as of now, as before
-	c = Build(Target{Spec: kubeSpec(false)}, obs, nil, now).Consumers[0]
+	c = Build(&Target{Spec: kubeSpec(false)}, obs, nil, now).Consumers[0]
 	require.True(t, c.SharedName, "without ReadAt the read looks newer than the departure")
 }
 
@@ -185,7 +185,7 @@ func TestBuildMakesEveryIdleConsumerUnknownWhileThePodSourceCannotAnswer(t *test
 			t.Parallel()
 			o := obs
 			o.Pods = tc.pods
-			s := Build(Target{GroupRef: GroupRef{Conn: "default", Stream: "s", Group: "g"}, Spec: spec}, o, nil, time.Now())
+			s := Build(&Target{GroupRef: GroupRef{Conn: "default", Stream: "s", Group: "g"}, Spec: spec}, o, nil, time.Now())
 			require.Equal(t, tc.want, s.Consumers[0].Verdict, "w-new, idle past ghostIdle: %s", ReasonsString(s.Consumers[0].Reasons))
 			require.Equal(t, Alive, s.Consumers[1].Verdict, "a consumer read a moment ago is Alive whatever the pods say")
 			require.Equal(t, tc.podsErr, s.PodsErr)
@@ -215,24 +215,24 @@ func TestBuildGivesAStartingWorkerTheGraceFromWhenItWasFirstSeen(t *testing.T) {
 		Heartbeats:        map[string]HeartbeatObs{"hb:new": {}, "hb:old": beat(time.Second)},
 	}
 	start := time.Now()
-	s := Build(target, obs, nil, start)
+	s := Build(&target, obs, nil, start)
 	require.Equal(t, Alive, verdictsOf(s)["new"], "a reading consumer pelwarden has just met is a starting worker")
 	require.Contains(t, ReasonsString(s.Consumers[0].Reasons), "a starting worker")
 	require.Equal(t, int64(2), s.LivePending)
 
-	s = Build(target, obs, s, start.Add(4*time.Second))
+	s = Build(&target, obs, s, start.Add(4*time.Second))
 	require.Equal(t, Alive, verdictsOf(s)["new"], "still within the 5s grace")
 	require.True(t, s.Consumers[0].FirstSeen.Equal(start), "first seen is carried, not reset")
 
-	s = Build(target, obs, s, start.Add(6*time.Second))
+	s = Build(&target, obs, s, start.Add(6*time.Second))
 	require.Equal(t, Ghost, verdictsOf(s)["new"], "past the grace a reading consumer without a heartbeat is a ghost")
 	require.Equal(t, int64(2), s.GhostPending)
 	require.Zero(t, s.LivePending)
 
 	gone := obs
 	gone.Consumers, gone.PendingByConsumer = obs.Consumers[1:], nil
-	s = Build(target, gone, s, start.Add(7*time.Second))
-	back := Build(target, obs, s, start.Add(8*time.Second))
+	s = Build(&target, gone, s, start.Add(7*time.Second))
+	back := Build(&target, obs, s, start.Add(8*time.Second))
 	require.Equal(t, Alive, verdictsOf(back)["new"], "a consumer that left is forgotten: coming back, it is new again")
 	require.True(t, back.Consumers[0].FirstSeen.Equal(start.Add(8*time.Second)))
 }
@@ -252,8 +252,8 @@ func TestBuildJudgesAGroupWithoutHeartbeatRecordsUnknown(t *testing.T) {
 		PendingByConsumer: map[string]int64{"reading": 3, "busy": 4},
 		Heartbeats:        map[string]HeartbeatObs{"hb:reading": {}, "hb:busy": {}},
 	}
-	first := Build(target, obs, nil, time.Now())
-	s := Build(target, obs, first, time.Now().Add(time.Hour))
+	first := Build(&target, obs, nil, time.Now())
+	s := Build(&target, obs, first, time.Now().Add(time.Hour))
 	require.True(t, s.NoHeartbeatRecords)
 	require.Equal(t, map[string]Verdict{"busy": Unknown, "reading": Unknown}, verdictsOf(s))
 	require.Zero(t, s.GhostPending, "nothing is left out of the metric")
@@ -264,11 +264,11 @@ func TestBuildJudgesAGroupWithoutHeartbeatRecordsUnknown(t *testing.T) {
 	}
 
 	obs.Heartbeats["hb:reading"] = beat(time.Second)
-	s = Build(target, obs, s, time.Now().Add(2*time.Hour))
+	s = Build(&target, obs, s, time.Now().Add(2*time.Hour))
 	require.False(t, s.NoHeartbeatRecords)
 	require.Equal(t, map[string]Verdict{"busy": Ghost, "reading": Alive}, verdictsOf(s))
 
-	idleOnly := Build(Target{Spec: idleSpec()}, obs, nil, time.Now())
+	idleOnly := Build(&Target{Spec: idleSpec()}, obs, nil, time.Now())
 	require.False(t, idleOnly.NoHeartbeatRecords, "the guard is about heartbeats only")
 }
 
@@ -291,7 +291,7 @@ func TestBuildLeavesDegradedEntriesOutAndCountsFutureHeartbeats(t *testing.T) {
 			"hb:live": beat(time.Second), "hb:deg": {Exists: true, Value: degraded}, "hb:skewed": beat(-time.Hour),
 		},
 	}
-	s := Build(target, obs, nil, time.Now())
+	s := Build(&target, obs, nil, time.Now())
 	require.Equal(t, map[string]Verdict{"deg": Degraded, "live": Alive, "skewed": Unknown}, verdictsOf(s))
 	require.Equal(t, int64(5), s.DegradedPending)
 	require.Equal(t, 1, s.DegradedConsumers)

@@ -90,8 +90,8 @@ func TestIssueTableFromRedisValuesToActions(t *testing.T) {
 			}
 			target := liveness.Target{GroupRef: liveness.GroupRef{Stream: "assignments", Group: "agents"}, Spec: spec}
 			now := time.Now()
-			first := liveness.Build(target, obs, nil, now.Add(-tc.known))
-			s := liveness.Build(target, obs, first, now)
+			first := liveness.Build(&target, obs, nil, now.Add(-tc.known))
+			s := liveness.Build(&target, obs, first, now)
 
 			byName := map[string]liveness.ConsumerView{}
 			for _, c := range s.Consumers {

@@ -363,7 +363,7 @@ func (v *View) read(ctx context.Context, e *entry, c *call, prev *Snapshot) {
 	obs, err := v.fetch(fctx, e.target, consumerNames(prev))
 	now := v.opts.Now()
 	if err == nil {
-		c.snap = Build(e.target, obs, prev, now)
+		c.snap = Build(&e.target, obs, prev, now)
 	} else {
 		c.err = err
 	}

@@ -43,7 +43,7 @@ func (g group) snapshot(t *testing.T, verdicts map[string]liveness.Verdict) *liv
 	t.Helper()
 	obs, err := g.reader.Fetch(context.Background(), g.target, nil)
 	require.NoError(t, err)
-	snap := liveness.Build(g.target, obs, nil, time.Now())
+	snap := liveness.Build(&g.target, obs, nil, time.Now())
 	for i := range snap.Consumers {
 		snap.Consumers[i].Verdict = liveness.Alive
 		if v, ok := verdicts[snap.Consumers[i].Name]; ok {
