@@ -196,7 +196,8 @@ type gathered struct {
 
 // Build judges every consumer of an observation. prev is the target's
 // previous snapshot (nil for the first): it carries when each consumer was
-// first seen, for the start grace. Build is pure.
+// first seen, for the start grace. Build is pure; the snapshot keeps t,
+// which must not change afterwards (the view's entry never changes it).
 func Build(t *Target, obs Observation, prev *Snapshot, now time.Time) *Snapshot {
 	s := &Snapshot{
 		Target:          t,
