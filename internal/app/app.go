@@ -194,13 +194,19 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 		Env:            metadata.Env{Conns: conns.Names(), Kubernetes: cfg.Kubernetes.Enabled},
 		RequestTimeout: cfg.Scaler.RequestTimeout,
 		ResendInterval: cfg.Scaler.ActiveResendInterval,
-		Arm: func(ctx context.Context, conn, stream string) (<-chan struct{}, func(), error) {
+		Arm: func(ctx context.Context, conn, stream string) (scaler.Wake, error) {
 			w, ok := a.wakers[conn]
 			if !ok {
-				return nil, nil, fmt.Errorf("no redis connection named %q", conn)
+				return nil, fmt.Errorf("no redis connection named %q", conn)
 			}
-			return w.Arm(ctx, stream)
+			k, err := w.Arm(ctx, stream)
+			if err != nil {
+				return nil, err // not a nil *redisx.Wake in an interface
+			}
+			return k, nil
 		},
+		MaxActiveStreams:             cfg.Scaler.MaxActiveStreams,
+		MaxActiveStreamsPerNamespace: cfg.Scaler.MaxActiveStreamsPerNamespace,
 		Reported:       m.report,
 		Admit:          a.triggers.Admit,
 		ParseCacheSize: cfg.Scaler.MaxTargets,
