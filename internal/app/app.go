@@ -213,6 +213,12 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 		Log:            log,
 	})
 
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "pelwarden_scaler_active_streams", Help: "StreamIsActive streams open (at most scaler.maxActiveStreams).",
+	}, func() float64 { return float64(sc.OpenStreams()) }), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "pelwarden_stream_waker_armed_streams", Help: "Redis streams armed for StreamIsActive: one each, however many streams wait on it.",
+	}, a.armedStreams))
+
 	creds, err := a.grpcCredentials(reg)
 	if err != nil {
 		return nil, err
@@ -247,6 +253,16 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 		return nil, fmt.Errorf("http.addr %s: %w", cfg.HTTP.Addr, err)
 	}
 	return a, nil
+}
+
+// armedStreams is the number of streams the wakers of every connection
+// have armed.
+func (a *App) armedStreams() float64 {
+	n := 0
+	for _, w := range a.wakers {
+		n += w.ArmedStreams()
+	}
+	return float64(n)
 }
 
 // cleanups close what New has opened so far.
