@@ -205,12 +205,13 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 			}
 			return k, nil
 		},
+		Reported:       m.report,
+		Admit:          a.triggers.Admit,
+		ParseCacheSize: cfg.Scaler.MaxTargets,
+		Log:            log,
+
 		MaxActiveStreams:             cfg.Scaler.MaxActiveStreams,
 		MaxActiveStreamsPerNamespace: cfg.Scaler.MaxActiveStreamsPerNamespace,
-		Reported:                     m.report,
-		Admit:                        a.triggers.Admit,
-		ParseCacheSize:               cfg.Scaler.MaxTargets,
-		Log:                          log,
 	})
 
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
