@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,9 +14,13 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/pelwarden/pelwarden/internal/app"
 	"github.com/pelwarden/pelwarden/internal/config"
+	"github.com/pelwarden/pelwarden/internal/kube"
 	"github.com/pelwarden/pelwarden/internal/redistest"
+	pelwardenv1 "github.com/pelwarden/pelwarden/proto/pelwarden/v1"
 )
 
 // gauge reads one unlabelled series from a scrape; -1 when it is absent.
@@ -152,4 +158,81 @@ func TestStreamIsActiveFloodSharesOneWaiterAndIsCapped(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestPodWatchFloodIsCappedAndALegitimateSelectorIsServed: a stranger
+// names a new podSelector on every call, from one namespace and then from
+// many. Past the namespace's share and past kubernetes.maxPodWatches the
+// call is ResourceExhausted naming the setting, and no more watches run;
+// a legitimate ScaledObject of another namespace, polling while the
+// stranger's namespace holds its share, gets its watch, and its consumers
+// are judged by their pods. Redis is unchanged and no secret shows.
+func TestPodWatchFloodIsCappedAndALegitimateSelectorIsServed(t *testing.T) {
+	t.Parallel()
+	const perNamespace, maxWatches = 10, 30
+	_, rdb := victim(t)
+	plantSecrets(t, rdb)
+	books, others := readBooks(t, rdb), otherKeys(t, rdb, "hb:")
+	pods := fake.NewClientset(workerPod("w-live"))
+	cfg := testConfig(rdbAddr(rdb))
+	cfg.Kubernetes.Enabled = true
+	cfg.Kubernetes.MaxPodWatches, cfg.Kubernetes.MaxPodWatchesPerNamespace = maxWatches, perNamespace
+	s := startStranger(t, cfg, app.WithKubernetesClient(kube.PodsFrom(pods.CoreV1().Pods)))
+	ctx := context.Background()
+	// A selector's pods are watched in the ScaledObject's namespace, unless
+	// podNamespace names another.
+	poll := func(namespace string, i int) error {
+		md := map[string]string{"stream": "jobs", "consumerGroup": "workers", "liveness": "kubernetes",
+			"podSelector": "app=flood-" + strconv.Itoa(i)}
+		_, err := s.client.GetMetrics(ctx, &externalscaler.GetMetricsRequest{ScaledObjectRef: soObj(namespace, "flood", md), MetricName: "m"})
+		return err
+	}
+	watches := func() int { return len(series(scrape(t, s.app.HTTPAddr()), "pelwarden_pod_watch_state")) / 6 }
+
+	for i := range perNamespace {
+		require.NoError(t, poll("intruder", i), "selector %d", i)
+	}
+	err := poll("intruder", perNamespace)
+	require.Equal(t, codes.ResourceExhausted, status.Code(err), "past the namespace's share: %v", err)
+	require.ErrorContains(t, err, "kubernetes.maxPodWatchesPerNamespace")
+
+	legit := map[string]string{"stream": "jobs", "consumerGroup": "workers", "liveness": "kubernetes", "podSelector": "app=worker", "podNamespace": "jobs"}
+	_, err = s.client.GetMetrics(ctx, &externalscaler.GetMetricsRequest{ScaledObjectRef: soObj("jobs", "workers", legit), MetricName: "m"})
+	require.NoError(t, err, "another namespace's selector gets its watch")
+
+	refused := 0
+	for i := perNamespace + 1; i < 3*maxWatches; i++ {
+		if err := poll("intruder-"+strconv.Itoa(i), i); err != nil {
+			require.Equal(t, codes.ResourceExhausted, status.Code(err), "%v", err)
+			require.ErrorContains(t, err, "the most kubernetes.maxPodWatches allows")
+			refused++
+		}
+	}
+	require.Equal(t, 3*maxWatches-perNamespace-1-(maxWatches-perNamespace-1), refused, "every selector past the cap is refused")
+	require.Equal(t, maxWatches, watches(), "no more pod watches than the cap")
+	_, err = s.client.GetMetrics(ctx, &externalscaler.GetMetricsRequest{ScaledObjectRef: soObj("jobs", "workers", legit), MetricName: "m"})
+	require.NoError(t, err, "the legitimate selector is still served with the cap full")
+	eventually(t, 5*time.Second, func() error {
+		res, err := s.admin.ListTargets(ctx, &pelwardenv1.ListTargetsRequest{})
+		if err != nil {
+			return err
+		}
+		s.saw(t, res)
+		for _, tg := range res.GetTargets() {
+			if !strings.Contains(tg.GetLiveness(), "|jobs|app=worker|") {
+				continue
+			}
+			for _, c := range tg.GetConsumers() {
+				if c.GetName() == "w-live" && c.GetPod() == "running" {
+					return nil
+				}
+			}
+			return fmt.Errorf("w-live's pod not seen running: %v", tg.GetConsumers())
+		}
+		return errors.New("no target watches app=worker")
+	})
+
+	require.Equal(t, books, readBooks(t, rdb), "streams, pending entries and consumers are unchanged")
+	require.Equal(t, others, otherKeys(t, rdb, "hb:"), "keys beside the streams are unchanged")
+	s.requireNoSecret(t)
 }

@@ -100,7 +100,8 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 		f(&o)
 	}
 	if cfg.Kubernetes.Enabled && o.kube == nil {
-		client, err := kube.NewClient(cfg.Kubernetes.Kubeconfig, "pelwarden")
+		k := cfg.Kubernetes
+		client, err := kube.NewClient(k.Kubeconfig, "pelwarden", float32(k.APIQPS), k.APIBurst)
 		if err != nil {
 			return nil, err
 		}
@@ -126,7 +127,8 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 	fetch := reader.Fetch
 	if o.kube != nil {
 		setKlogLogger(log)
-		a.pods = kube.New(o.kube, kube.Options{IdleExpiry: cfg.Scaler.TargetIdleExpiry, OnGone: a.podGone, OnCurrent: a.podsCurrent, Log: log})
+		a.pods = kube.New(o.kube, kube.Options{IdleExpiry: cfg.Scaler.TargetIdleExpiry, OnGone: a.podGone, OnCurrent: a.podsCurrent, Log: log,
+			MaxSets: cfg.Kubernetes.MaxPodWatches, MaxSetsPerClaimant: cfg.Kubernetes.MaxPodWatchesPerNamespace})
 		fetch = func(ctx context.Context, t liveness.Target, known []string) (liveness.Observation, error) {
 			obs, err := reader.Fetch(ctx, t, known)
 			if err == nil {
@@ -185,6 +187,9 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 	if err := a.newTriggers(cfg, conns.Names(), reg); err != nil {
 		return nil, err
 	}
+	if err := a.pinConfigPodSets(cfg); err != nil {
+		return nil, err
+	}
 
 	for _, name := range conns.Names() {
 		c, _ := conns.Get(name)
@@ -206,7 +211,7 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 			return k, nil
 		},
 		Reported:       m.report,
-		Admit:          a.triggers.Admit,
+		Admit:          a.admit,
 		ParseCacheSize: cfg.Scaler.MaxTargets,
 		Log:            log,
 
