@@ -236,3 +236,60 @@ func TestPodWatchFloodIsCappedAndALegitimateSelectorIsServed(t *testing.T) {
 	require.Equal(t, others, otherKeys(t, rdb, "hb:"), "keys beside the streams are unchanged")
 	s.requireNoSecret(t)
 }
+
+// TestListPendingRunsAtMostTwoAtOnce: ListPending is open to anyone who
+// reaches the port and a page can scan a whole PEL, so it shares Plan's
+// and Findings' bound. With Redis paused, five pages asked at once: two
+// wait for Redis and then answer, three are refused at once with
+// ResourceExhausted, and a Plan asked meanwhile is refused too. Redis is
+// unchanged and no secret shows.
+func TestListPendingRunsAtMostTwoAtOnce(t *testing.T) {
+	t.Parallel()
+	const calls, pause = 5, 2 * time.Second
+	_, rdb := victim(t)
+	plantSecrets(t, rdb)
+	books, others := readBooks(t, rdb), otherKeys(t, rdb, "hb:")
+	cfg := testConfig(rdbAddr(rdb))
+	cfg.Redis[0].ReadTimeout = 3 * pause // the held pages wait out the pause
+	s := startStranger(t, cfg)
+	ctx := context.Background()
+	_, err := s.client.GetMetricSpec(ctx, soObj("jobs", "workers", map[string]string{"stream": "jobs", "consumerGroup": "workers"}))
+	require.NoError(t, err, "jobs/workers registered, for Plan")
+
+	require.NoError(t, rdb.Do(ctx, "CLIENT", "PAUSE", pause.Milliseconds(), "ALL").Err())
+	type answer struct {
+		res *pelwardenv1.ListPendingResponse
+		err error
+	}
+	answers := make(chan answer, calls)
+	for range calls {
+		go func() {
+			res, err := s.admin.ListPending(ctx, &pelwardenv1.ListPendingRequest{Target: jobsRef, PageSize: 10000})
+			answers <- answer{res, err}
+		}()
+	}
+	var served, refused int
+	for range calls {
+		a := <-answers
+		switch status.Code(a.err) {
+		case codes.OK:
+			served++
+			require.Len(t, a.res.GetEntries(), 6, "the page answers once Redis is back")
+			s.saw(t, a.res)
+		case codes.ResourceExhausted:
+			refused++
+			require.ErrorContains(t, a.err, "at most 2 run at once")
+			if refused == calls-2 {
+				_, err := s.admin.Plan(ctx, &pelwardenv1.PlanRequest{Target: jobsRef})
+				require.Equal(t, codes.ResourceExhausted, status.Code(err), "Plan shares the bound: %v", err)
+			}
+		default:
+			require.NoError(t, a.err)
+		}
+	}
+	require.Equal(t, 2, served, "two pages ran")
+	require.Equal(t, calls-2, refused, "the others were refused, not queued")
+	require.Equal(t, books, readBooks(t, rdb), "streams, pending entries and consumers are unchanged")
+	require.Equal(t, others, otherKeys(t, rdb, "hb:"), "keys beside the streams are unchanged")
+	s.requireNoSecret(t)
+}
