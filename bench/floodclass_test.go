@@ -28,6 +28,9 @@ func floodClasses() []floodClass {
 		{name: "regex", callers: 4, flood: floodRegex},
 		{name: "stream-is-active", callers: 4, flood: floodActiveStreams},
 		{name: "pod-watches", callers: 4, kube: true, config: floodKubeConfig, setup: legitPod, flood: floodSelectors, during: legitSelectorCurrent},
+		// The same with client-go's default rate limit, as before
+		// kubernetes.apiQPS and apiBurst.
+		{name: "pod-watches-client-go-rate-limit", callers: 4, kube: true, config: floodKubeClientGoLimit, setup: legitPod, flood: floodSelectors, during: legitSelectorCurrent},
 		{name: "namespaces", callers: 4, flood: floodNamespaces},
 	}
 }
@@ -139,6 +142,11 @@ func startFloodKube(b *testing.B) *floodKube {
 const floodKubeConfig = `kubernetes: {enabled: true, kubeconfig: %s}
 `
 
+// floodKubeClientGoLimit is floodKubeConfig with client-go's default
+// rate limit (rest.Config's QPS 5, burst 10).
+const floodKubeClientGoLimit = `kubernetes: {enabled: true, kubeconfig: %s, apiQPS: 5, apiBurst: 10}
+`
+
 // legitPod is a worker pod and its consumer, holding one entry, that a
 // legitimate ScaledObject names during the flood.
 func legitPod(r *floodRig) {
@@ -163,13 +171,14 @@ func legitPod(r *floodRig) {
 	}
 }
 
-// floodSelectors polls with a new podSelector on every call, from a new
-// namespace every few, so that the calls pass the per-namespace share
-// and fill kubernetes.maxPodWatches.
-func floodSelectors(ctx context.Context, r *floodRig, _ int) {
+// floodSelectors polls with a new podSelector on every call, each caller
+// from a namespace of its own, so that each takes its namespace's share of
+// kubernetes.maxPodWatches, and the watches the legitimate ScaledObject's
+// selector waits behind are as many as the caps allow four namespaces.
+func floodSelectors(ctx context.Context, r *floodRig, caller int) {
 	for ctx.Err() == nil {
 		n := r.next.Add(1)
-		ref := &externalscaler.ScaledObjectRef{Name: "so", Namespace: "ns-" + strconv.FormatInt(n/10, 10),
+		ref := &externalscaler.ScaledObjectRef{Name: "so", Namespace: "ns-" + strconv.Itoa(caller),
 			ScalerMetadata: map[string]string{"stream": "jobs", "consumerGroup": "workers", "liveness": "kubernetes",
 				"podSelector": "app=flood-" + strconv.FormatInt(n, 10)}}
 		_, err := r.keda.GetMetrics(ctx, &externalscaler.GetMetricsRequest{ScaledObjectRef: ref, MetricName: "m"})
