@@ -81,7 +81,7 @@ func WithKubernetesClient(client kube.Pods) Option {
 
 // Run starts pelwarden and serves until ctx ends.
 func Run(ctx context.Context, cfg config.Config) error {
-	a, err := New(cfg, NewLogger(cfg.Log, os.Stderr))
+	a, err := New(cfg, NewLogger(cfg.Log, os.Stderr)) //nolint:contextcheck // New starts the configuration's pod watches, which run as long as the watcher, not as ctx
 	if err != nil {
 		return err
 	}

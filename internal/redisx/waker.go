@@ -130,7 +130,7 @@ func (w *Waker) Arm(ctx context.Context, stream string) (*Wake, error) {
 	w.mu.Unlock()
 	k := &Wake{w: w, sw: sw}
 	if !joined {
-		w.arm(ctx, sw) //nolint:contextcheck // a loop lives as long as Run, not as the Arm call that starts it
+		w.arm(ctx, sw)
 	}
 	select {
 	case <-sw.ready:
@@ -161,7 +161,7 @@ func (w *Waker) arm(ctx context.Context, sw *streamWatch) {
 		return
 	}
 	sw.after, sw.armedAt = after, armedAt
-	l := w.loopLocked(slot)
+	l := w.loopLocked(slot) //nolint:contextcheck // a loop lives as long as Run, not as the Arm call that starts it
 	sw.loop = l
 	l.watches[sw.stream] = sw
 	w.slots[sw.stream] = slot
