@@ -2,103 +2,245 @@ package bench
 
 import (
 	"context"
-	"io"
-	"log/slog"
-	"runtime"
-	"strconv"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/kedacore/keda/v2/pkg/scalers/externalscaler"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	"github.com/redis/go-redis/v9"
 
-	"github.com/pelwarden/pelwarden/internal/app"
-	"github.com/pelwarden/pelwarden/internal/config"
+	"github.com/pelwarden/pelwarden/internal/proctest"
 	"github.com/pelwarden/pelwarden/internal/redistest"
+	pelwardenv1 "github.com/pelwarden/pelwarden/proto/pelwarden/v1"
 )
 
-const (
-	floodWindow  = 6 * time.Second
-	floodCallers = 4
-)
+// floodSmallEnv, when set, runs every flood small and short: to see the
+// harness work, not to measure.
+const floodSmallEnv = "PELWARDEN_BENCH_FLOOD_SMALL"
 
-// BenchmarkTriggerFlood: a legitimate ScaledObject's poll (GetMetrics then
-// IsActive through KEDA's client), first on a quiet pelwarden, then while
-// floodCallers callers send GetMetricSpec as fast as they can, each with a
-// trigger never seen before (its own namespace and stream, asking for
-// reclaim), so every call passes the per-namespace quotas and only the
-// global caps (hygiene.maxTargets, scaler.maxTargets, the registry's own)
-// stop it. The policy is the most open an operator can set. Reported: the
-// poll's p50/p99 both ways, the flood's calls/s, and pelwarden's heap and
-// goroutines after it.
-func BenchmarkTriggerFlood(b *testing.B) {
-	srv := redistest.Start(b)
-	rdb := srv.Client(b)
-	redistest.CreateGroup(b, rdb, "jobs", "workers")
-	cfg := config.Default()
-	cfg.GRPC.Addr, cfg.HTTP.Addr = "127.0.0.1:0", "127.0.0.1:0"
-	cfg.Redis = []config.Redis{config.DefaultRedis("default", srv.Addr())}
-	enrollingPolicy(&cfg, config.Default().Triggers.Quotas.HygieneTargets)
-	base := sampleMem(b)
-	a, err := app.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = a.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
-	conn, err := grpc.NewClient(a.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() { _ = conn.Close() }()
-	keda := externalscaler.NewExternalScalerClient(conn)
+// floodSize is one run's scale.
+type floodSize struct {
+	window  time.Duration // each of the quiet and the flooded windows
+	warm    time.Duration // flood before the flooded window, to fill the caps
+	bytes   int           // of one oversized value (bytes class)
+	pattern int           // of one ownerMatch pattern (regex class)
+}
 
-	var quiet, flooded latencies
-	var calls int64
-	for b.Loop() {
-		quiet = pollFor(b, keda, floodWindow)
-		stop := make(chan struct{})
-		var wg sync.WaitGroup
-		var next atomic.Int64
-		for range floodCallers {
-			wg.Go(func() { flood(keda, &next, stop) })
-		}
-		flooded = pollFor(b, keda, floodWindow)
-		close(stop)
-		wg.Wait()
-		calls = next.Load()
+func floodScale() floodSize {
+	if os.Getenv(floodSmallEnv) != "" {
+		return floodSize{window: 1500 * time.Millisecond, warm: time.Second, bytes: 8 << 10, pattern: 4 << 10}
 	}
-	after := sampleMem(b)
-	b.ReportMetric(float64(quiet[len(quiet)/2].Microseconds()), "poll-p50-µs-quiet")
-	b.ReportMetric(float64(quiet[len(quiet)*99/100].Microseconds()), "poll-p99-µs-quiet")
-	b.ReportMetric(float64(flooded[len(flooded)/2].Microseconds()), "poll-p50-µs-flood")
-	b.ReportMetric(float64(flooded[len(flooded)*99/100].Microseconds()), "poll-p99-µs-flood")
-	b.ReportMetric(float64(flooded[len(flooded)*99/100])/float64(quiet[len(quiet)*99/100]), "p99-ratio")
-	b.ReportMetric(float64(calls)/floodWindow.Seconds(), "flood-calls/s")
-	b.ReportMetric(float64(int64(after.heap)-int64(base.heap))/(1<<20), "heap-MB")
-	b.ReportMetric(float64(runtime.NumGoroutine()), "goroutines")
-	if calls < int64(cfg.Hygiene.MaxTargets) {
-		b.Fatalf("the flood sent %d triggers, not past hygiene.maxTargets (%d)", calls, cfg.Hygiene.MaxTargets)
+	return floodSize{window: 6 * time.Second, warm: 3 * time.Second, bytes: 3 << 20, pattern: 1 << 20}
+}
+
+// floodClass is one resource an uncredentialed caller can make pelwarden
+// spend, and how a flood of it is sent.
+type floodClass struct {
+	name string
+	// callers run flood at once, each until ctx ends.
+	callers int
+	// config is YAML added to pelwarden's defaults; %s is the kubeconfig
+	// path where the class needs the API server.
+	config string
+	// kube: the class watches pods through a real API server.
+	kube bool
+	// setup runs once pelwarden serves, before the quiet window.
+	setup func(r *floodRig)
+	flood func(ctx context.Context, r *floodRig, caller int)
+	// during, when set, runs in the flooded window and adds its figures.
+	during func(r *floodRig)
+}
+
+// floodRig is pelwarden serve in a process of its own, the Redis it reads,
+// and the clients a stranger has.
+type floodRig struct {
+	b     *testing.B
+	size  floodSize
+	rdb   *redis.Client
+	keda  externalscaler.ExternalScalerClient
+	admin pelwardenv1.AdminClient
+	pid   int
+	http  string
+	kube  *floodKube
+	// calls and refused count the flood's calls and its refused ones.
+	calls, refused atomic.Int64
+	next           atomic.Int64 // a fresh number for each new name
+	// extra are the class's own figures, by unit.
+	extra map[string]float64
+}
+
+// floodRun is one window's figures.
+type floodRun struct {
+	poll         latencies
+	cmdsPerXAdd  float64
+	goroutines   float64
+	callsPerSec  float64
+	refusedShare float64
+}
+
+// BenchmarkFlood: for each resource class a stranger without credentials
+// can spend (oversized bytes, expensive regexes, StreamIsActive streams,
+// pod watches, claimed namespaces), pelwarden serve runs in a process of
+// its own on its defaults, as the chart deploys it. A legitimate
+// ScaledObject polls (GetMetrics then IsActive, KEDA's client) while a
+// producer XADDs to its stream every 20 ms, first quiet, then while the
+// class's flood runs. Reported per class: the poll's p50/p99 both ways,
+// Redis commands per XADD (INFO commandstats, the XADDs left out) both
+// ways, pelwarden's peak RSS (VmHWM) and most goroutines, and the flood's
+// calls/s and the share refused. Goals: peak RSS under the chart's memory
+// limit (256 MiB); the poll's p99 within 2x the quiet one. The pod-watch
+// class needs etcd and kube-apiserver (PELWARDEN_KUBE_BIN); without them
+// it is skipped.
+func BenchmarkFlood(b *testing.B) {
+	bin := proctest.Build(b, "../cmd/pelwarden")[0]
+	for _, c := range floodClasses() {
+		b.Run(c.name, func(b *testing.B) { benchFlood(b, bin, c) })
 	}
 }
 
-// flood sends never-seen triggers until stop closes; errors (a full cap
-// answers ResourceExhausted) are what a flood gets and are ignored.
-func flood(keda externalscaler.ExternalScalerClient, next *atomic.Int64, stop <-chan struct{}) {
-	for {
-		select {
-		case <-stop:
-			return
-		default:
+func benchFlood(b *testing.B, bin string, c floodClass) {
+	var kube *floodKube
+	if c.kube {
+		if kube = startFloodKube(b); kube == nil {
+			b.Skip("the pod-watch flood needs a real API server: set PELWARDEN_KUBE_BIN")
 		}
-		n := strconv.FormatInt(next.Add(1), 10)
-		ref := &externalscaler.ScaledObjectRef{Name: "so", Namespace: "ns-" + n,
-			ScalerMetadata: map[string]string{"stream": "flood-" + n, "consumerGroup": "workers", "reclaim": "requeue"}}
-		_, _ = keda.GetMetricSpec(context.Background(), ref)
+	}
+	var quiet, flooded floodRun
+	var r *floodRig
+	for b.Loop() {
+		r = startFlood(b, bin, c, kube)
+		quiet = r.window(nil)
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		for i := range c.callers {
+			wg.Go(func() { c.flood(ctx, r, i) })
+		}
+		time.Sleep(r.size.warm)
+		flooded = r.window(c.during)
+		cancel()
+		wg.Wait()
+	}
+	qp50, qp99 := quiet.poll.percentiles()
+	fp50, fp99 := flooded.poll.percentiles()
+	b.ReportMetric(qp50, "poll-p50-µs-quiet")
+	b.ReportMetric(qp99, "poll-p99-µs-quiet")
+	b.ReportMetric(fp50, "poll-p50-µs-flood")
+	b.ReportMetric(fp99, "poll-p99-µs-flood")
+	b.ReportMetric(fp99/qp99, "p99-ratio")
+	b.ReportMetric(quiet.cmdsPerXAdd, "cmds/xadd-quiet")
+	b.ReportMetric(flooded.cmdsPerXAdd, "cmds/xadd-flood")
+	b.ReportMetric(float64(procKB(b, fmt.Sprintf("/proc/%d/status", r.pid), "VmHWM:"))/1024, "peak-rss-MB")
+	b.ReportMetric(flooded.goroutines, "goroutines")
+	b.ReportMetric(flooded.callsPerSec, "flood-calls/s")
+	b.ReportMetric(flooded.refusedShare, "refused-share")
+	for unit, v := range r.extra {
+		b.ReportMetric(v, unit)
+	}
+}
+
+// floodConfig is pelwarden's configuration: its defaults, and the most
+// open trigger policy an operator can set, so that only the caps stop a
+// flood.
+const floodConfig = `grpc: {addr: %q}
+http: {addr: %q}
+redis:
+  - {name: default, addr: %q}
+triggers:
+  reclaim: requeue
+  rules:
+    - {namespaces: ["*"], redis: ["*"], hygieneStreams: ["*"]}
+`
+
+// startFlood starts Redis with the legitimate stream and pelwarden serve,
+// and runs the class's setup.
+func startFlood(b *testing.B, bin string, c floodClass, kube *floodKube) *floodRig {
+	b.Helper()
+	srv := redistest.Start(b)
+	r := &floodRig{b: b, size: floodScale(), rdb: srv.Client(b), kube: kube, extra: map[string]float64{}}
+	group(b, r.rdb, 10)
+	grpcAddr, httpAddr := freeAddr(b), freeAddr(b)
+	yml := fmt.Sprintf(floodConfig, grpcAddr, httpAddr, srv.Addr())
+	if c.config != "" {
+		kubeconfig := ""
+		if kube != nil {
+			kubeconfig = kube.kubeconfig
+		}
+		yml += strings.ReplaceAll(c.config, "%s", kubeconfig)
+	}
+	cfg := filepath.Join(b.TempDir(), "pelwarden.yaml")
+	if err := os.WriteFile(cfg, []byte(yml), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	proc := proctest.Start(b, "pelwarden-"+c.name, bin, "serve", "--config", cfg, "--log-level", "warn")
+	b.Cleanup(proc.Kill)
+	conn := dial(b, grpcAddr)
+	r.keda, r.admin = externalscaler.NewExternalScalerClient(conn), pelwardenv1.NewAdminClient(conn)
+	r.pid, r.http = proc.Pid(), "http://"+httpAddr+"/metrics"
+	waitFor(b, 10*time.Second, func() bool {
+		_, err := r.keda.GetMetrics(context.Background(), &externalscaler.GetMetricsRequest{MetricName: "m",
+			ScaledObjectRef: &externalscaler.ScaledObjectRef{Name: "legit", Namespace: "bench", ScalerMetadata: md}})
+		return err == nil
+	})
+	if c.setup != nil {
+		c.setup(r)
+	}
+	return r
+}
+
+// window polls for the run's window while a producer XADDs every 20 ms
+// and, with during, while the class measures its own figures; it counts
+// Redis's commands and samples pelwarden's goroutines meanwhile.
+func (r *floodRig) window(during func(*floodRig)) floodRun {
+	var run floodRun
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var xadds atomic.Int64
+	wg.Go(func() {
+		for ctx.Err() == nil {
+			if r.rdb.XAdd(ctx, &redis.XAddArgs{Stream: "jobs", Values: []any{"n", 1}}).Err() == nil {
+				xadds.Add(1)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	wg.Go(func() {
+		for ctx.Err() == nil {
+			run.goroutines = max(run.goroutines, metricValue(r.b, r.http, "go_goroutines"))
+			select {
+			case <-ctx.Done():
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
+	})
+	if during != nil {
+		wg.Go(func() { during(r) })
+	}
+	before := redistest.CommandCalls(r.b, r.rdb)
+	calls0, refused0, t0 := r.calls.Load(), r.refused.Load(), time.Now()
+	run.poll = pollFor(r.b, r.keda, r.size.window)
+	stop()
+	wg.Wait()
+	by, total := redistest.CallsSince(before, redistest.CommandCalls(r.b, r.rdb))
+	if n := xadds.Load(); n > 0 {
+		run.cmdsPerXAdd = float64(total-by["xadd"]) / float64(n)
+	}
+	calls := r.calls.Load() - calls0
+	run.callsPerSec = float64(calls) / time.Since(t0).Seconds()
+	if calls > 0 {
+		run.refusedShare = float64(r.refused.Load()-refused0) / float64(calls)
+	}
+	return run
+}
+
+// count records one flood call, and whether pelwarden refused it.
+func (r *floodRig) count(err error) {
+	r.calls.Add(1)
+	if err != nil {
+		r.refused.Add(1)
 	}
 }

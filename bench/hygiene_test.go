@@ -17,8 +17,6 @@ import (
 	"github.com/kedacore/keda/v2/pkg/scalers/externalscaler"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/pelwarden/pelwarden/internal/config"
-	"github.com/pelwarden/pelwarden/internal/policy"
 	"github.com/pelwarden/pelwarden/internal/proctest"
 	"github.com/pelwarden/pelwarden/internal/redistest"
 )
@@ -103,16 +101,6 @@ func hygieneGroups(b *testing.B, rdb *redis.Client) {
 	if err := rdb.XGroupCreateMkStream(ctx, "jobs", "workers", "$").Err(); err != nil {
 		b.Fatal(err)
 	}
-}
-
-// enrollingPolicy lets triggers of every namespace enroll every stream
-// for requeue, with floors under the benchmarks' one-second thresholds and
-// quotas of quota: the default policy enrolls nothing from triggers.
-func enrollingPolicy(cfg *config.Config, quota int) {
-	cfg.Triggers.Reclaim = policy.ReclaimRequeue
-	cfg.Triggers.Rules = []config.TriggerRule{{Namespaces: []string{"*"}, Redis: []string{"*"}, HygieneStreams: []string{"*"}}}
-	cfg.Triggers.Floors = config.TriggerFloors{EntryStale: time.Millisecond, GhostIdle: time.Millisecond, HeartbeatMaxAge: time.Millisecond}
-	cfg.Triggers.Quotas = config.TriggerQuotas{ScalerTargets: quota, HygieneTargets: quota}
 }
 
 // metricValue reads one unlabelled series from a /metrics page.

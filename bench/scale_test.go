@@ -51,6 +51,13 @@ func vmRSS(b *testing.B) uint64 {
 // procRSS reads VmRSS from a /proc/<pid>/status file, in bytes.
 func procRSS(b *testing.B, status string) uint64 {
 	b.Helper()
+	return procKB(b, status, "VmRSS:") << 10
+}
+
+// procKB reads one kB field of a /proc/<pid>/status file, such as VmRSS:
+// or VmHWM: (the peak resident set).
+func procKB(b *testing.B, status, field string) uint64 {
+	b.Helper()
 	f, err := os.Open(status)
 	if err != nil {
 		b.Fatalf("RSS needs Linux's /proc: %v", err)
@@ -58,15 +65,15 @@ func procRSS(b *testing.B, status string) uint64 {
 	defer func() { _ = f.Close() }()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(sc.Text(), field); ok {
 			kb, err := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
 			if err != nil {
-				b.Fatalf("VmRSS line %q: %v", sc.Text(), err)
+				b.Fatalf("%s line %q: %v", field, sc.Text(), err)
 			}
-			return kb << 10
+			return kb
 		}
 	}
-	b.Fatal("no VmRSS in /proc/self/status")
+	b.Fatalf("no %s in %s", field, status)
 	return 0
 }
 

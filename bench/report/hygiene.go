@@ -27,15 +27,3 @@ func hygieneRows(l *lookup) []Row {
 	}
 	return rows
 }
-
-// floodRow puts a legitimate poll during a flood of never-seen triggers
-// next to the same poll on the quiet pelwarden, one after the other.
-func floodRow(l *lookup) Row {
-	const b = "TriggerFlood"
-	flood := l.get(b, "flood-calls/s")
-	return l.row(Row{What: "one KEDA poll during a flood of never-seen triggers asking for reclaim, p50 / p99 (issue: bounded, measured)",
-		Workload: fmt.Sprintf("%d callers sending GetMetricSpec from a new namespace and stream each (%s calls/s), the most open trigger policy; after it pelwarden held %.0f MB of heap and %.0f goroutines",
-			4, count(flood), l.get(b, "heap-MB"), l.get(b, "goroutines")),
-		Pelwarden: latency(l.get(b, "poll-p50-µs-flood"), l.get(b, "poll-p99-µs-flood")),
-		Against:   "the same poll on the quiet pelwarden, same run", Baseline: ptr(latency(l.get(b, "poll-p50-µs-quiet"), l.get(b, "poll-p99-µs-quiet")))})
-}

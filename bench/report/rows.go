@@ -91,7 +91,7 @@ func buildRows(res results) ([]Row, error) {
 	rows = append(rows, scaleRows(l)...)
 	rows = append(rows, modeRows(l)...)
 	rows = append(rows, hygieneRows(l)...)
-	rows = append(rows, floodRow(l))
+	rows = append(rows, floodRows(l)...)
 	if len(l.missing) > 0 {
 		return rows, fmt.Errorf("metrics missing from the run: %s", strings.Join(l.missing, ", "))
 	}

@@ -41,8 +41,13 @@ func plan(o options) []step {
 		{pattern: `^BenchmarkModes$/^(poll|refresh)/`, benchtime: "50x"},
 		{pattern: `^BenchmarkModes$/^reclaim`, benchtime: "1x"},
 		{pattern: `^BenchmarkHygieneTargets$`, benchtime: "1x"},
-		{pattern: `^BenchmarkTriggerFlood$`, benchtime: "1x"},
 	}
+	// The pod-watch class of the flood runs only with a real API server.
+	flood := step{pattern: `^BenchmarkFlood$`, benchtime: "1x"}
+	if o.kubeBin != "" {
+		flood.env = []string{"PELWARDEN_KUBE_BIN=" + o.kubeBin}
+	}
+	steps = append(steps, flood)
 	if o.kubeBin != "" {
 		steps = append(steps, step{pattern: `^BenchmarkAPIRestartToCurrentVerdicts$`, benchtime: "1x",
 			env: []string{"PELWARDEN_KUBE_BIN=" + o.kubeBin}, kube: true})

@@ -8,10 +8,10 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// TestPlanAndFindingsRunAtMostTwoAtOnce: their Redis load is bounded by
-// calls at once; one more is refused at once, and a finished call frees
-// its slot.
-func TestPlanAndFindingsRunAtMostTwoAtOnce(t *testing.T) {
+// TestPlanFindingsAndListPendingRunAtMostTwoAtOnce: their Redis load is
+// bounded by calls at once; one more is refused at once, and a finished
+// call frees its slot.
+func TestPlanFindingsAndListPendingRunAtMostTwoAtOnce(t *testing.T) {
 	t.Parallel()
 	s := &Server{heavy: make(chan struct{}, maxHeavyCalls)}
 	var releases []func()
@@ -22,9 +22,9 @@ func TestPlanAndFindingsRunAtMostTwoAtOnce(t *testing.T) {
 	}
 	_, err := s.heavyCall("Findings")
 	require.Equal(t, codes.ResourceExhausted, status.Code(err))
-	require.Contains(t, err.Error(), "Findings: 2 Plan and Findings calls are already running")
+	require.Contains(t, err.Error(), "Findings: 2 Plan, Findings and ListPending calls are already running")
 	releases[0]()
-	release, err := s.heavyCall("Findings")
+	release, err := s.heavyCall("ListPending")
 	require.NoError(t, err, "a finished call frees its slot")
 	release()
 	releases[1]()

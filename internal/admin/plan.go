@@ -13,7 +13,10 @@ import (
 
 // ListPending pages through a group's PEL in id order. The page token is
 // the last id of the page before, exclusive, so entries acknowledged or
-// added between pages neither repeat nor shift the pages after.
+// added between pages neither repeat nor shift the pages after. A page
+// costs Redis up to a whole PEL's scan (XPENDING with IDLE skips the
+// entries not idle enough), so it takes a slot among Plan's and
+// Findings'.
 func (s *Server) ListPending(ctx context.Context, req *pelwardenv1.ListPendingRequest) (*pelwardenv1.ListPendingResponse, error) {
 	q, err := checkListPending(req, s.opts.Conns.Names())
 	if err != nil {
@@ -23,6 +26,11 @@ func (s *Server) ListPending(ctx context.Context, req *pelwardenv1.ListPendingRe
 	if err != nil {
 		return nil, err
 	}
+	release, err := s.heavyCall("ListPending")
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	// One entry more than the page says whether another page follows.
 	page, err := redisx.PendingPage(ctx, c, q.group.Stream, q.group.Group, q.consumer, q.minIdle, q.after, q.size+1)
 	if err != nil {

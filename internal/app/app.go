@@ -81,7 +81,7 @@ func WithKubernetesClient(client kube.Pods) Option {
 
 // Run starts pelwarden and serves until ctx ends.
 func Run(ctx context.Context, cfg config.Config) error {
-	a, err := New(cfg, NewLogger(cfg.Log, os.Stderr))
+	a, err := New(cfg, NewLogger(cfg.Log, os.Stderr)) //nolint:contextcheck // New starts the configuration's pod watches, which run as long as the watcher, not as ctx
 	if err != nil {
 		return err
 	}
@@ -100,7 +100,8 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 		f(&o)
 	}
 	if cfg.Kubernetes.Enabled && o.kube == nil {
-		client, err := kube.NewClient(cfg.Kubernetes.Kubeconfig, "pelwarden")
+		k := cfg.Kubernetes
+		client, err := kube.NewClient(k.Kubeconfig, "pelwarden", float32(k.APIQPS), k.APIBurst)
 		if err != nil {
 			return nil, err
 		}
@@ -126,7 +127,8 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 	fetch := reader.Fetch
 	if o.kube != nil {
 		setKlogLogger(log)
-		a.pods = kube.New(o.kube, kube.Options{IdleExpiry: cfg.Scaler.TargetIdleExpiry, OnGone: a.podGone, OnCurrent: a.podsCurrent, Log: log})
+		a.pods = kube.New(o.kube, kube.Options{IdleExpiry: cfg.Scaler.TargetIdleExpiry, OnGone: a.podGone, OnCurrent: a.podsCurrent, Log: log,
+			MaxSets: cfg.Kubernetes.MaxPodWatches, MaxSetsPerClaimant: cfg.Kubernetes.MaxPodWatchesPerNamespace})
 		fetch = func(ctx context.Context, t liveness.Target, known []string) (liveness.Observation, error) {
 			obs, err := reader.Fetch(ctx, t, known)
 			if err == nil {
@@ -185,6 +187,9 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 	if err := a.newTriggers(cfg, conns.Names(), reg); err != nil {
 		return nil, err
 	}
+	if err := a.pinConfigPodSets(cfg); err != nil {
+		return nil, err
+	}
 
 	for _, name := range conns.Names() {
 		c, _ := conns.Get(name)
@@ -194,18 +199,31 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 		Env:            metadata.Env{Conns: conns.Names(), Kubernetes: cfg.Kubernetes.Enabled},
 		RequestTimeout: cfg.Scaler.RequestTimeout,
 		ResendInterval: cfg.Scaler.ActiveResendInterval,
-		Arm: func(ctx context.Context, conn, stream string) (<-chan struct{}, func(), error) {
+		Arm: func(ctx context.Context, conn, stream string) (scaler.Wake, error) {
 			w, ok := a.wakers[conn]
 			if !ok {
-				return nil, nil, fmt.Errorf("no redis connection named %q", conn)
+				return nil, fmt.Errorf("no redis connection named %q", conn)
 			}
-			return w.Arm(ctx, stream)
+			k, err := w.Arm(ctx, stream)
+			if err != nil {
+				return nil, err // not a nil *redisx.Wake in an interface
+			}
+			return k, nil
 		},
 		Reported:       m.report,
-		Admit:          a.triggers.Admit,
+		Admit:          a.admit,
 		ParseCacheSize: cfg.Scaler.MaxTargets,
 		Log:            log,
+
+		MaxActiveStreams:             cfg.Scaler.MaxActiveStreams,
+		MaxActiveStreamsPerNamespace: cfg.Scaler.MaxActiveStreamsPerNamespace,
 	})
+
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "pelwarden_scaler_active_streams", Help: "StreamIsActive streams open (at most scaler.maxActiveStreams).",
+	}, func() float64 { return float64(sc.OpenStreams()) }), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "pelwarden_stream_waker_armed_streams", Help: "Redis streams armed for StreamIsActive: one each, however many streams wait on it.",
+	}, a.armedStreams))
 
 	creds, err := a.grpcCredentials(reg)
 	if err != nil {
@@ -241,6 +259,16 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 		return nil, fmt.Errorf("http.addr %s: %w", cfg.HTTP.Addr, err)
 	}
 	return a, nil
+}
+
+// armedStreams is the number of streams the wakers of every connection
+// have armed.
+func (a *App) armedStreams() float64 {
+	n := 0
+	for _, w := range a.wakers {
+		n += w.ArmedStreams()
+	}
+	return float64(n)
 }
 
 // cleanups close what New has opened so far.

@@ -39,6 +39,25 @@ type Kubernetes struct {
 	// Kubeconfig is the path of a kubeconfig file, for running outside a
 	// cluster. Optional; requires Enabled; the file must be readable.
 	Kubeconfig string `yaml:"kubeconfig"`
+	// MaxPodWatches bounds the pod watches (one per pod namespace and
+	// label selector, shared by every trigger that names them) running at
+	// once. Past it, a trigger that would start one more gets
+	// ResourceExhausted. Each is a list and a watch on the API server and
+	// a cache of the pods it selects. Default 100; at least 1.
+	MaxPodWatches int `yaml:"maxPodWatches"`
+	// MaxPodWatchesPerNamespace bounds the pod watches the triggers of one
+	// ScaledObject namespace may start, so one namespace cannot take
+	// every watch. Default 20; from 1 to maxPodWatches.
+	MaxPodWatchesPerNamespace int `yaml:"maxPodWatchesPerNamespace"`
+	// APIQPS and APIBurst are the Kubernetes client's rate limit, in
+	// requests per second and at once: every pod watch starts with a list
+	// and a watch, and a failing one lists again about every 2.5 s, so a
+	// new watch is current within a second only when the limit can take
+	// maxPodWatches' lists at once. client-go's default (5, 10) made a new
+	// watch wait its turn behind hundreds of others. Defaults 50 and 200;
+	// at least 1 each.
+	APIQPS   int `yaml:"apiQPS"`
+	APIBurst int `yaml:"apiBurst"`
 }
 
 // Hygiene configures the loop that gives ghost-held entries back.
@@ -167,6 +186,15 @@ type Scaler struct {
 	// XINFO GROUPS reports it as NULL (after deletions). Default 10000; must
 	// be at least 1.
 	LagEstimateCap int64 `yaml:"lagEstimateCap"`
+	// MaxActiveStreams bounds the StreamIsActive streams (KEDA's
+	// external-push triggers) open at once; one more is ResourceExhausted.
+	// Each holds a goroutine and a subscription; the streams on one Redis
+	// stream share one armed watch. Default 1000; at least 1.
+	MaxActiveStreams int `yaml:"maxActiveStreams"`
+	// MaxActiveStreamsPerNamespace bounds the StreamIsActive streams of
+	// one ScaledObject namespace, so one namespace cannot take every
+	// stream. Default 200; from 1 to maxActiveStreams.
+	MaxActiveStreamsPerNamespace int `yaml:"maxActiveStreamsPerNamespace"`
 }
 
 // Redis is one named Redis connection.
@@ -280,8 +308,12 @@ func Default() Config {
 			ActiveResendInterval: 5 * time.Second,
 			MaxTargets:           10000,
 			LagEstimateCap:       10000,
+
+			MaxActiveStreams:             1000,
+			MaxActiveStreamsPerNamespace: 200,
 		},
-		Triggers: defaultTriggers(),
+		Kubernetes: Kubernetes{MaxPodWatches: 100, MaxPodWatchesPerNamespace: 20, APIQPS: 50, APIBurst: 200},
+		Triggers:   defaultTriggers(),
 	}
 }
 

@@ -209,17 +209,19 @@ func TestLoadRejectsBadEnvValuesNamingTheVariable(t *testing.T) {
 func TestEveryScalerSettingHasAnEnvVariable(t *testing.T) {
 	t.Parallel()
 	env := map[string]string{
-		"PELWARDEN_REDIS_ADDR":                    "r:6379",
-		"PELWARDEN_HTTP_ADDR":                     ":8181",
-		"PELWARDEN_LOG_LEVEL":                     "debug",
-		"PELWARDEN_LOG_FORMAT":                    "text",
-		"PELWARDEN_SCALER_REFRESH_INTERVAL":       "1s",
-		"PELWARDEN_SCALER_MAX_SNAPSHOT_AGE":       "4s",
-		"PELWARDEN_SCALER_REQUEST_TIMEOUT":        "7s",
-		"PELWARDEN_SCALER_TARGET_IDLE_EXPIRY":     "1h",
-		"PELWARDEN_SCALER_ACTIVE_RESEND_INTERVAL": "9s",
-		"PELWARDEN_SCALER_MAX_TARGETS":            "12",
-		"PELWARDEN_SCALER_LAG_ESTIMATE_CAP":       "34",
+		"PELWARDEN_REDIS_ADDR":                              "r:6379",
+		"PELWARDEN_HTTP_ADDR":                               ":8181",
+		"PELWARDEN_LOG_LEVEL":                               "debug",
+		"PELWARDEN_LOG_FORMAT":                              "text",
+		"PELWARDEN_SCALER_REFRESH_INTERVAL":                 "1s",
+		"PELWARDEN_SCALER_MAX_SNAPSHOT_AGE":                 "4s",
+		"PELWARDEN_SCALER_REQUEST_TIMEOUT":                  "7s",
+		"PELWARDEN_SCALER_TARGET_IDLE_EXPIRY":               "1h",
+		"PELWARDEN_SCALER_ACTIVE_RESEND_INTERVAL":           "9s",
+		"PELWARDEN_SCALER_MAX_TARGETS":                      "12",
+		"PELWARDEN_SCALER_LAG_ESTIMATE_CAP":                 "34",
+		"PELWARDEN_SCALER_MAX_ACTIVE_STREAMS":               "56",
+		"PELWARDEN_SCALER_MAX_ACTIVE_STREAMS_PER_NAMESPACE": "7",
 	}
 	cfg, err := config.Load(sources(env, nil), nil)
 	require.NoError(t, err)
@@ -233,7 +235,24 @@ func TestEveryScalerSettingHasAnEnvVariable(t *testing.T) {
 		ActiveResendInterval: 9 * time.Second,
 		MaxTargets:           12,
 		LagEstimateCap:       34,
+
+		MaxActiveStreams:             56,
+		MaxActiveStreamsPerNamespace: 7,
 	}, cfg.Scaler)
+}
+
+func TestEveryPodWatchBoundHasAnEnvVariable(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{
+		"PELWARDEN_REDIS_ADDR":                               "r:6379",
+		"PELWARDEN_KUBERNETES_MAX_POD_WATCHES":               "30",
+		"PELWARDEN_KUBERNETES_MAX_POD_WATCHES_PER_NAMESPACE": "3",
+		"PELWARDEN_KUBERNETES_API_QPS":                       "40",
+		"PELWARDEN_KUBERNETES_API_BURST":                     "60",
+	}
+	cfg, err := config.Load(sources(env, nil), nil)
+	require.NoError(t, err)
+	require.Equal(t, config.Kubernetes{MaxPodWatches: 30, MaxPodWatchesPerNamespace: 3, APIQPS: 40, APIBurst: 60}, cfg.Kubernetes)
 }
 
 func TestMalformedFlagValueFailsAtParseNamingWhatIsAccepted(t *testing.T) {

@@ -124,11 +124,17 @@ var settings = []setting{
 	durationSetting("scaler.activeResendInterval", func(c *Config) *time.Duration { return &c.Scaler.ActiveResendInterval }),
 	intSetting("scaler.maxTargets", 1, func(c *Config) *int { return &c.Scaler.MaxTargets }),
 	intSetting("scaler.lagEstimateCap", 1, func(c *Config) *int64 { return &c.Scaler.LagEstimateCap }),
+	intSetting("scaler.maxActiveStreams", 1, func(c *Config) *int { return &c.Scaler.MaxActiveStreams }),
+	intSetting("scaler.maxActiveStreamsPerNamespace", 1, func(c *Config) *int { return &c.Scaler.MaxActiveStreamsPerNamespace }),
 
 	boolSetting("kubernetes.enabled", func(c *Config) *bool { return &c.Kubernetes.Enabled }).
 		withFlagNamed("kubernetes", "watch pods through the Kubernetes API (liveness: kubernetes)"),
 	stringSetting("kubernetes.kubeconfig", func(c *Config) *string { return &c.Kubernetes.Kubeconfig }).
 		withFlagNamed("kubeconfig", "kubeconfig file for running outside a cluster; empty means in-cluster"),
+	intSetting("kubernetes.maxPodWatches", 1, func(c *Config) *int { return &c.Kubernetes.MaxPodWatches }),
+	intSetting("kubernetes.maxPodWatchesPerNamespace", 1, func(c *Config) *int { return &c.Kubernetes.MaxPodWatchesPerNamespace }),
+	intSetting("kubernetes.apiQPS", 1, func(c *Config) *int { return &c.Kubernetes.APIQPS }),
+	intSetting("kubernetes.apiBurst", 1, func(c *Config) *int { return &c.Kubernetes.APIBurst }),
 
 	stringSetting("admin.tokenFile", func(c *Config) *string { return &c.Admin.TokenFile }).
 		withFlag("file holding the operator's bearer token: Reclaim, DeleteConsumer, Deregister and Findings samples"),

@@ -107,6 +107,7 @@ func (c *Config) validate(p *problems) {
 	checkPositive(p, "scaler.activeResendInterval", s.ActiveResendInterval, "5s")
 	checkAtLeastOne(p, "scaler.maxTargets", int64(s.MaxTargets))
 	checkAtLeastOne(p, "scaler.lagEstimateCap", s.LagEstimateCap)
+	checkShare(p, "scaler.maxActiveStreams", s.MaxActiveStreams, "scaler.maxActiveStreamsPerNamespace", s.MaxActiveStreamsPerNamespace)
 
 	c.validateHygiene(p)
 	c.validateKubernetes(p)
@@ -281,8 +282,21 @@ func pathErrText(err error) string {
 	return err.Error()
 }
 
+// checkShare checks a global cap and its per-namespace share: each at
+// least 1, the share no more than the cap.
+func checkShare(p *problems, field string, n int, shareField string, share int) {
+	checkAtLeastOne(p, field, int64(n))
+	checkAtLeastOne(p, shareField, int64(share))
+	if share > n && n >= 1 {
+		p.add(shareField, "must be at most %s (%d), got %d", field, n, share)
+	}
+}
+
 func (c *Config) validateKubernetes(p *problems) {
 	k := c.Kubernetes
+	checkShare(p, "kubernetes.maxPodWatches", k.MaxPodWatches, "kubernetes.maxPodWatchesPerNamespace", k.MaxPodWatchesPerNamespace)
+	checkAtLeastOne(p, "kubernetes.apiQPS", int64(k.APIQPS))
+	checkAtLeastOne(p, "kubernetes.apiBurst", int64(k.APIBurst))
 	if k.Kubeconfig == "" {
 		return
 	}

@@ -129,6 +129,17 @@ func TestValidateRejectsEachBadFieldByName(t *testing.T) {
 			c.Kubernetes.Enabled = true
 			c.Hygiene.Targets = []map[string]string{{"stream": "s", "consumerGroup": "g", "reclaim": "requeue", "liveness": "kubernetes", "podSelector": "app=w"}}
 		}, `hygiene.targets[0].podNamespace: must be a namespace name`},
+		"no active streams":               {func(c *config.Config) { c.Scaler.MaxActiveStreams = 0 }, `scaler.maxActiveStreams: must be an integer >= 1, got 0`},
+		"no active streams per namespace": {func(c *config.Config) { c.Scaler.MaxActiveStreamsPerNamespace = 0 }, `scaler.maxActiveStreamsPerNamespace: must be an integer >= 1, got 0`},
+		"namespace streams above the cap": {func(c *config.Config) {
+			c.Scaler.MaxActiveStreams, c.Scaler.MaxActiveStreamsPerNamespace = 10, 11
+		}, `scaler.maxActiveStreamsPerNamespace: must be at most scaler.maxActiveStreams (10), got 11`},
+		"no pod watches": {func(c *config.Config) { c.Kubernetes.MaxPodWatches = 0 }, `kubernetes.maxPodWatches: must be an integer >= 1, got 0`},
+		"namespace pod watches above the cap": {func(c *config.Config) {
+			c.Kubernetes.MaxPodWatches, c.Kubernetes.MaxPodWatchesPerNamespace = 5, 6
+		}, `kubernetes.maxPodWatchesPerNamespace: must be at most kubernetes.maxPodWatches (5), got 6`},
+		"no api qps":   {func(c *config.Config) { c.Kubernetes.APIQPS = 0 }, `kubernetes.apiQPS: must be an integer >= 1, got 0`},
+		"no api burst": {func(c *config.Config) { c.Kubernetes.APIBurst = -1 }, `kubernetes.apiBurst: must be an integer >= 1, got -1`},
 		"missing client key file": {func(c *config.Config) {
 			c.Redis[0].TLS.Enabled, c.Redis[0].TLS.CertFile, c.Redis[0].TLS.KeyFile = true, ca, missing
 		}, `redis[0].tls.keyFile: must name a readable file`},

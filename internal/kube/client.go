@@ -22,14 +22,17 @@ type Pods interface {
 }
 
 // NewClient connects to the Kubernetes API: through the kubeconfig file
-// when one is named, otherwise as the pod's service account.
+// when one is named, otherwise as the pod's service account, at most qps
+// requests a second with bursts of burst. client-go's default limit (5,
+// 10) queues a new pod set's list behind every other set's: with a few
+// hundred sets starting or failing, a new one waited tens of seconds.
 //
 // It is a REST client for core/v1 alone, not a clientset: a clientset
 // links and registers every API group Kubernetes has, which costs the
 // process about 9 MB of memory and its binary 14 MB, for the one resource
 // pelwarden reads. Its requests are the ones client-go's typed pods client
 // makes.
-func NewClient(kubeconfig, userAgent string) (Pods, error) {
+func NewClient(kubeconfig, userAgent string, qps float32, burst int) (Pods, error) {
 	var cfg *rest.Config
 	var err error
 	if kubeconfig != "" {
@@ -41,6 +44,7 @@ func NewClient(kubeconfig, userAgent string) (Pods, error) {
 		return nil, fmt.Errorf("kubernetes: %w (set kubernetes.kubeconfig when pelwarden runs outside a cluster)", err)
 	}
 	cfg.UserAgent = userAgent
+	cfg.QPS, cfg.Burst = qps, burst
 	return newRESTPods(cfg)
 }
 

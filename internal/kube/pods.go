@@ -8,6 +8,7 @@ package kube
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/pelwarden/pelwarden/internal/clip"
 	"github.com/pelwarden/pelwarden/internal/liveness"
 )
 
@@ -45,8 +47,14 @@ type Options struct {
 	// after it was not (first list, or a relist after a failure), so
 	// verdicts need not stay Unknown until the next refresh.
 	OnCurrent func(ctx context.Context, set liveness.PodSet)
-	Log       *slog.Logger
-	Now       func() time.Time
+	// MaxSets bounds the pod sets running at once, pinned ones aside, and
+	// MaxSetsPerClaimant those one claimant (a ScaledObject namespace)
+	// started through Admit. Each is a list and a watch on the API server
+	// and a cache; anyone who reaches the scaler port names selectors.
+	// 0 is no bound.
+	MaxSets, MaxSetsPerClaimant int
+	Log                         *slog.Logger
+	Now                         func() time.Time
 }
 
 // Watcher serves the kubernetes source for every target: one reflector per
@@ -61,7 +69,11 @@ type Watcher struct {
 
 	mu   sync.Mutex
 	sets map[liveness.PodSet]*podSet
-	done bool
+	// counted is the sets the caps count (the unpinned ones), and
+	// claims how many of them each claimant started.
+	counted int
+	claims  map[string]int
+	done    bool
 }
 
 // New returns a Watcher over client: NewClient's, or client-go's fake
@@ -82,7 +94,7 @@ func New(client Pods, opts Options) *Watcher {
 	if opts.ResumeGrace <= 0 {
 		opts.ResumeGrace = DefaultResumeGrace
 	}
-	w := &Watcher{client: client, opts: opts, sets: make(map[liveness.PodSet]*podSet)}
+	w := &Watcher{client: client, opts: opts, sets: make(map[liveness.PodSet]*podSet), claims: make(map[string]int)}
 	w.base, w.stop = context.WithCancel(context.Background())
 	return w
 }
@@ -92,8 +104,11 @@ func New(client Pods, opts Options) *Watcher {
 // yet, a watch that ended or failed and has not been listed again, a list
 // in flight, RBAC refusing) gives an observation with Err set: the source
 // cannot answer, which Judge turns into Unknown.
+//
+// A set not running yet is started within MaxSets; past it the
+// observation's Err says so, and the consumers are Unknown.
 func (w *Watcher) Observe(set liveness.PodSet, candidates []string) *liveness.PodsObs {
-	ps, err := w.set(set)
+	ps, err := w.set(set, noClaimant)
 	if err != nil {
 		return &liveness.PodsObs{Err: err.Error()}
 	}
@@ -156,9 +171,10 @@ func (w *Watcher) sweep(now time.Time) {
 	var unused []*podSet
 	w.mu.Lock()
 	for key, ps := range w.sets {
-		if w.opts.IdleExpiry > 0 && now.Sub(ps.lastUsed()) > w.opts.IdleExpiry {
+		if !ps.pinned && w.opts.IdleExpiry > 0 && now.Sub(ps.lastUsed()) > w.opts.IdleExpiry {
 			unused = append(unused, ps)
 			delete(w.sets, key)
+			w.uncountLocked(ps)
 			w.opts.Log.Info("pod watch stopped: no target uses it", "set", key.String())
 			continue
 		}
@@ -173,7 +189,50 @@ func (w *Watcher) sweep(now time.Time) {
 // errStopped is the answer after Run has ended.
 var errStopped = errors.New("the pod watcher has stopped")
 
-func (w *Watcher) set(set liveness.PodSet) (*podSet, error) {
+// ErrTooManySets is the error of a pod set past MaxSets or
+// MaxSetsPerClaimant.
+var ErrTooManySets = errors.New("too many pod watches")
+
+// noClaimant starts a set for a read (Observe) rather than for a trigger
+// (Admit): only MaxSets bounds it.
+const noClaimant = ""
+
+// Admit starts the set's reflector for a trigger of claimant, unless it
+// runs already, within MaxSets and MaxSetsPerClaimant: past either, an
+// error wrapping ErrTooManySets names the setting. A set runs from then
+// until nobody has looked at it for IdleExpiry.
+func (w *Watcher) Admit(set liveness.PodSet, claimant string) error {
+	ps, err := w.set(set, claimant)
+	if err != nil {
+		return err
+	}
+	ps.touch()
+	return nil
+}
+
+// Pin starts the set's reflector, outside the caps, and keeps it running
+// until Run ends: the sets of the operator's own configuration
+// (hygiene.targets), which no claimant can crowd out.
+func (w *Watcher) Pin(set liveness.PodSet) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.done {
+		return errStopped
+	}
+	if ps, ok := w.sets[set]; ok {
+		if !ps.pinned {
+			w.uncountLocked(ps)
+			ps.pinned = true
+		}
+		return nil
+	}
+	ps := w.start(set)
+	ps.pinned = true
+	w.sets[set] = ps
+	return nil
+}
+
+func (w *Watcher) set(set liveness.PodSet, claimant string) (*podSet, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.done {
@@ -182,9 +241,42 @@ func (w *Watcher) set(set liveness.PodSet) (*podSet, error) {
 	if ps, ok := w.sets[set]; ok {
 		return ps, nil
 	}
+	if err := w.roomLocked(claimant); err != nil {
+		return nil, err
+	}
 	ps := w.start(set)
+	ps.claimant = claimant
 	w.sets[set] = ps
+	w.counted++
+	w.claims[claimant]++
 	return ps, nil
+}
+
+// roomLocked refuses one more set past MaxSets, or past
+// MaxSetsPerClaimant for a claimant.
+func (w *Watcher) roomLocked(claimant string) error {
+	if w.opts.MaxSets > 0 && w.counted >= w.opts.MaxSets {
+		return fmt.Errorf("%w: %d pod watches are running, the most kubernetes.maxPodWatches allows", ErrTooManySets, w.counted)
+	}
+	if claimant != noClaimant && w.opts.MaxSetsPerClaimant > 0 && w.claims[claimant] >= w.opts.MaxSetsPerClaimant {
+		return fmt.Errorf("%w: namespace %q started %d pod watches, the most kubernetes.maxPodWatchesPerNamespace allows",
+			ErrTooManySets, clip.String(claimant, maxEchoedClaimant), w.claims[claimant])
+	}
+	return nil
+}
+
+// maxEchoedClaimant is as much of a claimant as a refusal quotes.
+const maxEchoedClaimant = 64
+
+// uncountLocked takes a set that stops, or is pinned, out of the caps.
+func (w *Watcher) uncountLocked(ps *podSet) {
+	if ps.pinned {
+		return
+	}
+	w.counted--
+	if w.claims[ps.claimant]--; w.claims[ps.claimant] <= 0 {
+		delete(w.claims, ps.claimant)
+	}
 }
 
 // start builds and runs the reflector of one set.

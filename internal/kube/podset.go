@@ -23,6 +23,10 @@ type podSet struct {
 	cancel context.CancelFunc
 	// done closes when the reflector's loop has returned.
 	done chan struct{}
+	// claimant started the set through Watcher.Admit; pinned sets are the
+	// configuration's. Both are guarded by the Watcher's mu.
+	claimant string
+	pinned   bool
 
 	mu   sync.Mutex
 	gone map[string]departure
@@ -41,6 +45,13 @@ func (ps *podSet) stop() {
 	<-ps.done
 }
 
+// touch marks the set used now.
+func (ps *podSet) touch() {
+	ps.mu.Lock()
+	ps.used = ps.now()
+	ps.mu.Unlock()
+}
+
 func (ps *podSet) lastUsed() time.Time {
 	ps.mu.Lock()
 	defer ps.mu.Unlock()
@@ -52,9 +63,7 @@ func (ps *podSet) lastUsed() time.Time {
 // A pod the cache does not hold is absent only when the cache is current,
 // so no verdict rests on the absence of a pod pelwarden cannot see.
 func (ps *podSet) observe(candidates []string) *liveness.PodsObs {
-	ps.mu.Lock()
-	ps.used = ps.now()
-	ps.mu.Unlock()
+	ps.touch()
 	if _, why := ps.track.snapshot(); why != "" {
 		return &liveness.PodsObs{Err: why}
 	}

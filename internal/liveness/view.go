@@ -56,9 +56,11 @@ type View struct {
 type entry struct {
 	target Target
 
-	mu        sync.Mutex
-	snap      *Snapshot
-	err       error
+	mu   sync.Mutex
+	snap *Snapshot
+	err  error
+	// readAt is when the read that gave snap began.
+	readAt    time.Time
 	lastAsked time.Time
 	inflight  *call
 	// subs is nil until the first Subscribe: most targets never have one.
@@ -130,6 +132,28 @@ func (v *View) Refresh(ctx context.Context, t Target) (*Snapshot, error) {
 		return nil, err
 	}
 	return v.refresh(ctx, e, v.opts.Now())
+}
+
+// RefreshSince returns a snapshot of t whose read started no earlier than
+// since, on the view's clock, reading only when the latest did not: the
+// many callers woken by one event, each with the event's time, share one
+// read, however late each gets to ask.
+func (v *View) RefreshSince(ctx context.Context, t Target, since time.Time) (*Snapshot, error) {
+	e, err := v.register(t)
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	e.lastAsked = v.opts.Now()
+	snap := e.snap
+	if e.err != nil || e.readAt.Before(since) {
+		snap = nil
+	}
+	e.mu.Unlock()
+	if snap != nil {
+		return snap, nil
+	}
+	return v.refresh(ctx, e, since)
 }
 
 // Subscribe returns a channel that receives a signal after every read of t,
@@ -369,7 +393,7 @@ func (v *View) read(ctx context.Context, e *entry, c *call, prev *Snapshot) {
 	}
 	e.mu.Lock()
 	if err == nil {
-		e.snap = c.snap
+		e.snap, e.readAt = c.snap, c.started
 	}
 	e.err = err
 	e.inflight = nil

@@ -148,25 +148,25 @@ func TestClusterWakerFollowsItsSlotAcrossAMoveAndAFailover(t *testing.T) {
 	requireFires := func(what string) {
 		t.Helper()
 		for _, s := range streams {
-			fired, disarm, err := w.Arm(ctx, s)
+			wake, err := w.Arm(ctx, s)
 			require.NoError(t, err, "%s: arm %s", what, s)
 			time.Sleep(20 * time.Millisecond) // let the loop block first
 			require.NoError(t, rdb.XAdd(ctx, &redis.XAddArgs{Stream: s, Values: []string{"f", "v"}}).Err())
 			select {
-			case <-fired:
+			case <-wake.C():
 			case <-time.After(10 * time.Second):
 				t.Fatalf("%s: no wake for %s within 10s of its XADD", what, s)
 			}
-			disarm()
+			wake.Stop()
 		}
 	}
 	requireFires("before any change")
 
 	// Armed but not yet fired while its slot moves.
 	moving := streams[0]
-	fired, disarm, err := w.Arm(ctx, moving)
+	wake, err := w.Arm(ctx, moving)
 	require.NoError(t, err)
-	defer disarm()
+	defer wake.Stop()
 	from := c.MasterForKey(t, moving)
 	var to *redistest.ClusterNode
 	for _, m := range c.Masters(t) {
@@ -178,7 +178,7 @@ func TestClusterWakerFollowsItsSlotAcrossAMoveAndAFailover(t *testing.T) {
 	require.True(t, c.MoveSlot(t, c.Slot(t, moving), to))
 	require.NoError(t, rdb.XAdd(ctx, &redis.XAddArgs{Stream: moving, Values: []string{"f", "v"}}).Err())
 	select {
-	case <-fired:
+	case <-wake.C():
 	case <-time.After(10 * time.Second):
 		t.Fatalf("no wake for %s within 10s after its slot moved from %s to %s", moving, from.Addr(), to.Addr())
 	}

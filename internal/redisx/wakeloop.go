@@ -49,9 +49,10 @@ func (w *Waker) run(ctx context.Context, l *wakeLoop) {
 			w.backoff(ctx, l, err)
 			continue
 		}
+		at := time.Now()
 		for _, s := range res {
 			if len(s.Messages) > 0 {
-				w.fire(l, s.Stream, s.Messages[0].ID)
+				w.fire(l, s.Stream, s.Messages[0].ID, at)
 			}
 		}
 	}
@@ -131,35 +132,31 @@ func (w *Waker) backoff(ctx context.Context, l *wakeLoop, err error) {
 	}
 }
 
-// armed lists each armed stream with the lowest id its watches wait above.
+// armed lists each armed stream with the id its watch waits above.
 func (w *Waker) armed(l *wakeLoop) (streams, ids []string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for s, set := range l.watches {
-		lowest := ""
-		for wt := range set {
-			if lowest == "" || idLess(wt.after, lowest) {
-				lowest = wt.after
-			}
-		}
+	for s, sw := range l.watches {
 		streams = append(streams, s)
-		ids = append(ids, lowest)
+		ids = append(ids, sw.after)
 	}
 	return streams, ids
 }
 
-// fire closes every watch of stream waiting above an id below id.
-func (w *Waker) fire(l *wakeLoop, stream, id string) {
+// fire closes stream's watch if id is above the id it waits above, for
+// every holder at once.
+func (w *Waker) fire(l *wakeLoop, stream, id string, at time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for wt := range l.watches[stream] {
-		if idLess(wt.after, id) {
-			close(wt.fired)
-			delete(l.watches[stream], wt)
-		}
+	sw := l.watches[stream]
+	if sw == nil || !idLess(sw.after, id) {
+		return
 	}
-	if len(l.watches[stream]) == 0 {
-		delete(l.watches, stream)
-		w.forgetLocked(stream)
+	sw.firedAt = at
+	close(sw.fired)
+	delete(l.watches, stream)
+	if w.watches[stream] == sw {
+		delete(w.watches, stream)
 	}
+	w.forgetLocked(stream)
 }

@@ -19,10 +19,6 @@ import (
 	"github.com/pelwarden/pelwarden/internal/trigger"
 )
 
-// ArmFunc returns a channel closed when a new entry lands on a stream of a
-// connection, and a function to disarm it.
-type ArmFunc func(ctx context.Context, conn, stream string) (<-chan struct{}, func(), error)
-
 // Options configures a Server.
 type Options struct {
 	// Env is what trigger metadata is checked against: the configured Redis
@@ -37,6 +33,10 @@ type Options struct {
 	// Arm wakes StreamIsActive on a new entry; nil falls back to the view's
 	// background refresh.
 	Arm ArmFunc
+	// MaxActiveStreams bounds the StreamIsActive streams open at once, and
+	// MaxActiveStreamsPerNamespace those of one ScaledObject namespace;
+	// one more is ResourceExhausted. 0 is no bound.
+	MaxActiveStreams, MaxActiveStreamsPerNamespace int
 	// Reported, when set, is told every value GetMetrics reports, under the
 	// metric name KEDA asked for.
 	Reported func(r metadata.Request, metricName string, value int64)
@@ -58,14 +58,15 @@ type Options struct {
 // Server implements externalscaler.ExternalScalerServer.
 type Server struct {
 	externalscaler.UnimplementedExternalScalerServer
-	view   *liveness.View
-	opts   Options
-	parsed *parseCache
+	view    *liveness.View
+	opts    Options
+	parsed  *parseCache
+	streams *streamQuota
 }
 
 // New returns a Server reading from view.
 func New(view *liveness.View, opts Options) *Server {
-	s := &Server{view: view, opts: opts}
+	s := &Server{view: view, opts: opts, streams: newStreamQuota(opts.MaxActiveStreams, opts.MaxActiveStreamsPerNamespace)}
 	parse := opts.Parse
 	if parse == nil {
 		parse = s.parseMetadata
@@ -91,7 +92,7 @@ func (s *Server) GetMetrics(ctx context.Context, req *externalscaler.GetMetricsR
 	if err != nil {
 		return nil, err
 	}
-	snap, err := s.snapshot(ctx, r, false)
+	snap, err := s.snapshot(ctx, r, time.Time{})
 	if err != nil {
 		return nil, err
 	}
@@ -114,7 +115,7 @@ func (s *Server) IsActive(ctx context.Context, ref *externalscaler.ScaledObjectR
 	if err != nil {
 		return nil, err
 	}
-	snap, err := s.snapshot(ctx, r, false)
+	snap, err := s.snapshot(ctx, r, time.Time{})
 	if err != nil {
 		return nil, err
 	}
@@ -123,13 +124,21 @@ func (s *Server) IsActive(ctx context.Context, ref *externalscaler.ScaledObjectR
 
 // StreamIsActive pushes the activity of a target: at once when the stream
 // is opened, as soon as it changes, and again every ResendInterval. While
-// the answer is false a waker is armed on the stream, so the first XADD is
-// seen within a round trip instead of at the next refresh.
+// the answer is false the stream is armed, so the first XADD is seen
+// within a round trip instead of at the next refresh. Every StreamIsActive
+// on one stream shares its one armed watch and, per target, the read after
+// a wake: an XADD costs Redis a few commands per stream and per target,
+// never per caller.
 func (s *Server) StreamIsActive(ref *externalscaler.ScaledObjectRef, stream grpc.ServerStreamingServer[externalscaler.IsActiveResponse]) error {
 	r, id, err := s.parse(ref)
 	if err != nil {
 		return err
 	}
+	release, err := s.streams.take(ref.GetNamespace())
+	if err != nil {
+		return err
+	}
+	defer release()
 	ctx := stream.Context()
 	updates, unsubscribe, err := s.view.Subscribe(r.Target)
 	if err != nil {
@@ -138,48 +147,31 @@ func (s *Server) StreamIsActive(ref *externalscaler.ScaledObjectRef, stream grpc
 	defer unsubscribe()
 	resend := time.NewTicker(s.opts.ResendInterval)
 	defer resend.Stop()
+	p := &push{s: s, r: r, stream: stream}
+	defer p.disarm()
 
-	var wake <-chan struct{}
-	disarm := func() {}
-	defer func() { disarm() }()
-
-	var sent, last bool
-	readNow, force := true, true
+	// since, when set, asks for a read that began after it: the stream's
+	// opening, its arming, or the entry that woke it.
+	since, force := time.Now(), true
 	for {
-		snap, err := s.snapshot(ctx, r, readNow)
+		active, err := p.answer(ctx, since, force)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
 			return err
 		}
-		active := policy.Active(policy.Value(r.Metric, snap), r.Activation)
-		if force || !sent || active != last {
-			if err := stream.Send(&externalscaler.IsActiveResponse{Result: active}); err != nil {
-				return err
-			}
-			sent, last = true, active
+		if since = p.arm(ctx, active); !since.IsZero() {
+			force = false
+			continue
 		}
-		switch {
-		case active && wake != nil:
-			disarm()
-			wake, disarm = nil, func() {}
-		case !active && wake == nil && s.opts.Arm != nil:
-			// Arm, then read once more: an entry added between the read
-			// above and the arming cannot slip by.
-			if ch, stop, err := s.opts.Arm(ctx, r.Target.Conn, r.Target.Stream); err == nil {
-				wake, disarm = ch, stop
-				readNow, force = true, false
-				continue
-			}
-		}
-		readNow, force = false, false
+		force = false
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-wake:
-			disarm()
-			wake, disarm, readNow = nil, func() {}, true
+		case <-p.fired():
+			since = p.wake.Fired()
+			p.disarm()
 		case <-updates:
 		case <-resend.C:
 			// An open stream is a request too: with external-push at zero
@@ -191,6 +183,68 @@ func (s *Server) StreamIsActive(ref *externalscaler.ScaledObjectRef, stream grpc
 		}
 	}
 }
+
+// push is one StreamIsActive's state between its answers.
+type push struct {
+	s          *Server
+	r          metadata.Request
+	stream     grpc.ServerStreamingServer[externalscaler.IsActiveResponse]
+	wake       Wake // held while the answer is false
+	sent, last bool
+}
+
+// answer reads the target (from a read begun after since, when set) and
+// sends its activity when forced, first, or changed.
+func (p *push) answer(ctx context.Context, since time.Time, force bool) (bool, error) {
+	snap, err := p.s.snapshot(ctx, p.r, since)
+	if err != nil {
+		return false, err
+	}
+	active := policy.Active(policy.Value(p.r.Metric, snap), p.r.Activation)
+	if force || !p.sent || active != p.last {
+		if err := p.stream.Send(&externalscaler.IsActiveResponse{Result: active}); err != nil {
+			return false, err
+		}
+		p.sent, p.last = true, active
+	}
+	return active, nil
+}
+
+// arm holds the stream's watch while the answer is false and lets go of it
+// once true. On a new hold it returns when the watch began: the answer
+// must be read once more from a read begun after it, so that an entry
+// added between the last read and the arming cannot slip by.
+func (p *push) arm(ctx context.Context, active bool) time.Time {
+	switch {
+	case active:
+		p.disarm()
+	case p.wake == nil && p.s.opts.Arm != nil:
+		if k, err := p.s.opts.Arm(ctx, p.r.Target.Conn, p.r.Target.Stream); err == nil {
+			p.wake = k
+			return k.Armed()
+		}
+	}
+	return time.Time{}
+}
+
+// fired is the held watch's channel; nil, which never fires, when none
+// is held.
+func (p *push) fired() <-chan struct{} {
+	if p.wake == nil {
+		return nil
+	}
+	return p.wake.C()
+}
+
+func (p *push) disarm() {
+	if p.wake != nil {
+		p.wake.Stop()
+		p.wake = nil
+	}
+}
+
+// OpenStreams is the number of StreamIsActive streams open.
+func (s *Server) OpenStreams() int { return s.streams.Open() }
 
 // StreamMetricSpec sends the metric spec once: it derives from metadata
 // alone, so it never changes while the stream is open.
@@ -248,10 +302,11 @@ func (s *Server) admit(id trigger.ID, r *metadata.Request) error {
 	return s.opts.Admit(id, r)
 }
 
-// snapshot reads the target under pelwarden's own deadline; readNow forces
-// a read that starts after the call.
-func (s *Server) snapshot(ctx context.Context, r metadata.Request, readNow bool) (*liveness.Snapshot, error) {
-	if !readNow {
+// snapshot reads the target under pelwarden's own deadline. A zero since
+// serves a snapshot no older than the view's MaxAge; otherwise the
+// snapshot comes from a read that began after since.
+func (s *Server) snapshot(ctx context.Context, r metadata.Request, since time.Time) (*liveness.Snapshot, error) {
+	if since.IsZero() {
 		// A fresh snapshot at hand is the steady poll: answered without
 		// the deadline, whose timer would be most of its cost.
 		snap, ok, err := s.view.Cached(r.Target)
@@ -266,10 +321,10 @@ func (s *Server) snapshot(ctx context.Context, r metadata.Request, readNow bool)
 	defer cancel()
 	var snap *liveness.Snapshot
 	var err error
-	if readNow {
-		snap, err = s.view.Refresh(ctx, r.Target)
-	} else {
+	if since.IsZero() {
 		snap, err = s.view.Snapshot(ctx, r.Target)
+	} else {
+		snap, err = s.view.RefreshSince(ctx, r.Target, since)
 	}
 	if err != nil {
 		return nil, rpcstatus.Of(err, r.Target.GroupRef)

@@ -12,6 +12,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 )
 
@@ -32,9 +33,11 @@ type want struct {
 	apiToken bool
 	replicas int32
 	grpcPort int32
-	// optional: ServiceMonitor, PodDisruptionBudget, NetworkPolicy,
-	// PrometheusRule and the dashboard ConfigMap.
+	// optional: ServiceMonitor, PodDisruptionBudget, PrometheusRule and
+	// the dashboard ConfigMap.
 	optional bool
+	// openPorts: networkPolicy.enabled is false, so no NetworkPolicy.
+	openPorts bool
 }
 
 // nonRootUID is distroless's nonroot user, the image's USER.
@@ -293,15 +296,14 @@ func checkOptional(objs []object, w want) error {
 	if w.optional {
 		count = 1
 	}
-	monitors, pdbs, policies := all[*monitoringv1.ServiceMonitor](objs), all[*policyv1.PodDisruptionBudget](objs), all[*networkingv1.NetworkPolicy](objs)
-	if len(monitors) != count || len(pdbs) != count || len(policies) != count {
-		return fmt.Errorf("want %d each of ServiceMonitor, PodDisruptionBudget and NetworkPolicy, got %d, %d, %d",
-			count, len(monitors), len(pdbs), len(policies))
+	monitors, pdbs := all[*monitoringv1.ServiceMonitor](objs), all[*policyv1.PodDisruptionBudget](objs)
+	if len(monitors) != count || len(pdbs) != count {
+		return fmt.Errorf("want %d each of ServiceMonitor and PodDisruptionBudget, got %d, %d", count, len(monitors), len(pdbs))
 	}
+	errs := []error{checkNetworkPolicy(objs, w)}
 	if !w.optional {
-		return nil
+		return errors.Join(errs...)
 	}
-	var errs []error
 	if eps := monitors[0].Spec.Endpoints; len(eps) != 1 || eps[0].Port != "http-metrics" {
 		errs = append(errs, fmt.Errorf("ServiceMonitor must scrape port http-metrics, got %+v", eps))
 	}
@@ -315,17 +317,52 @@ func checkOptional(objs []object, w want) error {
 	if !metricsSelected {
 		errs = append(errs, errors.New("ServiceMonitor must select the metrics Service, and only it"))
 	}
+	return errors.Join(errs...)
+}
+
+// checkNetworkPolicy checks that a NetworkPolicy is rendered unless the
+// ports are open, that it selects pelwarden's pods, and that each of its
+// ingress rules admits one port from named peers only: the gRPC port, then
+// the metrics port.
+func checkNetworkPolicy(objs []object, w want) error {
+	policies := all[*networkingv1.NetworkPolicy](objs)
+	if w.openPorts {
+		if len(policies) != 0 {
+			return fmt.Errorf("networkPolicy.enabled false: want no NetworkPolicy, got %d", len(policies))
+		}
+		return nil
+	}
+	if len(policies) != 1 {
+		return fmt.Errorf("want one NetworkPolicy, got %d", len(policies))
+	}
+	np := policies[0]
+	dep, err := only[*appsv1.Deployment](objs)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	if sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector); err != nil || sel.Empty() || !sel.Matches(labels.Set(dep.Spec.Template.Labels)) {
+		errs = append(errs, fmt.Errorf("NetworkPolicy must select pelwarden's pods and no others, got %v", np.Spec.PodSelector))
+	}
+	if !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress) {
+		errs = append(errs, fmt.Errorf("NetworkPolicy must restrict ingress, got policy types %v", np.Spec.PolicyTypes))
+	}
 	var ports []string
-	for _, rule := range policies[0].Spec.Ingress {
+	for _, rule := range np.Spec.Ingress {
 		for _, p := range rule.Ports {
 			ports = append(ports, p.Port.String())
 		}
 		if len(rule.From) == 0 {
 			errs = append(errs, errors.New("NetworkPolicy ingress rules must name their peers"))
 		}
+		for _, peer := range rule.From {
+			if peer.IPBlock == nil && peer.NamespaceSelector == nil && peer.PodSelector == nil {
+				errs = append(errs, errors.New("NetworkPolicy peers must each select something"))
+			}
+		}
 	}
 	if !slices.Equal(ports, []string{"grpc", "http-metrics"}) {
-		errs = append(errs, fmt.Errorf("NetworkPolicy must admit ports grpc and http-metrics, got %v", ports))
+		errs = append(errs, fmt.Errorf("NetworkPolicy must admit ports grpc and http-metrics, one rule each, got %v", ports))
 	}
 	return errors.Join(errs...)
 }

@@ -47,6 +47,10 @@ func renderCases() map[string]renderCase {
 			sets: []string{"rbac.namespaces={workers,apps,workers}", "replicaCount=2", "service.grpcPort=19090"},
 			want: with(func(w *want) { w.roleNamespaces, w.replicas, w.grpcPort = []string{"workers", "apps"}, 2, 19090 }),
 		},
+		"network policy off": {
+			sets: []string{"networkPolicy.enabled=false"},
+			want: with(func(w *want) { w.openPorts = true }),
+		},
 		"kubernetes source off": {
 			sets: []string{"kubernetes.enabled=false"},
 			want: with(func(w *want) { w.roleNamespaces, w.apiToken = nil, false }),

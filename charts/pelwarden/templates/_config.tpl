@@ -15,7 +15,7 @@ builds, under pelwarden.configDir.
 {{- end -}}
 {{- $hygiene := pick .Values.hygiene "scanInterval" "leaseTTL" "batchSize" "workers" "maxTargets" "targets" -}}
 {{- with .Values.hygiene.identity }}{{ $_ := set $hygiene "identity" . }}{{ end -}}
-{{- $kube := dict "enabled" .Values.kubernetes.enabled -}}
+{{- $kube := pick .Values.kubernetes "enabled" "maxPodWatches" "maxPodWatchesPerNamespace" "apiQPS" "apiBurst" -}}
 {{- with .Values.kubernetes.kubeconfig }}{{ $_ := set $kube "kubeconfig" . }}{{ end -}}
 {{- $admin := dict -}}
 {{- if .Values.admin.token.existingSecret -}}
