@@ -243,6 +243,10 @@ func renderHygiene(w io.Writer, res *pelwardenv1.DescribeTargetResponse) error {
 	if c := res.GetHygieneConflict(); c != "" {
 		fmt.Fprintf(w, "  dry run: %s\n", c)
 	}
+	if ms := res.GetHygieneActsFromMs(); ms > 0 {
+		from := time.UnixMilli(ms)
+		fmt.Fprintf(w, "  warming up: acts from %s (in %s): %s\n", from.Format(time.TimeOnly), millis(time.Until(from).Milliseconds()), clip.String(res.GetHygieneWarmUp(), 2*maxReason))
+	}
 	if err := renderSources(w, res.GetHygieneSources()); err != nil {
 		return err
 	}

@@ -229,8 +229,11 @@ func TestTriggerPolicyDefaultsLetTriggersReadMetricsOnly(t *testing.T) {
 	t.Parallel()
 	p := config.Default().Triggers
 	require.Equal(t, policy.ReclaimOff, p.Reclaim, "a fresh install takes no hygiene request from a trigger")
-	require.Equal(t, []config.TriggerRule{{Namespaces: []string{"*"}, Redis: []string{"*"}}}, p.Rules, "metrics from every connection, as before")
-	require.Equal(t, config.TriggerFloors{EntryStale: 30 * time.Second, GhostIdle: time.Minute, HeartbeatMaxAge: 10 * time.Second}, p.Floors)
+	require.Equal(t, []config.TriggerRule{{Namespaces: []string{"*"}, Redis: []string{"*"}}}, p.Rules, "metrics from every connection, and no key a trigger names is read")
+	require.Empty(t, p.Profiles)
+	require.Equal(t, config.TriggerFloors{EntryStale: 30 * time.Second, GhostIdle: time.Minute, HeartbeatMaxAge: 10 * time.Second,
+		PodDeletionGrace: 2 * time.Second, MaxDeliveries: 3}, p.Floors)
+	require.Equal(t, time.Minute, p.WarmUp, "longer than KEDA's default pollingInterval of 30s")
 	c := valid()
 	c.Triggers.Reclaim = policy.ReclaimRequeue
 	c.Triggers.Rules = append(c.Triggers.Rules, config.TriggerRule{Namespaces: []string{"jobs"}, Redis: []string{"default"}, HygieneStreams: []string{"jobs*"}})

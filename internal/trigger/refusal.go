@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/pelwarden/pelwarden/internal/clip"
 	"github.com/pelwarden/pelwarden/internal/config"
 	"github.com/pelwarden/pelwarden/internal/metadata"
 	"github.com/pelwarden/pelwarden/internal/policy"
@@ -50,6 +51,28 @@ func (rs rules) reaches(ns, conn string) bool {
 	return false
 }
 
+// profiles says some rule lets namespace ns name liveness profile name on
+// conn.
+func (rs rules) profiles(ns, conn, name string) bool {
+	for _, r := range rs {
+		if match(r.Namespaces, ns) && match(r.Redis, conn) && match(r.Profiles, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// heartbeatKeys says some rule lets namespace ns read heartbeat keys of
+// pattern on conn, the pattern matched as written, placeholder included.
+func (rs rules) heartbeatKeys(ns, conn, pattern string) bool {
+	for _, r := range rs {
+		if match(r.Namespaces, ns) && match(r.Redis, conn) && match(r.HeartbeatKeys, pattern) {
+			return true
+		}
+	}
+	return false
+}
+
 // enrolls says some rule lets namespace ns enroll stream on conn in hygiene.
 func (rs rules) enrolls(ns, conn, stream string) bool {
 	for _, r := range rs {
@@ -81,7 +104,7 @@ type CheckResult struct {
 // Check answers what Admit would for a new trigger of namespace, without
 // registering it and without quotas (they depend on what else runs).
 func (g *Registry) Check(namespace string, r metadata.Request) CheckResult {
-	if denied := g.reach(namespace, r.Target.Conn); denied != nil {
+	if denied := g.reach(namespace, &r); denied != nil {
 		return CheckResult{Denied: denied}
 	}
 	if r.HygieneErr == nil && r.Hygiene.Mode == policy.ReclaimOff {
@@ -90,10 +113,18 @@ func (g *Registry) Check(namespace string, r metadata.Request) CheckResult {
 	return CheckResult{Hygiene: g.check(&entry{id: ID{Namespace: namespace}, req: &r})}
 }
 
-// reach refuses a namespace that no rule lets reach conn.
-func (g *Registry) reach(namespace, conn string) *Refusal {
-	if g.rules.reaches(namespace, conn) {
-		return nil
+// reach refuses what no rule lets the namespace do with a trigger's
+// metric: reach its connection, name its liveness profile, or read the
+// heartbeat keys it names itself. Each is the refusal of every RPC.
+func (g *Registry) reach(namespace string, r *metadata.Request) *Refusal {
+	conn, spec := r.Target.Conn, r.Target.Spec
+	switch {
+	case !g.rules.reaches(namespace, conn):
+		return &Refusal{Code: codes.PermissionDenied, Key: "redis", Rule: fmt.Sprintf("namespace %q may not reach connection %q: no triggers.rules entry names both", namespace, conn)}
+	case r.Profile != "" && !g.rules.profiles(namespace, conn, r.Profile):
+		return &Refusal{Code: codes.PermissionDenied, Key: metadata.ProfileKey, Rule: fmt.Sprintf("namespace %q may not name profile %q on connection %q: no triggers.rules[].profiles glob of a rule naming both matches it", namespace, r.Profile, conn)}
+	case r.Profile == "" && spec.Heartbeat && !g.rules.heartbeatKeys(namespace, conn, spec.HeartbeatKey):
+		return &Refusal{Code: codes.PermissionDenied, Key: "heartbeatKey", Rule: fmt.Sprintf("namespace %q may not have pelwarden read keys of pattern %q on connection %q: no triggers.rules[].heartbeatKeys glob of a rule naming both matches it; name a livenessProfile instead, or ask the operator to allow the pattern", namespace, clip.String(spec.HeartbeatKey, 80), conn)}
 	}
-	return &Refusal{Code: codes.PermissionDenied, Key: "redis", Rule: fmt.Sprintf("namespace %q may not reach connection %q: no triggers.rules entry names both", namespace, conn)}
+	return nil
 }
