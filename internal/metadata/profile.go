@@ -1,6 +1,7 @@
 package metadata
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -37,13 +38,11 @@ func ParseProfile(md map[string]string, kubernetes bool) (liveness.Spec, error) 
 		}
 	}
 	s, err := parseSpec(md, Env{Kubernetes: kubernetes})
-	if err != nil {
-		return s, err
-	}
-	if s.Kubernetes && md["podNamespace"] == "" {
+	var me *Error
+	if errors.As(err, &me) && me.Key == "podNamespace" && md["podNamespace"] == "" {
 		return s, &Error{Key: "podNamespace", Accepted: "is required with liveness kubernetes in a profile: a profile serves every namespace a rule lets name it"}
 	}
-	return s, nil
+	return s, err
 }
 
 // triggerSpec is the liveness spec of a trigger: its own keys, or, with
