@@ -248,11 +248,15 @@ func TestProfilesAndRuleGlobsNameTheFieldAndWhatIsAccepted(t *testing.T) {
 		field, mention string
 	}{
 		"a key no profile holds": {
-			tune:  func(c *config.Config) { c.Triggers.Profiles = map[string]map[string]string{"w": {"reclaim": "requeue"}} },
+			tune: func(c *config.Config) {
+				c.Triggers.Profiles = map[string]map[string]string{"w": {"reclaim": "requeue"}}
+			},
 			field: "triggers.profiles.w.reclaim", mention: "not a liveness key",
 		},
 		"a malformed threshold": {
-			tune:  func(c *config.Config) { c.Triggers.Profiles = map[string]map[string]string{"w": {"ghostIdleSeconds": "soon"}} },
+			tune: func(c *config.Config) {
+				c.Triggers.Profiles = map[string]map[string]string{"w": {"ghostIdleSeconds": "soon"}}
+			},
 			field: "triggers.profiles.w.ghostIdleSeconds", mention: "seconds",
 		},
 		"a bad name": {
