@@ -98,7 +98,7 @@ func flood(keda externalscaler.ExternalScalerClient, next *atomic.Int64, stop <-
 		}
 		n := strconv.FormatInt(next.Add(1), 10)
 		ref := &externalscaler.ScaledObjectRef{Name: "so", Namespace: "ns-" + n,
-			ScalerMetadata: map[string]string{"stream": "flood-" + n, "consumerGroup": "workers", "reclaim": "requeue"}}
+			ScalerMetadata: map[string]string{"stream": "flood-" + n, "consumerGroup": "workers", "reclaim": "requeue", "livenessProfile": "idle"}}
 		_, _ = keda.GetMetricSpec(context.Background(), ref)
 	}
 }

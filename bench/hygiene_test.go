@@ -106,12 +106,17 @@ func hygieneGroups(b *testing.B, rdb *redis.Client) {
 }
 
 // enrollingPolicy lets triggers of every namespace enroll every stream
-// for requeue, with floors under the benchmarks' one-second thresholds and
-// quotas of quota: the default policy enrolls nothing from triggers.
+// for requeue, judged by the idle profile (idle time, the metadata
+// defaults) and acting at once, with floors under the benchmarks'
+// one-second thresholds and quotas of quota: the default policy enrolls
+// nothing from triggers.
 func enrollingPolicy(cfg *config.Config, quota int) {
 	cfg.Triggers.Reclaim = policy.ReclaimRequeue
-	cfg.Triggers.Rules = []config.TriggerRule{{Namespaces: []string{"*"}, Redis: []string{"*"}, HygieneStreams: []string{"*"}}}
-	cfg.Triggers.Floors = config.TriggerFloors{EntryStale: time.Millisecond, GhostIdle: time.Millisecond, HeartbeatMaxAge: time.Millisecond}
+	cfg.Triggers.Rules = []config.TriggerRule{{Namespaces: []string{"*"}, Redis: []string{"*"}, HygieneStreams: []string{"*"}, Profiles: []string{"*"}}}
+	cfg.Triggers.Profiles = map[string]map[string]string{"idle": {}}
+	cfg.Triggers.Floors = config.TriggerFloors{EntryStale: time.Millisecond, GhostIdle: time.Millisecond, HeartbeatMaxAge: time.Millisecond,
+		PodDeletionGrace: time.Millisecond, MaxDeliveries: 1}
+	cfg.Triggers.WarmUp = time.Millisecond
 	cfg.Triggers.Quotas = config.TriggerQuotas{ScalerTargets: quota, HygieneTargets: quota}
 }
 
@@ -142,7 +147,7 @@ func metricValue(b *testing.B, url, name string) float64 {
 
 func hygieneMetadata(i int, reclaim string) map[string]string {
 	return map[string]string{"stream": "h:" + strconv.Itoa(i), "consumerGroup": "workers", "lagCount": "5",
-		"reclaim": reclaim, "dryRun": "true", "ghostIdleSeconds": "1"}
+		"reclaim": reclaim, "dryRun": "true", "livenessProfile": "idle"}
 }
 
 // measureHygiene runs pelwarden serve, as deployed, in its own process on
@@ -164,14 +169,17 @@ const hygieneConfig = `grpc: {addr: %q}
 http: {addr: %q, pprof: true}
 redis:
   - {name: default, addr: %q}
-scaler: {maxTargets: %[4]d}
+scaler: {maxTargets: %[5]d}
 hygiene: {maxTargets: %[4]d}
 triggers:
   reclaim: requeue
-  floors: {entryStale: 1ms, ghostIdle: 1ms, heartbeatMaxAge: 1ms}
+  warmUp: 1ms
+  floors: {entryStale: 1ms, ghostIdle: 1ms, heartbeatMaxAge: 1ms, podDeletionGrace: 1ms, maxDeliveries: 1}
   quotas: {scalerTargets: %[4]d, hygieneTargets: %[4]d}
+  profiles:
+    idle: {ghostIdleSeconds: "1"}
   rules:
-    - {namespaces: ["*"], redis: ["*"], hygieneStreams: ["*"]}
+    - {namespaces: ["*"], redis: ["*"], hygieneStreams: ["*"], profiles: ["*"]}
 `
 
 // runHygiene starts a pelwarden process, polls every group once with
@@ -180,7 +188,7 @@ func runHygiene(b *testing.B, bin, addr string, rdb *redis.Client, reclaim strin
 	b.Helper()
 	grpcAddr, httpAddr := freeAddr(b), freeAddr(b)
 	cfg := filepath.Join(b.TempDir(), "pelwarden.yaml")
-	if err := os.WriteFile(cfg, fmt.Appendf(nil, hygieneConfig, grpcAddr, httpAddr, addr, 2*hygieneTargets), 0o600); err != nil {
+	if err := os.WriteFile(cfg, fmt.Appendf(nil, hygieneConfig, grpcAddr, httpAddr, addr, 2*hygieneTargets, 4*hygieneTargets), 0o600); err != nil {
 		b.Fatal(err)
 	}
 	proc := proctest.Start(b, "pelwarden-"+reclaim, bin, "serve", "--config", cfg)
