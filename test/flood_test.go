@@ -169,7 +169,7 @@ func TestAFloodOfHygieneTriggersPastTheCapStaysBounded(t *testing.T) {
 	require.Positive(t, exhausted, "past the triggers remembered, calls are refused")
 	require.Contains(t, scrape(t, a.HTTPAddr()), fmt.Sprintf(`pelwarden_trigger_hygiene_refused_total{code="ResourceExhausted"} %d`, served),
 		"every served trigger past the cap had its hygiene refused")
-	require.Contains(t, strings.Join(logs.lines(), "\n"), "hygiene.maxTargets is 100", "the refusal names the setting")
+	require.Contains(t, strings.Join(logs.lines(), "\n"), "the 100 groups triggers may enroll (hygiene.maxTargets", "the refusal names the setting")
 	pollEnrolled()
 	linesAfterFlood := len(logs.lines())
 	time.Sleep(500 * time.Millisecond) // five scan intervals with every enrolled read failing

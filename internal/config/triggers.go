@@ -205,8 +205,10 @@ func (c *Config) validateTriggers(p *problems) {
 			}
 		}
 		for j, g := range r.Profiles {
-			if !matchesAny(g, slices.Collect(maps.Keys(t.Profiles))) {
-				p.add(fmt.Sprintf("%s.profiles[%d]", at, j), "matches no profile named in triggers.profiles, got %q", g)
+			// A name is a typo if no profile has it; a glob may be written
+			// for profiles to come.
+			if !strings.ContainsAny(g, `*?[\`) && t.Profiles[g] == nil {
+				p.add(fmt.Sprintf("%s.profiles[%d]", at, j), "names no profile of triggers.profiles, got %q", g)
 			}
 		}
 		enrolls = enrolls || len(r.HygieneStreams) > 0
@@ -291,11 +293,3 @@ func (c *Config) matchesConnection(glob string) bool {
 	return false
 }
 
-func matchesAny(glob string, names []string) bool {
-	for _, n := range names {
-		if ok, _ := path.Match(glob, n); ok {
-			return true
-		}
-	}
-	return false
-}

@@ -290,12 +290,12 @@ func TestProfilesAndRuleGlobsNameTheFieldAndWhatIsAccepted(t *testing.T) {
 			},
 			field: "triggers.profiles.w.heartbeatMaxAgeSeconds", mention: "triggers.floors.heartbeatMaxAge",
 		},
-		"a rule's profile glob that matches none": {
+		"a rule's profile name that names none": {
 			tune: func(c *config.Config) {
 				c.Triggers.Profiles = map[string]map[string]string{"w": hb}
-				c.Triggers.Rules[0].Profiles = []string{"x*"}
+				c.Triggers.Rules[0].Profiles = []string{"x*", "v"}
 			},
-			field: "triggers.rules[0].profiles[0]", mention: "matches no profile",
+			field: "triggers.rules[0].profiles[1]", mention: "names no profile",
 		},
 		"a bad heartbeat key glob": {
 			tune:  func(c *config.Config) { c.Triggers.Rules[0].HeartbeatKeys = []string{"hb:[a-"} },

@@ -209,7 +209,7 @@ func (g *Registry) admit(id ID, r *metadata.Request, now time.Time) error {
 	case newTarget && len(sp.targets) >= q.ScalerTargets:
 		return &Refusal{Code: codes.ResourceExhausted, Rule: fmt.Sprintf("namespace %q already has %d scaler targets (triggers.quotas.scalerTargets)", ns, len(sp.targets))}
 	case newTarget && !g.caps.targets.fits(ns, len(sp.targets)):
-		return &Refusal{Code: codes.ResourceExhausted, Rule: "the scaler targets triggers may hold (scaler.maxTargets, less what triggers.rules reserve for the namespaces they name literally) are taken; they are forgotten after scaler.targetIdleExpiry"}
+		return &Refusal{Code: codes.ResourceExhausted, Rule: fmt.Sprintf("the %d scaler targets triggers may hold (scaler.maxTargets less what the hygiene loop holds) are taken, but for those reserved for namespaces triggers.rules name literally; they are forgotten after scaler.targetIdleExpiry", g.opts.Shares.ScalerTargets)}
 	case sp.triggers >= 4*q.ScalerTargets || !g.caps.triggers.fits(ns, sp.triggers):
 		return &Refusal{Code: codes.ResourceExhausted, Rule: fmt.Sprintf("too many distinct triggers (namespace %q has %d); they are forgotten after scaler.targetIdleExpiry", ns, sp.triggers)}
 	}
@@ -239,7 +239,7 @@ func (g *Registry) enroll(e *entry, sp *space, now time.Time, retry bool) {
 		case len(sp.groups) >= g.opts.Policy.Quotas.HygieneTargets:
 			e.refusal = &Refusal{Code: codes.ResourceExhausted, Rule: fmt.Sprintf("namespace %q already has %d hygiene targets (triggers.quotas.hygieneTargets)", ns, len(sp.groups))}
 		case !g.caps.groups.fits(ns, len(sp.groups)):
-			e.refusal = &Refusal{Code: codes.ResourceExhausted, Rule: "the groups triggers may enroll (hygiene.maxTargets, less hygiene.targets and what triggers.rules reserve for the namespaces they name literally) are taken"}
+			e.refusal = &Refusal{Code: codes.ResourceExhausted, Rule: fmt.Sprintf("the %d groups triggers may enroll (hygiene.maxTargets less hygiene.targets) are taken, but for those reserved for namespaces triggers.rules name literally", g.opts.Shares.HygieneTargets)}
 		}
 	}
 	if e.refusal == nil {
