@@ -294,6 +294,17 @@ func TestFloorsHoldForEveryThresholdTheEvidenceUses(t *testing.T) {
 		own[k] = v
 	}
 	ref := soObj("jobs", "own-pods", legit(flatten(own)...))
+	plain := &externalscaler.GetMetricsRequest{ScaledObjectRef: soObj("jobs", "own-pods", withoutHygiene(ref.GetScalerMetadata())), MetricName: "m"}
+	eventually(t, 5*time.Second, func() error {
+		// Until the pod watch has listed the pods every consumer is
+		// Unknown; then both are ghosts by the trigger's own evidence,
+		// which is the trigger's metric to fake.
+		res, err := s.client.GetMetrics(context.Background(), plain)
+		if err == nil && res.GetMetricValues()[0].GetMetricValue() != 0 {
+			err = status.Errorf(codes.Unknown, "metric %d, want 0 once the pods are listed", res.GetMetricValues()[0].GetMetricValue())
+		}
+		return err
+	})
 	requireMetricServed(t, s.client, ref)
 	time.Sleep(scansPass)
 	require.Equal(t, before, readAttackBooks(t, rdb), "no entry moved")
