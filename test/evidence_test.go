@@ -242,7 +242,6 @@ func TestClaimedNamespacesCannotLockOutANamedOne(t *testing.T) {
 	s.requireNoSecret(t)
 }
 
-
 // podsProfile is how an operator tells pods of app=worker in jobs alive;
 // kv overrides its keys.
 func podsProfile(kv ...string) map[string]string {

@@ -292,4 +292,3 @@ func (c *Config) matchesConnection(glob string) bool {
 	}
 	return false
 }
-

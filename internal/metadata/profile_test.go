@@ -1,7 +1,6 @@
 package metadata
 
 import (
-	"errors"
 	"testing"
 	"time"
 
@@ -71,7 +70,7 @@ func TestATriggerNamingAProfileMayNotChooseEvidenceNorShortenAThreshold(t *testi
 			t.Parallel()
 			_, err := ParseTrigger(tc.md, env)
 			var me *Error
-			require.True(t, errors.As(err, &me), "%v", err)
+			require.ErrorAs(t, err, &me)
 			require.Equal(t, tc.key, me.Key)
 			require.Contains(t, me.Error(), tc.accepted)
 		})
@@ -97,7 +96,7 @@ func TestAProfileHoldsOnlyLivenessKeys(t *testing.T) {
 			t.Parallel()
 			_, err := ParseProfile(tc.md, true)
 			var me *Error
-			require.True(t, errors.As(err, &me), "%v", err)
+			require.ErrorAs(t, err, &me)
 			require.Equal(t, tc.key, me.Key)
 		})
 	}
@@ -125,7 +124,7 @@ func FuzzTriggerProfile(f *testing.F) {
 		r, err := ParseTrigger(md, env)
 		if err != nil {
 			var me *Error
-			require.True(t, errors.As(err, &me), "%v", err)
+			require.ErrorAs(t, err, &me)
 			require.NotEmpty(t, me.Key)
 			return
 		}
