@@ -244,8 +244,7 @@ func renderHygiene(w io.Writer, res *pelwardenv1.DescribeTargetResponse) error {
 		fmt.Fprintf(w, "  dry run: %s\n", c)
 	}
 	if ms := res.GetHygieneActsFromMs(); ms > 0 {
-		from := time.UnixMilli(ms)
-		fmt.Fprintf(w, "  warming up: acts from %s (in %s): %s\n", from.Format(time.TimeOnly), millis(time.Until(from).Milliseconds()), clip.String(res.GetHygieneWarmUp(), 2*maxReason))
+		fmt.Fprintf(w, "  warming up: acts from %s: %s\n", time.UnixMilli(ms).UTC().Format(time.RFC3339), clip.String(res.GetHygieneWarmUp(), 2*maxReason))
 	}
 	if err := renderSources(w, res.GetHygieneSources()); err != nil {
 		return err
