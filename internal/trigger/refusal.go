@@ -15,9 +15,10 @@ import (
 
 // Refusal is why a trigger's request was not admitted, with the gRPC code
 // a caller would get for it: InvalidArgument for a key a trigger may not
-// set or a value below a floor, PermissionDenied for a namespace,
-// connection or stream the rules do not allow (or trigger hygiene being
-// off), ResourceExhausted for a quota.
+// set or a value below a floor, PermissionDenied for a connection,
+// profile, heartbeat key or stream the rules do not allow the namespace
+// (or trigger hygiene being off, or asked for without a liveness
+// profile), ResourceExhausted for a quota or a full share of a cap.
 type Refusal struct {
 	Code codes.Code
 	// Key is the metadata key refused, or "" for a quota.

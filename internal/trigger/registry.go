@@ -172,8 +172,9 @@ func (g *Registry) AddConfig(index int, r metadata.Request) error {
 }
 
 // Admit is told of every ExternalScaler request after its metadata parsed.
-// It returns an error only for what refuses the metric too: a connection
-// the namespace may not reach, or a full quota. A refused hygiene request
+// It returns an error only for what refuses the metric too: a connection,
+// profile or heartbeat key the namespace may not use, or a full quota or
+// share. A refused hygiene request
 // is remembered for DescribeTarget, counted and logged, and the metric is
 // answered as if the trigger had not asked. A known trigger costs a map
 // lookup. id is IDOf the request's trigger.
