@@ -105,7 +105,9 @@ chaos:
 
 ## fuzz: run each fuzz target for a while (make test runs their seeds)
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 60s ./internal/metadata/
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 60s ./internal/metadata/
+	$(GO) test -run '^$$' -fuzz '^FuzzParseTrigger$$' -fuzztime 60s ./internal/metadata/
+	$(GO) test -run '^$$' -fuzz '^FuzzTriggerProfile$$' -fuzztime 60s ./internal/metadata/
 	$(GO) test -run '^$$' -fuzz FuzzLoadYAML -fuzztime 60s ./internal/config/
 	$(GO) test -run '^$$' -fuzz FuzzLoadEnv -fuzztime 60s ./internal/config/
 	$(GO) test -run '^$$' -fuzz FuzzRequestValidation -fuzztime 60s ./internal/admin/

@@ -152,8 +152,10 @@ redis:
   - {name: default, addr: %q}
 triggers:
   reclaim: requeue
+  profiles:
+    idle: {}
   rules:
-    - {namespaces: ["*"], redis: ["*"], hygieneStreams: ["*"]}
+    - {namespaces: ["*"], redis: ["*"], hygieneStreams: ["*"], profiles: ["*"]}
 `
 
 // startFlood starts Redis with the legitimate stream and pelwarden serve,

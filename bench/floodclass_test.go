@@ -113,7 +113,7 @@ func floodNamespaces(ctx context.Context, r *floodRig, _ int) {
 	for ctx.Err() == nil {
 		n := strconv.FormatInt(r.next.Add(1), 10)
 		ref := &externalscaler.ScaledObjectRef{Name: "so", Namespace: "ns-" + n,
-			ScalerMetadata: map[string]string{"stream": "flood-" + n, "consumerGroup": "workers", "reclaim": "requeue"}}
+			ScalerMetadata: map[string]string{"stream": "flood-" + n, "consumerGroup": "workers", "reclaim": "requeue", "livenessProfile": "idle"}}
 		_, err := r.keda.GetMetricSpec(ctx, ref)
 		r.count(err)
 	}

@@ -130,7 +130,7 @@ func metricValue(b *testing.B, url, name string) float64 {
 
 func hygieneMetadata(i int, reclaim string) map[string]string {
 	return map[string]string{"stream": "h:" + strconv.Itoa(i), "consumerGroup": "workers", "lagCount": "5",
-		"reclaim": reclaim, "dryRun": "true", "ghostIdleSeconds": "1"}
+		"reclaim": reclaim, "dryRun": "true", "livenessProfile": "idle"}
 }
 
 // measureHygiene runs pelwarden serve, as deployed, in its own process on
@@ -152,14 +152,17 @@ const hygieneConfig = `grpc: {addr: %q}
 http: {addr: %q, pprof: true}
 redis:
   - {name: default, addr: %q}
-scaler: {maxTargets: %[4]d}
+scaler: {maxTargets: %[5]d}
 hygiene: {maxTargets: %[4]d}
 triggers:
   reclaim: requeue
-  floors: {entryStale: 1ms, ghostIdle: 1ms, heartbeatMaxAge: 1ms}
+  warmUp: 1ms
+  floors: {entryStale: 1ms, ghostIdle: 1ms, heartbeatMaxAge: 1ms, podDeletionGrace: 1ms, maxDeliveries: 1}
   quotas: {scalerTargets: %[4]d, hygieneTargets: %[4]d}
+  profiles:
+    idle: {ghostIdleSeconds: "1"}
   rules:
-    - {namespaces: ["*"], redis: ["*"], hygieneStreams: ["*"]}
+    - {namespaces: ["*"], redis: ["*"], hygieneStreams: ["*"], profiles: ["*"]}
 `
 
 // runHygiene starts a pelwarden process, polls every group once with
@@ -168,7 +171,7 @@ func runHygiene(b *testing.B, bin, addr string, rdb *redis.Client, reclaim strin
 	b.Helper()
 	grpcAddr, httpAddr := freeAddr(b), freeAddr(b)
 	cfg := filepath.Join(b.TempDir(), "pelwarden.yaml")
-	if err := os.WriteFile(cfg, fmt.Appendf(nil, hygieneConfig, grpcAddr, httpAddr, addr, 2*hygieneTargets), 0o600); err != nil {
+	if err := os.WriteFile(cfg, fmt.Appendf(nil, hygieneConfig, grpcAddr, httpAddr, addr, 2*hygieneTargets, 4*hygieneTargets), 0o600); err != nil {
 		b.Fatal(err)
 	}
 	proc := proctest.Start(b, "pelwarden-"+reclaim, bin, "serve", "--config", cfg)

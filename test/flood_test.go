@@ -100,8 +100,10 @@ func TestAFloodOfHygieneTriggersPastTheCapStaysBounded(t *testing.T) {
 	cfg.Scaler.TargetIdleExpiry = 5 * time.Second
 	cfg.Triggers.Quotas = config.TriggerQuotas{ScalerTargets: 2 * flood, HygieneTargets: 2 * flood}
 	// The parse cache and the trigger registry are bounded by
-	// scaler.maxTargets; below the flood, so the test sees them full.
-	cfg.Scaler.MaxTargets = 2 * capacity
+	// scaler.maxTargets, less hygiene.maxTargets for the loop's own view
+	// targets; below the flood, so the test sees them full.
+	cfg.Scaler.MaxTargets = 4 * capacity
+	cfg.Triggers.Profiles = map[string]map[string]string{"idle": {}}
 	logs := newLogLines(t)
 	a, err := app.New(cfg, slog.New(slog.NewTextHandler(logs, nil)))
 	require.NoError(t, err)
@@ -115,7 +117,7 @@ func TestAFloodOfHygieneTriggersPastTheCapStaysBounded(t *testing.T) {
 	keda := externalscaler.NewExternalScalerClient(conn)
 
 	trigger := func(stream string) *externalscaler.ScaledObjectRef {
-		return ref(map[string]string{"stream": stream, "consumerGroup": "workers", "reclaim": "requeue"})
+		return ref(map[string]string{"stream": stream, "consumerGroup": "workers", "reclaim": "requeue", "livenessProfile": "idle"})
 	}
 	redistest.CreateGroup(t, rdb, "legit", "workers")
 	_, err = keda.GetMetricSpec(ctx, trigger("legit"))
@@ -146,7 +148,7 @@ func TestAFloodOfHygieneTriggersPastTheCapStaysBounded(t *testing.T) {
 	heapAtCap, metricsAtCap := heapAfterGC(), len(scrape(t, a.HTTPAddr()))
 
 	// Past hygiene.maxTargets a trigger's metric is served and its hygiene
-	// refused; once the registry remembers 2 x scaler.maxTargets triggers
+	// refused; once triggers hold the scaler targets the view leaves them
 	// the whole call is ResourceExhausted, until some expire.
 	most, served, exhausted := 0, 0, 0
 	for i := capacity - 1; i < flood; i++ {
@@ -163,11 +165,11 @@ func TestAFloodOfHygieneTriggersPastTheCapStaysBounded(t *testing.T) {
 			pollEnrolled()
 		}
 	}
-	require.GreaterOrEqual(t, served, 2*cfg.Scaler.MaxTargets-capacity, "past the hygiene cap, metrics are served up to the triggers remembered")
+	require.GreaterOrEqual(t, served, cfg.TriggerShares().ScalerTargets-capacity, "past the hygiene cap, metrics are served up to the targets triggers may hold")
 	require.Positive(t, exhausted, "past the triggers remembered, calls are refused")
 	require.Contains(t, scrape(t, a.HTTPAddr()), fmt.Sprintf(`pelwarden_trigger_hygiene_refused_total{code="ResourceExhausted"} %d`, served),
 		"every served trigger past the cap had its hygiene refused")
-	require.Contains(t, strings.Join(logs.lines(), "\n"), "hygiene.maxTargets is 100", "the refusal names the setting")
+	require.Contains(t, strings.Join(logs.lines(), "\n"), "the 100 groups triggers may enroll (hygiene.maxTargets", "the refusal names the setting")
 	pollEnrolled()
 	linesAfterFlood := len(logs.lines())
 	time.Sleep(500 * time.Millisecond) // five scan intervals with every enrolled read failing

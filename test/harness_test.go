@@ -6,6 +6,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/pelwarden/pelwarden/internal/app"
 	"github.com/pelwarden/pelwarden/internal/config"
+	"github.com/pelwarden/pelwarden/internal/metadata"
 	"github.com/pelwarden/pelwarden/internal/policy"
 )
 
@@ -43,11 +45,15 @@ func testConfig(redisAddr string) config.Config {
 	r := config.DefaultRedis("default", redisAddr)
 	r.DialTimeout, r.ReadTimeout, r.WriteTimeout = 300*time.Millisecond, 300*time.Millisecond, 300*time.Millisecond
 	cfg.Redis = []config.Redis{r}
-	// Most suites enroll groups from triggers with sub-second thresholds;
-	// the policy tests (policy_test.go) set the shipped floors again.
+	// Most suites enroll groups from triggers with sub-second thresholds,
+	// judged by profiles (withProfile) and acting at once; the policy tests
+	// (policy_test.go) set the shipped floors and a warm-up again.
 	cfg.Triggers.Reclaim = policy.ReclaimRequeue
-	cfg.Triggers.Rules = []config.TriggerRule{{Namespaces: []string{"*"}, Redis: []string{"*"}, HygieneStreams: []string{"*"}}}
-	cfg.Triggers.Floors = config.TriggerFloors{EntryStale: time.Millisecond, GhostIdle: time.Millisecond, HeartbeatMaxAge: time.Millisecond}
+	cfg.Triggers.Rules = []config.TriggerRule{{Namespaces: []string{"*"}, Redis: []string{"*"}, HygieneStreams: []string{"*"},
+		Profiles: []string{"*"}, HeartbeatKeys: []string{"*"}}}
+	cfg.Triggers.Floors = config.TriggerFloors{EntryStale: time.Millisecond, GhostIdle: time.Millisecond, HeartbeatMaxAge: time.Millisecond,
+		PodDeletionGrace: time.Millisecond, MaxDeliveries: 1}
+	cfg.Triggers.WarmUp = time.Millisecond
 	return cfg
 }
 
@@ -99,6 +105,40 @@ func runPelwarden(t *testing.T, cfg config.Config, creds credentials.TransportCr
 	}
 	t.Cleanup(p.stop)
 	return p
+}
+
+// withProfile moves the liveness keys of a trigger's metadata into a
+// liveness profile named name, as an operator would write it, and returns
+// the tune that adds the profile to the configuration and the metadata
+// that names it instead, keeping its other keys. Tests whose trigger asks
+// for hygiene use it: a trigger's own liveness keys serve its metric only.
+func withProfile(name string, md map[string]string) (func(*config.Config), map[string]string) {
+	profile := map[string]string{}
+	out := map[string]string{metadata.ProfileKey: name}
+	for k, v := range md {
+		if slices.Contains(metadata.LivenessKeys, k) {
+			profile[k] = v
+		} else {
+			out[k] = v
+		}
+	}
+	return func(c *config.Config) {
+		if c.Triggers.Profiles == nil {
+			c.Triggers.Profiles = map[string]map[string]string{}
+		}
+		c.Triggers.Profiles[name] = profile
+	}, out
+}
+
+// tunes applies each tune in turn; a nil one is skipped.
+func tunes(fs ...func(*config.Config)) func(*config.Config) {
+	return func(c *config.Config) {
+		for _, f := range fs {
+			if f != nil {
+				f(c)
+			}
+		}
+	}
 }
 
 func ref(md map[string]string) *externalscaler.ScaledObjectRef {

@@ -110,12 +110,12 @@ func TestAReadingConsumerWhoseOwnerWentSilentGivesBackItsStaleEntriesOnce(t *tes
 			reader := startSilentReader(t, srv.Addr(), silent)
 			eventually(t, 2*time.Second, func() error { return holds(t, rdb, silent, 1) })
 
-			p := startPelwarden(t, srv.Addr(), func(c *config.Config) {
-				c.Hygiene.ScanInterval, c.Hygiene.LeaseTTL = 200*time.Millisecond, time.Second
-			})
-			md := map[string]string{"stream": "jobs", "consumerGroup": "workers", "pendingEntriesCount": "5",
+			profile, md := withProfile("agents", map[string]string{"stream": "jobs", "consumerGroup": "workers", "pendingEntriesCount": "5",
 				"liveness": "heartbeat", "heartbeatKey": "hb:{owner}", "ownerMatch": "prefix", "heartbeatMaxAgeSeconds": "2",
-				"reclaim": "requeue", "entryStaleSeconds": "1"}
+				"reclaim": "requeue", "entryStaleSeconds": "1"})
+			p := startPelwarden(t, srv.Addr(), tunes(profile, func(c *config.Config) {
+				c.Hygiene.ScanInterval, c.Hygiene.LeaseTTL = 200*time.Millisecond, time.Second
+			}))
 			leftOut := false // the metric has been seen to leave the silent owner's entries out
 			deadline := time.Now().Add(7 * time.Second)
 			for time.Now().Before(deadline) {

@@ -74,11 +74,10 @@ func TestTriggerSettingsDoNotOutliveTheirCaller(t *testing.T) {
 	p := startPelwarden(t, srv.Addr(), func(c *config.Config) {
 		policyTune(c)
 		c.Scaler.TargetIdleExpiry = time.Second
+		c.Triggers.Profiles["idle"] = map[string]string{"liveness": "idle", "ghostIdleSeconds": "0.6"}
 	})
 	admin := pelwardenv1.NewAdminClient(p.conn)
-	md := legit("liveness", "idle", "ghostIdleSeconds", "0.6", "heartbeatKey", "", "heartbeatMaxAgeSeconds", "")
-	delete(md, "heartbeatKey")
-	delete(md, "heartbeatMaxAgeSeconds")
+	md := legit("livenessProfile", "idle")
 	requireMetricServed(t, p.client, soObj("jobs", "passer-by", md))
 	res, err := admin.DescribeTarget(context.Background(), &pelwardenv1.DescribeTargetRequest{Target: jobsRef})
 	require.NoError(t, err)
@@ -138,7 +137,7 @@ func TestOneNamespaceCannotUseUpAnothersQuota(t *testing.T) {
 	p := startPelwarden(t, srv.Addr(), func(c *config.Config) {
 		policyTune(c)
 		c.Triggers.Quotas = config.TriggerQuotas{ScalerTargets: 3, HygieneTargets: 2}
-		c.Triggers.Rules = []config.TriggerRule{{Namespaces: []string{"*"}, Redis: []string{"*"}, HygieneStreams: []string{"*"}}}
+		c.Triggers.Rules = []config.TriggerRule{{Namespaces: []string{"*"}, Redis: []string{"*"}, HygieneStreams: []string{"*"}, Profiles: []string{"*"}}}
 	})
 	ctx := context.Background()
 	admin := pelwardenv1.NewAdminClient(p.conn)

@@ -22,28 +22,40 @@ import (
 )
 
 // policyTune is a trigger policy like one an operator would write: the
-// jobs namespace may enroll its jobs* streams, every namespace may read
-// metrics from the default connection. The floors are the shipped ones
-// divided by 100, so that a legitimate trigger acts within a test and a
-// refused one visibly does not.
+// jobs namespace may enroll its jobs* streams, judged by the workers
+// profile; every namespace may read metrics from the default connection,
+// with the workers profile or heartbeat keys under hb:. The floors are
+// the shipped ones divided by 100, and the warm-up shorter than a test's
+// wait, so that a legitimate trigger acts within a test and a refused one
+// visibly does not.
 func policyTune(c *config.Config) {
 	c.Hygiene.ScanInterval, c.Hygiene.LeaseTTL = 200*time.Millisecond, 2*time.Second
 	c.Triggers = config.Default().Triggers
 	c.Triggers.Reclaim = policy.ReclaimRequeue
-	c.Triggers.Floors = config.TriggerFloors{EntryStale: 300 * time.Millisecond, GhostIdle: 600 * time.Millisecond, HeartbeatMaxAge: 300 * time.Millisecond}
+	c.Triggers.Floors = config.TriggerFloors{EntryStale: 300 * time.Millisecond, GhostIdle: 600 * time.Millisecond, HeartbeatMaxAge: 300 * time.Millisecond,
+		PodDeletionGrace: 20 * time.Millisecond, MaxDeliveries: 3}
+	c.Triggers.WarmUp = 300 * time.Millisecond
+	c.Triggers.Profiles = map[string]map[string]string{"workers": workersProfile}
 	c.Triggers.Rules = []config.TriggerRule{
-		{Namespaces: []string{"*"}, Redis: []string{"default"}},
-		{Namespaces: []string{"jobs"}, Redis: []string{"default"}, HygieneStreams: []string{"jobs*"}},
+		{Namespaces: []string{"*"}, Redis: []string{"default"}, Profiles: []string{"workers"}, HeartbeatKeys: []string{"hb:*"}},
+		{Namespaces: []string{"jobs"}, Redis: []string{"default"}, HygieneStreams: []string{"jobs*"}, Profiles: []string{"*"}},
 	}
 }
 
+// workersProfile is how the operator tells the victim's workers alive:
+// their heartbeats, at the floor.
+var workersProfile = map[string]string{"liveness": "heartbeat", "heartbeatKey": "hb:{consumer}", "heartbeatMaxAgeSeconds": "0.3"}
+
 // legit is a trigger of the jobs namespace that asks for what the policy
-// allows: heartbeat liveness and requeue at the floors.
+// allows: the workers profile and requeue at the floors.
 func legit(kv ...string) map[string]string {
-	md := map[string]string{"stream": "jobs", "consumerGroup": "workers", "liveness": "heartbeat", "heartbeatKey": "hb:{consumer}",
-		"heartbeatMaxAgeSeconds": "0.3", "reclaim": "requeue", "entryStaleSeconds": "0.3", "scalerAddress": "pelwarden:9090"}
+	md := map[string]string{"stream": "jobs", "consumerGroup": "workers", "livenessProfile": "workers",
+		"reclaim": "requeue", "entryStaleSeconds": "0.3", "scalerAddress": "pelwarden:9090"}
 	for i := 0; i+1 < len(kv); i += 2 {
 		md[kv[i]] = kv[i+1]
+		if kv[i+1] == "" {
+			delete(md, kv[i])
+		}
 	}
 	return md
 }
@@ -251,14 +263,12 @@ func TestMetadataAttacksAreRefusedAndChangeNothing(t *testing.T) {
 		"claim": {
 			namespace: "jobs", md: legit("reclaim", "claim"), code: "InvalidArgument", key: "reclaim",
 		},
-		"a heartbeat key that matches nothing with a tiny max age": {
-			namespace: "jobs", md: legit("heartbeatKey", "nothing:{consumer}", "heartbeatMaxAgeSeconds", "0.001", "deleteGhostConsumers", "true"),
-			code: "InvalidArgument", key: "heartbeatMaxAgeSeconds",
+		"dead letters after one delivery": {
+			namespace: "jobs", md: legit("maxDeliveries", "1"), code: "InvalidArgument", key: "maxDeliveries",
 		},
-		"a heartbeat key that matches nothing at the floor": {
-			// Admitted, and bounded: with no heartbeat record in the group
-			// every consumer is Unknown, never Ghost.
-			namespace: "jobs", md: legit("heartbeatKey", "nothing:{consumer}", "deleteGhostConsumers", "true"),
+		"its own heartbeat key, which serves its metric only": {
+			namespace: "jobs", md: legit("livenessProfile", "", "liveness", "heartbeat", "heartbeatKey", "hb:{consumer}", "heartbeatMaxAgeSeconds", "0.3"),
+			code: "PermissionDenied", key: "livenessProfile",
 		},
 		"a foreign namespace enrolling the stream": {
 			namespace: "intruder", md: legit(), code: "PermissionDenied", key: "stream",
@@ -293,7 +303,9 @@ func TestFreshInstallRefusesTriggerHygieneAndServesTheMetric(t *testing.T) {
 		c.Hygiene.ScanInterval, c.Hygiene.LeaseTTL = 200*time.Millisecond, 2*time.Second
 		c.Triggers = config.Default().Triggers
 	})
-	ref := soObj("jobs", "workers", legit("entryStaleSeconds", "30", "heartbeatMaxAgeSeconds", "30"))
+	// Idle time is the one evidence a trigger may name on a fresh install:
+	// it reads no key.
+	ref := soObj("jobs", "workers", legit("livenessProfile", "", "entryStaleSeconds", "30", "ghostIdleSeconds", "300"))
 	requireMetricServed(t, p.client, ref)
 	time.Sleep(scansPass)
 	requireRefused(t, pelwardenv1.NewAdminClient(p.conn), "jobs/workers", "PermissionDenied", "reclaim")

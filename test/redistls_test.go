@@ -68,6 +68,8 @@ grpc: {addr: "127.0.0.1:0", shutdownTimeout: 2s}
 http: {addr: "127.0.0.1:0"}
 scaler: {refreshInterval: 200ms, maxSnapshotAge: 500ms, requestTimeout: 1s}
 hygiene: {scanInterval: 200ms, leaseTTL: 2s}
+triggers:
+  rules: [{namespaces: ["*"], redis: ["*"], heartbeatKeys: ["hb:*"]}]
 redis:
   - name: default
     addr: %s

@@ -252,9 +252,9 @@ func TestScaledObjectAskingForReclaimGetsItsGhostsRequeued(t *testing.T) {
 	redistest.AddJobs(t, rdb, "jobs", "", 8)
 	redistest.Read(t, rdb, "jobs", "workers", "ghost", 8)
 	time.Sleep(400 * time.Millisecond)
-	p := startPelwarden(t, srv.Addr(), nil)
-	md := map[string]string{"stream": "jobs", "consumerGroup": "workers", "backlogCount": "4",
-		"ghostIdleSeconds": "0.3", "reclaim": "requeue", "entryStaleSeconds": "0.1"}
+	profile, md := withProfile("quick", map[string]string{"stream": "jobs", "consumerGroup": "workers", "backlogCount": "4",
+		"ghostIdleSeconds": "0.3", "reclaim": "requeue", "entryStaleSeconds": "0.1"})
+	p := startPelwarden(t, srv.Addr(), profile)
 	_, err := metric(ctx, t, p.client, md) // registers the target with the hygiene loop
 	require.NoError(t, err)
 	eventually(t, 5*time.Second, func() error {

@@ -90,6 +90,11 @@ func startPelwarden(ctx context.Context, redisAddr, tokenFile string) (string, f
 	cfg.Hygiene.LeaseTTL = 6 * time.Second
 	cfg.Redis = []config.Redis{config.DefaultRedis("default", redisAddr)}
 	cfg.Hygiene.Targets = []map[string]string{hygieneTarget()}
+	// The trigger is judged by the operator's profile: its metric leaves
+	// out exactly what the hygiene target gives back.
+	cfg.Triggers.Profiles = map[string]map[string]string{profile: livenessKeys()}
+	cfg.Triggers.Floors.HeartbeatMaxAge = time.Second
+	cfg.Triggers.Rules = []config.TriggerRule{{Namespaces: []string{"*"}, Redis: []string{"*"}, Profiles: []string{profile}}}
 	cfg.Admin.TokenFile = tokenFile // the workers' Deregister presents it
 	a, err := app.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
@@ -107,15 +112,24 @@ func startPelwarden(ctx context.Context, redisAddr, tokenFile string) (string, f
 	}, nil
 }
 
-// trigger is the ScaledObject trigger metadata the demo polls with.
-func trigger() map[string]string {
-	return map[string]string{"stream": stream, "consumerGroup": group, "pendingEntriesCount": strconv.Itoa(perReplica),
-		"liveness": "heartbeat", "heartbeatKey": "hb:{consumer}", "heartbeatMaxAgeSeconds": strconv.Itoa(heartbeatAge)}
+// profile names the liveness profile the demo's trigger is judged by.
+const profile = "workers"
+
+// livenessKeys is how the demo's workers are told alive: their heartbeats.
+func livenessKeys() map[string]string {
+	return map[string]string{"liveness": "heartbeat", "heartbeatKey": "hb:{consumer}", "heartbeatMaxAgeSeconds": strconv.Itoa(heartbeatAge)}
 }
 
+// trigger is the ScaledObject trigger metadata the demo polls with.
+func trigger() map[string]string {
+	return map[string]string{"stream": stream, "consumerGroup": group, "pendingEntriesCount": strconv.Itoa(perReplica), "livenessProfile": profile}
+}
+
+// hygieneTarget is the group the operator's configuration looks after,
+// with the profile's liveness keys.
 func hygieneTarget() map[string]string {
-	t := trigger()
-	t["reclaim"], t["entryStaleSeconds"] = "requeue", "1"
+	t := livenessKeys()
+	t["stream"], t["consumerGroup"], t["reclaim"], t["entryStaleSeconds"] = stream, group, "requeue", "1"
 	return t
 }
 

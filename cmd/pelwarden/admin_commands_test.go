@@ -70,7 +70,9 @@ func (c *cannedAdmin) DescribeTarget(ctx context.Context, req *pelwardenv1.Descr
 		return nil, status.Error(codes.NotFound, "no target default/"+req.GetTarget().GetStream()+"/"+req.GetTarget().GetGroup())
 	}
 	return &pelwardenv1.DescribeTargetResponse{Target: cannedTarget, Hygiene: cannedSettings, HygieneSources: cannedSources,
-		HygieneTriggers: []string{"trigger jobs/careful", "trigger jobs/eager"},
+		HygieneTriggers:   []string{"trigger jobs/careful", "trigger jobs/eager"},
+		HygieneActsFromMs: 1_800_000_060_000,
+		HygieneWarmUp:     "trigger jobs/eager joined at 2027-01-15T08:00:00Z: every trigger of the group polls within triggers.warmUp (1m0s) before it acts",
 		RefusedTriggers: []*pelwardenv1.TriggerRefusal{{Trigger: "trigger intruder/so", Code: "PermissionDenied", Key: "stream",
 			Message: `namespace "intruder" may not enroll stream "jobs" of connection "default" in hygiene: no triggers.rules entry's hygieneStreams matches it`}},
 	}, nil

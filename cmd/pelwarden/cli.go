@@ -108,9 +108,12 @@ certificate under admin.workerIdentityPrefix, allows Deregister only.
 
 A ScaledObject's trigger metadata asks for hygiene only as far as the
 triggers section allows: by default (--triggers-reclaim off) triggers read
-metrics only, and groups to look after are listed in hygiene.targets.
-Deleting originals, the carry field, another dead-letter stream, hard
-timeouts and claim are never a trigger's to ask.
+metrics only, judged by idle time, and groups to look after are listed in
+hygiene.targets. Deleting originals, the carry field, another dead-letter
+stream, hard timeouts and claim are never a trigger's to ask. What can mark
+a consumer dead for hygiene comes from the liveness profiles of
+triggers.profiles; a group of triggers acts only after --triggers-warm-up,
+so that each of its triggers has polled.
 
 Environment variables (variable, flag, config path it sets):
 `

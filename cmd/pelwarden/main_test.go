@@ -118,7 +118,7 @@ func TestCommandLineExitStatus(t *testing.T) {
 		"serve help names the admin credentials": {
 			args:       []string{"serve", "--help"},
 			wantCode:   exitOK,
-			wantStdout: "PELWARDEN_ADMIN_TOKEN_FILE                   --admin-token-file                 admin.tokenFile",
+			wantStdout: "PELWARDEN_ADMIN_TOKEN_FILE                    --admin-token-file                 admin.tokenFile",
 		},
 		"version": {
 			args:       []string{"version"},

@@ -243,6 +243,9 @@ func renderHygiene(w io.Writer, res *pelwardenv1.DescribeTargetResponse) error {
 	if c := res.GetHygieneConflict(); c != "" {
 		fmt.Fprintf(w, "  dry run: %s\n", c)
 	}
+	if ms := res.GetHygieneActsFromMs(); ms > 0 {
+		fmt.Fprintf(w, "  warming up: acts from %s: %s\n", time.UnixMilli(ms).UTC().Format(time.RFC3339), clip.String(res.GetHygieneWarmUp(), 2*maxReason))
+	}
 	if err := renderSources(w, res.GetHygieneSources()); err != nil {
 		return err
 	}

@@ -35,6 +35,9 @@ func (s *Server) DescribeTarget(ctx context.Context, req *pelwardenv1.DescribeTa
 	if h, looked := s.settings(g); looked {
 		out.Hygiene = h.Describe()
 	}
+	if ht, ok := s.opts.Hygiene(g.Conn, g.Stream, g.Group); ok && ht.ActFrom.After(now) {
+		out.HygieneActsFromMs, out.HygieneWarmUp = ht.ActFrom.UnixMilli(), ht.WarmUp
+	}
 	s.describeProvenance(g, out)
 	return out, nil
 }

@@ -45,8 +45,11 @@ const readinessInterval = 5 * time.Second
 
 // App is a configured pelwarden with its listeners bound.
 type App struct {
-	cfg   config.Config
-	log   *slog.Logger
+	cfg config.Config
+	log *slog.Logger
+	// env is what trigger metadata is parsed against: the connections
+	// and the liveness profiles of the configuration.
+	env   metadata.Env
 	conns *redisx.Conns
 	view  *liveness.View
 	grpc  *grpc.Server
@@ -119,7 +122,7 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 		return nil, err
 	}
 	undo.push(conns.Close)
-	a := &App{cfg: cfg, log: log, conns: conns, wakers: make(map[string]*redisx.Waker)}
+	a := &App{cfg: cfg, log: log, conns: conns, wakers: make(map[string]*redisx.Waker), env: cfg.Env()}
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -184,7 +187,7 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 		Engine:       engine,
 	}, reg)
 	m.hygiene = a.hygiene.Series
-	if err := a.newTriggers(cfg, conns.Names(), reg); err != nil {
+	if err := a.newTriggers(cfg, reg); err != nil {
 		return nil, err
 	}
 	if err := a.pinConfigPodSets(cfg); err != nil {
@@ -196,7 +199,7 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 		a.wakers[name] = redisx.NewWaker(c, log)
 	}
 	sc := scaler.New(a.view, scaler.Options{
-		Env:            metadata.Env{Conns: conns.Names(), Kubernetes: cfg.Kubernetes.Enabled},
+		Env:            a.env,
 		RequestTimeout: cfg.Scaler.RequestTimeout,
 		ResendInterval: cfg.Scaler.ActiveResendInterval,
 		Arm: func(ctx context.Context, conn, stream string) (scaler.Wake, error) {

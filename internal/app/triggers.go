@@ -6,25 +6,24 @@ import (
 
 	"github.com/pelwarden/pelwarden/internal/config"
 	"github.com/pelwarden/pelwarden/internal/hygiene"
-	"github.com/pelwarden/pelwarden/internal/liveness"
 	"github.com/pelwarden/pelwarden/internal/metadata"
-	"github.com/pelwarden/pelwarden/internal/policy"
 	"github.com/pelwarden/pelwarden/internal/trigger"
 )
 
 // newTriggers builds the trigger registry, the one way into the hygiene
 // loop, and hands it the targets of hygiene.targets.
-func (a *App) newTriggers(cfg config.Config, conns []string, reg prometheus.Registerer) error {
+func (a *App) newTriggers(cfg config.Config, reg prometheus.Registerer) error {
 	a.triggers = trigger.New(trigger.Options{
-		Policy: cfg.Triggers, Expiry: cfg.Scaler.TargetIdleExpiry, MaxTriggers: 2 * cfg.Scaler.MaxTargets, Log: a.log,
-		Enroll: func(t liveness.Target, h policy.Hygiene, permanent bool) error {
+		Policy: cfg.Triggers, Shares: cfg.TriggerShares(), Expiry: cfg.Scaler.TargetIdleExpiry, Log: a.log,
+		Enroll: func(e trigger.Enrollment) error {
 			// A full loop (hygiene.maxTargets) refuses the trigger's hygiene
 			// as ResourceExhausted; its metric is still served.
-			return a.hygiene.Add(hygiene.Target{Target: t, Hygiene: h}, permanent)
+			return a.hygiene.Add(hygiene.Target{Target: e.Target, Hygiene: e.Hygiene, ActFrom: e.ActFrom, WarmUp: e.WarmUp}, e.Permanent)
 		},
 	}, reg)
+	env := cfg.Env()
 	for i, md := range cfg.Hygiene.Targets {
-		r, err := metadata.Parse(md, metadata.Env{Conns: conns, Kubernetes: cfg.Kubernetes.Enabled})
+		r, err := metadata.Parse(md, env)
 		if err == nil { // Validate has already refused bad ones
 			err = a.triggers.AddConfig(i, r)
 		}
@@ -38,7 +37,8 @@ func (a *App) newTriggers(cfg config.Config, conns []string, reg prometheus.Regi
 // checkTrigger parses metadata as the scaler does and asks the registry
 // what the trigger would get, registering nothing.
 func (a *App) checkTrigger(namespace string, md map[string]string) trigger.CheckResult {
-	env := metadata.Env{Conns: a.conns.Names(), Namespace: namespace, Kubernetes: a.cfg.Kubernetes.Enabled}
+	env := a.env
+	env.Namespace = namespace
 	r, err := metadata.ParseTrigger(md, env)
 	if err != nil {
 		return trigger.CheckResult{Denied: &trigger.Refusal{Code: codes.InvalidArgument, Rule: err.Error()}}

@@ -318,6 +318,7 @@ func TestFlagsAndVariablesAreNamedAfterTheirConfigPaths(t *testing.T) {
 		"redis-tls-key":                   "PELWARDEN_REDIS_TLS_KEY",
 		"config":                          "PELWARDEN_CONFIG",
 		"triggers-reclaim":                "PELWARDEN_TRIGGERS_RECLAIM",
+		"triggers-warm-up":                "PELWARDEN_TRIGGERS_WARM_UP",
 	}
 	set := pflag.NewFlagSet("serve", pflag.ContinueOnError)
 	config.NewFlags(set)

@@ -153,6 +153,10 @@ var settings = []setting{
 	durationSetting("triggers.floors.entryStale", func(c *Config) *time.Duration { return &c.Triggers.Floors.EntryStale }),
 	durationSetting("triggers.floors.ghostIdle", func(c *Config) *time.Duration { return &c.Triggers.Floors.GhostIdle }),
 	durationSetting("triggers.floors.heartbeatMaxAge", func(c *Config) *time.Duration { return &c.Triggers.Floors.HeartbeatMaxAge }),
+	durationSetting("triggers.floors.podDeletionGrace", func(c *Config) *time.Duration { return &c.Triggers.Floors.PodDeletionGrace }),
+	intSetting("triggers.floors.maxDeliveries", 1, func(c *Config) *int64 { return &c.Triggers.Floors.MaxDeliveries }),
+	durationSetting("triggers.warmUp", func(c *Config) *time.Duration { return &c.Triggers.WarmUp }).
+		withFlag("how long trigger-driven hygiene waits before acting, after start and after a group's triggers change; longer than KEDA's pollingInterval"),
 	intSetting("triggers.quotas.scalerTargets", 1, func(c *Config) *int { return &c.Triggers.Quotas.ScalerTargets }),
 	intSetting("triggers.quotas.hygieneTargets", 1, func(c *Config) *int { return &c.Triggers.Quotas.HygieneTargets }),
 

@@ -1,10 +1,17 @@
 package config
 
 import (
+	"errors"
 	"fmt"
+	"maps"
 	"path"
+	"regexp"
+	"slices"
+	"strings"
 	"time"
 
+	"github.com/pelwarden/pelwarden/internal/liveness"
+	"github.com/pelwarden/pelwarden/internal/metadata"
 	"github.com/pelwarden/pelwarden/internal/policy"
 )
 
@@ -28,10 +35,32 @@ type Triggers struct {
 	// namespace cannot use up scaler.maxTargets for the others.
 	Quotas TriggerQuotas `yaml:"quotas"`
 	// Rules say which ScaledObject namespaces may reach which Redis
-	// connections, and enroll which streams in hygiene. A namespace no rule
-	// names may reach no connection. Default: one rule letting every
-	// namespace read metrics from every connection and enroll no stream.
+	// connections, enroll which streams in hygiene, name which liveness
+	// profiles and heartbeat keys. A namespace no rule names may reach no
+	// connection. A namespace a rule names literally (no glob) has its
+	// quotas reserved inside the global caps. Default: one rule letting
+	// every namespace read metrics from every connection, judged by idle
+	// time only, and enroll no stream.
 	Rules []TriggerRule `yaml:"rules"`
+	// Profiles are the operator's ways to tell life, by name: each a map of
+	// the liveness metadata keys only (liveness, ghostIdleSeconds,
+	// heartbeatKey, heartbeatMaxAgeSeconds, heartbeatStartGraceSeconds,
+	// ownerMatch, podSelector, podNamespace, podDeletionGraceSeconds),
+	// read as trigger metadata is; podNamespace is required with
+	// kubernetes, and every threshold the profile uses must meet the
+	// floors. A trigger names one with `livenessProfile` where a rule's
+	// profiles allow it; its metric and its group's hygiene are then
+	// judged by the profile, and it may only lengthen the thresholds.
+	// Trigger-driven hygiene needs one. Default: none.
+	Profiles map[string]map[string]string `yaml:"profiles"`
+	// WarmUp is how long trigger-driven hygiene waits before it acts,
+	// after pelwarden starts and after a group's triggers or their merged
+	// settings change, so that every trigger naming the group has polled
+	// and the merge is the most conservative of all of them. Default 60s,
+	// longer than KEDA's default pollingInterval (30s); raise it above the
+	// longest pollingInterval of the ScaledObjects that enroll groups.
+	// hygiene.targets never wait.
+	WarmUp time.Duration `yaml:"warmUp"`
 }
 
 // TriggerFloors are lower bounds on the thresholds of a trigger that asks
@@ -48,6 +77,41 @@ type TriggerFloors struct {
 	// which defaults to it). Default 10s: one missed beat of a worker that
 	// beats every few seconds is not death.
 	HeartbeatMaxAge time.Duration `yaml:"heartbeatMaxAge"`
+	// PodDeletionGrace bounds podDeletionGraceSeconds. Default 2s, the
+	// metadata default: a StatefulSet brings a pod of the same name back
+	// within it.
+	PodDeletionGrace time.Duration `yaml:"podDeletionGrace"`
+	// MaxDeliveries bounds maxDeliveries: a trigger may have an entry
+	// dead-lettered only after at least this many deliveries (its 0, never,
+	// is always allowed). Default 3: one crash and one retry are not
+	// poison. At least 1.
+	MaxDeliveries int64 `yaml:"maxDeliveries"`
+}
+
+// Threshold is one liveness threshold of a spec and its floor.
+type Threshold struct {
+	// Key is the metadata key; Floor names the floor under triggers.floors.
+	Key, Floor string
+	Value, Min time.Duration
+}
+
+// Thresholds lists the liveness thresholds spec uses, each with its
+// floor, whatever its liveness list says: the kubernetes source falls
+// back to idle time for a consumer whose pod it cannot tell, so ghostIdle
+// binds it too.
+func (f TriggerFloors) Thresholds(spec liveness.Spec) []Threshold {
+	var out []Threshold
+	if spec.Idle || spec.Kubernetes {
+		out = append(out, Threshold{"ghostIdleSeconds", "ghostIdle", spec.GhostIdle, f.GhostIdle})
+	}
+	if spec.Heartbeat {
+		out = append(out, Threshold{"heartbeatMaxAgeSeconds", "heartbeatMaxAge", spec.HeartbeatMaxAge, f.HeartbeatMaxAge},
+			Threshold{"heartbeatStartGraceSeconds", "heartbeatMaxAge", spec.StartGrace, f.HeartbeatMaxAge})
+	}
+	if spec.Kubernetes {
+		out = append(out, Threshold{"podDeletionGraceSeconds", "podDeletionGrace", spec.PodGrace, f.PodDeletionGrace})
+	}
+	return out
 }
 
 // TriggerQuotas bound each ScaledObject namespace. Targets from
@@ -75,6 +139,18 @@ type TriggerRule struct {
 	// groups the namespaces' triggers may enroll in hygiene when
 	// triggers.reclaim is requeue. Empty: none.
 	HygieneStreams []string `yaml:"hygieneStreams"`
+	// Profiles are globs of the liveness profiles (triggers.profiles) the
+	// namespaces' triggers may name with livenessProfile on those
+	// connections. Each must match a profile. Empty: none.
+	Profiles []string `yaml:"profiles"`
+	// HeartbeatKeys are globs of the heartbeat key patterns the namespaces'
+	// triggers may name themselves (heartbeatKey), for their own metric
+	// only: a trigger's own evidence never judges hygiene. A glob is
+	// matched against the pattern as written, placeholder included, so
+	// "hb:*" admits "hb:{consumer}"; give a prefix ending in a separator
+	// so that no glob reaches keys of other applications. Empty: none, and
+	// pelwarden reads no key a trigger chose.
+	HeartbeatKeys []string `yaml:"heartbeatKeys"`
 }
 
 // defaultTriggers is the policy of a fresh install: metrics for every
@@ -83,9 +159,11 @@ type TriggerRule struct {
 func defaultTriggers() Triggers {
 	return Triggers{
 		Reclaim: policy.ReclaimOff,
-		Floors:  TriggerFloors{EntryStale: 30 * time.Second, GhostIdle: time.Minute, HeartbeatMaxAge: 10 * time.Second},
-		Quotas:  TriggerQuotas{ScalerTargets: 1000, HygieneTargets: 20},
-		Rules:   []TriggerRule{{Namespaces: []string{"*"}, Redis: []string{"*"}}},
+		Floors: TriggerFloors{EntryStale: 30 * time.Second, GhostIdle: time.Minute, HeartbeatMaxAge: 10 * time.Second,
+			PodDeletionGrace: metadata.DefaultPodDeletionGraceSeconds * time.Second, MaxDeliveries: 3},
+		Quotas: TriggerQuotas{ScalerTargets: 1000, HygieneTargets: 20},
+		Rules:  []TriggerRule{{Namespaces: []string{"*"}, Redis: []string{"*"}}},
+		WarmUp: time.Minute,
 	}
 }
 
@@ -97,32 +175,100 @@ func (c *Config) validateTriggers(p *problems) {
 	if t.Reclaim != policy.ReclaimOff && t.Reclaim != policy.ReclaimRequeue {
 		p.add("triggers.reclaim", "must be off or requeue (claim is set per group in hygiene.targets only), got %q", t.Reclaim)
 	}
-	for field, d := range map[string]time.Duration{
-		"triggers.floors.entryStale": t.Floors.EntryStale, "triggers.floors.ghostIdle": t.Floors.GhostIdle,
-		"triggers.floors.heartbeatMaxAge": t.Floors.HeartbeatMaxAge,
+	for _, f := range []struct {
+		field string
+		d     time.Duration
+	}{
+		{"triggers.floors.entryStale", t.Floors.EntryStale}, {"triggers.floors.ghostIdle", t.Floors.GhostIdle},
+		{"triggers.floors.heartbeatMaxAge", t.Floors.HeartbeatMaxAge}, {"triggers.floors.podDeletionGrace", t.Floors.PodDeletionGrace},
+		{"triggers.warmUp", t.WarmUp},
 	} {
-		if d <= 0 || d > maxFloor {
-			p.add(field, "must be a positive duration of at most %s, such as %q, got %q", maxFloor, "30s", d)
+		if f.d < minDuration || f.d > maxFloor {
+			p.add(f.field, "must be a positive duration of at least %s and at most %s, such as %q, got %q", minDuration, maxFloor, "30s", f.d)
 		}
 	}
+	checkAtLeastOne(p, "triggers.floors.maxDeliveries", t.Floors.MaxDeliveries)
 	checkAtLeastOne(p, "triggers.quotas.scalerTargets", int64(t.Quotas.ScalerTargets))
 	checkAtLeastOne(p, "triggers.quotas.hygieneTargets", int64(t.Quotas.HygieneTargets))
+	c.validateProfiles(p)
 	enrolls := false
 	for i, r := range t.Rules {
 		at := fmt.Sprintf("triggers.rules[%d]", i)
 		checkGlobs(p, at+".namespaces", r.Namespaces, true)
 		checkGlobs(p, at+".redis", r.Redis, true)
 		checkGlobs(p, at+".hygieneStreams", r.HygieneStreams, false)
+		checkGlobs(p, at+".profiles", r.Profiles, false)
+		checkGlobs(p, at+".heartbeatKeys", r.HeartbeatKeys, false)
 		for j, g := range r.Redis {
 			if len(c.Redis) > 0 && !c.matchesConnection(g) {
 				p.add(fmt.Sprintf("%s.redis[%d]", at, j), "matches no connection named in redis, got %q", g)
 			}
 		}
+		for j, g := range r.Profiles {
+			// A name is a typo if no profile has it; a glob may be written
+			// for profiles to come.
+			if !strings.ContainsAny(g, `*?[\`) && t.Profiles[g] == nil {
+				p.add(fmt.Sprintf("%s.profiles[%d]", at, j), "names no profile of triggers.profiles, got %q", g)
+			}
+		}
 		enrolls = enrolls || len(r.HygieneStreams) > 0
 	}
 	if t.Reclaim == policy.ReclaimRequeue && !enrolls {
-		p.add("triggers.reclaim", "is requeue but no triggers.rules entry has hygieneStreams, so no trigger could enroll a group; add one such as {namespaces: [jobs], redis: [default], hygieneStreams: [\"jobs*\"]}")
+		p.add("triggers.reclaim", "is requeue but no triggers.rules entry has hygieneStreams, so no trigger could enroll a group; add one such as {namespaces: [jobs], redis: [default], hygieneStreams: [\"jobs*\"], profiles: [jobs]}")
 	}
+	c.validateShares(p)
+}
+
+// profileName is what a profile may be called: it is written in trigger
+// metadata and shown in logs.
+var profileName = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$`)
+
+// validateProfiles parses each profile as trigger metadata is parsed, and
+// holds every threshold it uses to the floors: a profile exists for
+// triggers, and one below a floor would only ever refuse them.
+func (c *Config) validateProfiles(p *problems) {
+	for _, name := range slices.Sorted(maps.Keys(c.Triggers.Profiles)) {
+		at := "triggers.profiles." + name
+		if !profileName.MatchString(name) {
+			p.add(at, "a profile name must be 1-63 letters, digits, '.', '_' or '-', starting and ending with a letter or digit, got %q", name)
+			continue
+		}
+		spec, err := metadata.ParseProfile(c.Triggers.Profiles[name], c.Kubernetes.Enabled)
+		var me *metadata.Error
+		switch {
+		case errors.As(err, &me):
+			p.add(at+"."+me.Key, "%s", strings.TrimPrefix(me.Error(), fmt.Sprintf("metadata %q: ", me.Key)))
+			continue
+		case err != nil:
+			p.add(at, "%v", err)
+			continue
+		}
+		for _, th := range c.Triggers.Floors.Thresholds(spec) {
+			if th.Value < th.Min {
+				p.add(at+"."+th.Key, "must be at least triggers.floors.%s (%s), got %s", th.Floor, th.Min, th.Value)
+			}
+		}
+	}
+}
+
+// Profiles returns the profiles of triggers.profiles that parse, by name.
+func (c *Config) Profiles() map[string]liveness.Spec {
+	out := make(map[string]liveness.Spec, len(c.Triggers.Profiles))
+	for name, md := range c.Triggers.Profiles {
+		if spec, err := metadata.ParseProfile(md, c.Kubernetes.Enabled); err == nil {
+			out[name] = spec
+		}
+	}
+	return out
+}
+
+// Env is what trigger metadata and hygiene.targets are parsed against.
+func (c *Config) Env() metadata.Env {
+	names := make([]string, 0, len(c.Redis))
+	for _, r := range c.Redis {
+		names = append(names, r.Name)
+	}
+	return metadata.Env{Conns: names, Kubernetes: c.Kubernetes.Enabled, Profiles: c.Profiles()}
 }
 
 // checkGlobs checks a list of path.Match patterns: no empty item, each a

@@ -324,11 +324,7 @@ func (c *Config) validateHygiene(p *problems) {
 		p.add("hygiene.workers", "must be a whole number from 1 to %d, got %d", maxHygieneWorkers, h.Workers)
 	}
 	checkAtLeastOne(p, "hygiene.maxTargets", int64(h.MaxTargets))
-	names := make([]string, 0, len(c.Redis))
-	for _, r := range c.Redis {
-		names = append(names, r.Name)
-	}
-	env := metadata.Env{Conns: names, Kubernetes: c.Kubernetes.Enabled}
+	env := c.Env()
 	for i, md := range h.Targets {
 		path := fmt.Sprintf("hygiene.targets[%d]", i)
 		r, err := metadata.Parse(md, env)

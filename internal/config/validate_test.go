@@ -240,10 +240,135 @@ func TestTriggerPolicyDefaultsLetTriggersReadMetricsOnly(t *testing.T) {
 	t.Parallel()
 	p := config.Default().Triggers
 	require.Equal(t, policy.ReclaimOff, p.Reclaim, "a fresh install takes no hygiene request from a trigger")
-	require.Equal(t, []config.TriggerRule{{Namespaces: []string{"*"}, Redis: []string{"*"}}}, p.Rules, "metrics from every connection, as before")
-	require.Equal(t, config.TriggerFloors{EntryStale: 30 * time.Second, GhostIdle: time.Minute, HeartbeatMaxAge: 10 * time.Second}, p.Floors)
+	require.Equal(t, []config.TriggerRule{{Namespaces: []string{"*"}, Redis: []string{"*"}}}, p.Rules, "metrics from every connection, and no key a trigger names is read")
+	require.Empty(t, p.Profiles)
+	require.Equal(t, config.TriggerFloors{EntryStale: 30 * time.Second, GhostIdle: time.Minute, HeartbeatMaxAge: 10 * time.Second,
+		PodDeletionGrace: 2 * time.Second, MaxDeliveries: 3}, p.Floors)
+	require.Equal(t, time.Minute, p.WarmUp, "longer than KEDA's default pollingInterval of 30s")
 	c := valid()
 	c.Triggers.Reclaim = policy.ReclaimRequeue
 	c.Triggers.Rules = append(c.Triggers.Rules, config.TriggerRule{Namespaces: []string{"jobs"}, Redis: []string{"default"}, HygieneStreams: []string{"jobs*"}})
 	require.NoError(t, c.Validate())
+}
+
+func TestProfilesAndRuleGlobsNameTheFieldAndWhatIsAccepted(t *testing.T) {
+	t.Parallel()
+	hb := map[string]string{"liveness": "heartbeat", "heartbeatKey": "hb:{consumer}", "heartbeatMaxAgeSeconds": "30"}
+	cases := map[string]struct {
+		tune           func(c *config.Config)
+		field, mention string
+	}{
+		"a key no profile holds": {
+			tune: func(c *config.Config) {
+				c.Triggers.Profiles = map[string]map[string]string{"w": {"reclaim": "requeue"}}
+			},
+			field: "triggers.profiles.w.reclaim", mention: "not a liveness key",
+		},
+		"a malformed threshold": {
+			tune: func(c *config.Config) {
+				c.Triggers.Profiles = map[string]map[string]string{"w": {"ghostIdleSeconds": "soon"}}
+			},
+			field: "triggers.profiles.w.ghostIdleSeconds", mention: "seconds",
+		},
+		"a bad name": {
+			tune:  func(c *config.Config) { c.Triggers.Profiles = map[string]map[string]string{"-w": hb} },
+			field: "triggers.profiles.-w", mention: "1-63 letters",
+		},
+		"kubernetes without its namespace": {
+			tune: func(c *config.Config) {
+				c.Kubernetes.Enabled = true
+				c.Triggers.Profiles = map[string]map[string]string{"pods": {"liveness": "kubernetes", "podSelector": "app=w"}}
+			},
+			field: "triggers.profiles.pods.podNamespace", mention: "required",
+		},
+		"kubernetes with idle below the floor": {
+			tune: func(c *config.Config) {
+				c.Kubernetes.Enabled = true
+				c.Triggers.Profiles = map[string]map[string]string{"pods": {"liveness": "kubernetes", "podSelector": "app=w", "podNamespace": "jobs", "ghostIdleSeconds": "0.001"}}
+			},
+			field: "triggers.profiles.pods.ghostIdleSeconds", mention: "triggers.floors.ghostIdle",
+		},
+		"kubernetes with no pod grace": {
+			tune: func(c *config.Config) {
+				c.Kubernetes.Enabled = true
+				c.Triggers.Profiles = map[string]map[string]string{"pods": {"liveness": "kubernetes", "podSelector": "app=w", "podNamespace": "jobs", "podDeletionGraceSeconds": "0"}}
+			},
+			field: "triggers.profiles.pods.podDeletionGraceSeconds", mention: "triggers.floors.podDeletionGrace",
+		},
+		"a heartbeat max age below the floor": {
+			tune: func(c *config.Config) {
+				c.Triggers.Profiles = map[string]map[string]string{"w": {"liveness": "heartbeat", "heartbeatKey": "hb:{consumer}", "heartbeatMaxAgeSeconds": "1"}}
+			},
+			field: "triggers.profiles.w.heartbeatMaxAgeSeconds", mention: "triggers.floors.heartbeatMaxAge",
+		},
+		"a rule's profile name that names none": {
+			tune: func(c *config.Config) {
+				c.Triggers.Profiles = map[string]map[string]string{"w": hb}
+				c.Triggers.Rules[0].Profiles = []string{"x*", "v"}
+			},
+			field: "triggers.rules[0].profiles[1]", mention: "names no profile",
+		},
+		"a bad heartbeat key glob": {
+			tune:  func(c *config.Config) { c.Triggers.Rules[0].HeartbeatKeys = []string{"hb:[a-"} },
+			field: "triggers.rules[0].heartbeatKeys[0]", mention: "path.Match",
+		},
+		"no pod grace floor":           {tune: func(c *config.Config) { c.Triggers.Floors.PodDeletionGrace = 0 }, field: "triggers.floors.podDeletionGrace", mention: "positive"},
+		"no dead-letter floor":         {tune: func(c *config.Config) { c.Triggers.Floors.MaxDeliveries = 0 }, field: "triggers.floors.maxDeliveries", mention: ">= 1"},
+		"no warm-up":                   {tune: func(c *config.Config) { c.Triggers.WarmUp = 0 }, field: "triggers.warmUp", mention: "positive"},
+		"a warm-up of a nanosecond":    {tune: func(c *config.Config) { c.Triggers.WarmUp = time.Nanosecond }, field: "triggers.warmUp", mention: "at least 1ms"},
+		"no room for triggers' views":  {tune: enrolling(1000, 1000, nil), field: "scaler.maxTargets", mention: "hygiene.maxTargets"},
+		"reservations past the scaler": {tune: enrolling(25, 12, []string{"a", "b", "c"}), field: "triggers.rules", mention: "scaler.maxTargets"},
+		"reservations past hygiene":    {tune: enrolling(10000, 10, []string{"a", "b", "c"}), field: "triggers.rules", mention: "hygiene.maxTargets"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			c := valid()
+			tc.tune(&c)
+			err := c.Validate()
+			var cfgErr *config.Error
+			require.ErrorAs(t, err, &cfgErr)
+			var found bool
+			for _, p := range cfgErr.Problems {
+				if p.Field == tc.field {
+					found = true
+					require.Contains(t, p.Problem, tc.mention)
+				}
+			}
+			require.True(t, found, "no problem named %s in %v", tc.field, err)
+		})
+	}
+}
+
+// enrolling lets triggers enroll groups, with the caps given and a rule
+// naming namespaces literally, each with quotas of 5 targets and 4
+// groups.
+func enrolling(scalerMax, hygieneMax int, namespaces []string) func(*config.Config) {
+	return func(c *config.Config) {
+		c.Scaler.MaxTargets, c.Hygiene.MaxTargets = scalerMax, hygieneMax
+		c.Triggers.Reclaim = policy.ReclaimRequeue
+		c.Triggers.Quotas = config.TriggerQuotas{ScalerTargets: 5, HygieneTargets: 4}
+		c.Triggers.Rules = []config.TriggerRule{{Namespaces: []string{"*"}, Redis: []string{"*"}, HygieneStreams: []string{"*"}}}
+		if namespaces != nil {
+			c.Triggers.Rules = append(c.Triggers.Rules, config.TriggerRule{Namespaces: namespaces, Redis: []string{"*"}, HygieneStreams: []string{"*"}})
+		}
+	}
+}
+
+func TestSharesReserveTheQuotasOfNamespacesNamedLiterally(t *testing.T) {
+	t.Parallel()
+	c := valid()
+	enrolling(40, 10, []string{"jobs", "team-*", "ops"})(&c)
+	c.Hygiene.Targets = []map[string]string{{"stream": "s", "consumerGroup": "g", "reclaim": "requeue"}}
+	c.Triggers.Rules = append(c.Triggers.Rules, config.TriggerRule{Namespaces: []string{"metrics-only"}, Redis: []string{"*"}})
+	require.NoError(t, c.Validate())
+	require.Equal(t, config.TriggerShares{
+		Triggers: 80, ScalerTargets: 30, HygieneTargets: 9,
+		Reserved: map[string]bool{"jobs": true, "ops": true, "metrics-only": false},
+	}, c.TriggerShares(), "the loop's targets leave the view's rest to triggers; the configured target counts against hygiene.maxTargets")
+
+	c.Triggers.Reclaim = policy.ReclaimOff
+	s := c.TriggerShares()
+	require.Equal(t, 39, s.ScalerTargets, "with no trigger hygiene the loop holds only the configured target")
+	require.False(t, s.Reserved["jobs"], "and nothing reserves hygiene")
 }

@@ -37,6 +37,13 @@ var ErrFull = errors.New("too many hygiene targets")
 type Target struct {
 	Target  liveness.Target
 	Hygiene policy.Hygiene
+	// ActFrom is when the group's scans may start: until then it is not
+	// scanned at all (triggers.warmUp), since a scan would decide on
+	// settings that may still change, and Plan shows on demand what it
+	// would do. Zero: at once.
+	ActFrom time.Time
+	// WarmUp says why the group waits until ActFrom.
+	WarmUp string
 }
 
 func (t Target) settings() string { return t.Target.Key() + "\x00" + t.Hygiene.String() }
@@ -175,6 +182,9 @@ func (l *Loop) Add(t Target, permanent bool) error {
 		if r.t.settings() != t.settings() {
 			l.opts.Log.Debug("hygiene settings changed", "target", t.Target.String(), "reclaim", t.Hygiene.Mode, "dryRun", t.Hygiene.DryRun)
 		}
+		if !t.ActFrom.Equal(r.t.ActFrom) && t.ActFrom.After(now) {
+			l.opts.Log.Info("hygiene target warms up", "target", t.Target.String(), "actFrom", t.ActFrom, "why", t.WarmUp)
+		}
 		r.t = t
 		r.lastSeen = now
 		r.permanent = r.permanent || permanent
@@ -193,7 +203,7 @@ func (l *Loop) Add(t Target, permanent bool) error {
 	l.targets[t.Target.GroupRef] = r
 	heap.Push(&l.queue, r)
 	l.poke(l.wake)
-	l.opts.Log.Info("hygiene target added", "target", t.Target.String(), "reclaim", t.Hygiene.Mode, "dryRun", t.Hygiene.DryRun)
+	l.opts.Log.Info("hygiene target added", "target", t.Target.String(), "reclaim", t.Hygiene.Mode, "dryRun", t.Hygiene.DryRun, "actFrom", t.ActFrom)
 	return nil
 }
 

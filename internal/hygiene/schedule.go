@@ -65,7 +65,9 @@ func (l *Loop) dispatch(ctx context.Context, work chan<- *runner) {
 // next takes the queue's head if it is due and returns it, or returns how
 // long until it is. A target from requests that no request has named for
 // Options.Expiry is removed when it comes up: every target comes up once
-// per scan interval, so expiry costs no walk over all of them.
+// per scan interval, so expiry costs no walk over all of them. A target
+// that comes up while it warms up is put back at its ActFrom, however
+// often a ghost moves it forward.
 func (l *Loop) next(now time.Time) (*runner, time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -73,6 +75,11 @@ func (l *Loop) next(now time.Time) (*runner, time.Duration) {
 		r := l.queue[0]
 		if !r.permanent && now.Sub(r.lastSeen) > l.opts.Expiry {
 			l.remove(r, "no request named it for "+l.opts.Expiry.String())
+			continue
+		}
+		if r.due.Before(r.t.ActFrom) && !r.due.After(now) {
+			r.due = r.t.ActFrom
+			heap.Fix(&l.queue, 0)
 			continue
 		}
 		if wait := r.due.Sub(now); wait > 0 {

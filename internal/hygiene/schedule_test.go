@@ -1,6 +1,7 @@
 package hygiene
 
 import (
+	"container/heap"
 	"context"
 	"fmt"
 	"runtime"
@@ -364,4 +365,47 @@ func TestAGivenUpLeaseIsReleasedUnlessItsGroupHoldsItAgain(t *testing.T) {
 	l.mu.Lock()
 	require.Empty(t, l.release, "a round trip takes every pending release")
 	l.mu.Unlock()
+}
+
+// TestAWarmingTargetComesUpOnlyWhenItsWarmUpEnds: a target whose ActFrom
+// lies ahead is not handed to a worker, however often a ghost moves it
+// forward, and comes up at its ActFrom; moving ActFrom later puts it back.
+func TestAWarmingTargetComesUpOnlyWhenItsWarmUpEnds(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	var c clock
+	l := newLoopOn(t, srv.Addr(), time.Second, nil, prometheus.NewRegistry(), func(o *Options) { o.Now = c.now })
+	warming := target(t)
+	warming.ActFrom, warming.WarmUp = c.now().Add(time.Minute), "trigger jobs/a joined"
+	require.NoError(t, l.Add(warming, false))
+	require.NoError(t, l.Add(target(t, "stream", "configured"), true))
+
+	r, _ := l.next(c.now())
+	require.Equal(t, "configured", r.t.Target.Stream, "a target with no warm-up comes up at once")
+	got, wait := l.next(c.now())
+	require.Nil(t, got, "the warming target waits")
+	require.InDelta(t, time.Minute, wait, float64(time.Second), "until its ActFrom")
+
+	w := l.targets[warming.Target.GroupRef]
+	l.mu.Lock()
+	w.due = c.now() // as Observe does for a new ghost
+	heap.Fix(&l.queue, w.index)
+	l.mu.Unlock()
+	got, _ = l.next(c.now())
+	require.Nil(t, got, "a ghost does not cut the warm-up short")
+
+	c.advance(30 * time.Second)
+	later := warming
+	later.ActFrom = c.now().Add(time.Minute) // another trigger joined
+	require.NoError(t, l.Add(later, false))
+	c.advance(31 * time.Second)
+	got, _ = l.next(c.now())
+	require.Nil(t, got, "the warm-up started again when the group changed")
+	c.advance(30 * time.Second)
+	got, _ = l.next(c.now())
+	require.NotNil(t, got, "and ends a minute after the change")
+	require.Equal(t, "jobs", got.t.Target.Stream)
+	ht, ok := l.Lookup("default", "jobs", "workers")
+	require.True(t, ok)
+	require.Equal(t, "trigger jobs/a joined", ht.WarmUp, "Lookup shows why it waited")
 }

@@ -70,6 +70,10 @@ type Request struct {
 	// trigger that asks for reclaim were not accepted; Hygiene is then off.
 	// The metric fields are valid either way.
 	HygieneErr *Error
+	// Profile names the liveness profile (livenessProfile) whose spec is
+	// Target.Spec, thresholds lengthened; empty when the trigger gave its
+	// own liveness keys.
+	Profile string
 }
 
 // Error names the metadata key that is wrong and what it accepts.
@@ -96,6 +100,9 @@ type Env struct {
 	// Kubernetes says pelwarden watches the Kubernetes API, which the
 	// kubernetes liveness source needs.
 	Kubernetes bool
+	// Profiles are the liveness profiles of the configuration
+	// (triggers.profiles), parsed, by name: livenessProfile names one.
+	Profiles map[string]liveness.Spec
 }
 
 // Parse reads the metadata of a target from pelwarden's configuration
@@ -142,10 +149,11 @@ func parseMetric(md map[string]string, env Env) (Request, error) {
 	if r.Activation, err = number(md, r.Metric.ActivationKey(), 0, false); err != nil {
 		return r, err
 	}
-	spec, err := parseSpec(md, env)
+	spec, profile, err := triggerSpec(md, env)
 	if err != nil {
 		return r, err
 	}
+	r.Profile = profile
 	r.Target = liveness.Target{GroupRef: liveness.GroupRef{Conn: conn, Stream: stream, Group: group}, Spec: spec}
 	r.MetricName = metricName(conn, stream, group)
 	return r, nil

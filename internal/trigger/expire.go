@@ -40,8 +40,10 @@ func (g *Registry) Sweep() {
 		sp := g.spaces[id.Namespace]
 		g.leave(e, sp, now)
 		delete(g.entries, id)
+		g.caps.triggers.give(id.Namespace, sp.triggers)
 		sp.triggers--
 		if sp.targets[e.key]--; sp.targets[e.key] == 0 {
+			g.caps.targets.give(id.Namespace, len(sp.targets))
 			delete(sp.targets, e.key)
 		}
 		if sp.triggers == 0 {

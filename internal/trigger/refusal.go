@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/pelwarden/pelwarden/internal/clip"
 	"github.com/pelwarden/pelwarden/internal/config"
 	"github.com/pelwarden/pelwarden/internal/metadata"
 	"github.com/pelwarden/pelwarden/internal/policy"
@@ -14,9 +15,10 @@ import (
 
 // Refusal is why a trigger's request was not admitted, with the gRPC code
 // a caller would get for it: InvalidArgument for a key a trigger may not
-// set or a value below a floor, PermissionDenied for a namespace,
-// connection or stream the rules do not allow (or trigger hygiene being
-// off), ResourceExhausted for a quota.
+// set or a value below a floor, PermissionDenied for a connection,
+// profile, heartbeat key or stream the rules do not allow the namespace
+// (or trigger hygiene being off, or asked for without a liveness
+// profile), ResourceExhausted for a quota or a full share of a cap.
 type Refusal struct {
 	Code codes.Code
 	// Key is the metadata key refused, or "" for a quota.
@@ -44,6 +46,28 @@ type rules []config.TriggerRule
 func (rs rules) reaches(ns, conn string) bool {
 	for _, r := range rs {
 		if match(r.Namespaces, ns) && match(r.Redis, conn) {
+			return true
+		}
+	}
+	return false
+}
+
+// profiles says some rule lets namespace ns name liveness profile name on
+// conn.
+func (rs rules) profiles(ns, conn, name string) bool {
+	for _, r := range rs {
+		if match(r.Namespaces, ns) && match(r.Redis, conn) && match(r.Profiles, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// heartbeatKeys says some rule lets namespace ns read heartbeat keys of
+// pattern on conn, the pattern matched as written, placeholder included.
+func (rs rules) heartbeatKeys(ns, conn, pattern string) bool {
+	for _, r := range rs {
+		if match(r.Namespaces, ns) && match(r.Redis, conn) && match(r.HeartbeatKeys, pattern) {
 			return true
 		}
 	}
@@ -81,7 +105,7 @@ type CheckResult struct {
 // Check answers what Admit would for a new trigger of namespace, without
 // registering it and without quotas (they depend on what else runs).
 func (g *Registry) Check(namespace string, r metadata.Request) CheckResult {
-	if denied := g.reach(namespace, r.Target.Conn); denied != nil {
+	if denied := g.reach(namespace, &r); denied != nil {
 		return CheckResult{Denied: denied}
 	}
 	if r.HygieneErr == nil && r.Hygiene.Mode == policy.ReclaimOff {
@@ -90,10 +114,18 @@ func (g *Registry) Check(namespace string, r metadata.Request) CheckResult {
 	return CheckResult{Hygiene: g.check(&entry{id: ID{Namespace: namespace}, req: &r})}
 }
 
-// reach refuses a namespace that no rule lets reach conn.
-func (g *Registry) reach(namespace, conn string) *Refusal {
-	if g.rules.reaches(namespace, conn) {
-		return nil
+// reach refuses what no rule lets the namespace do with a trigger's
+// metric: reach its connection, name its liveness profile, or read the
+// heartbeat keys it names itself. Each is the refusal of every RPC.
+func (g *Registry) reach(namespace string, r *metadata.Request) *Refusal {
+	conn, spec := r.Target.Conn, r.Target.Spec
+	switch {
+	case !g.rules.reaches(namespace, conn):
+		return &Refusal{Code: codes.PermissionDenied, Key: "redis", Rule: fmt.Sprintf("namespace %q may not reach connection %q: no triggers.rules entry names both", namespace, conn)}
+	case r.Profile != "" && !g.rules.profiles(namespace, conn, r.Profile):
+		return &Refusal{Code: codes.PermissionDenied, Key: metadata.ProfileKey, Rule: fmt.Sprintf("namespace %q may not name profile %q on connection %q: no triggers.rules[].profiles glob of a rule naming both matches it", namespace, r.Profile, conn)}
+	case r.Profile == "" && spec.Heartbeat && !g.rules.heartbeatKeys(namespace, conn, spec.HeartbeatKey):
+		return &Refusal{Code: codes.PermissionDenied, Key: "heartbeatKey", Rule: fmt.Sprintf("namespace %q may not have pelwarden read keys of pattern %q on connection %q: no triggers.rules[].heartbeatKeys glob of a rule naming both matches it; name a livenessProfile instead, or ask the operator to allow the pattern", namespace, clip.String(spec.HeartbeatKey, 80), conn)}
 	}
-	return &Refusal{Code: codes.PermissionDenied, Key: "redis", Rule: fmt.Sprintf("namespace %q may not reach connection %q: no triggers.rules entry names both", namespace, conn)}
+	return nil
 }

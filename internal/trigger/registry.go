@@ -1,16 +1,19 @@
 // Package trigger is the trust boundary between KEDA trigger metadata and
 // the hygiene loop. It admits each trigger against the operator's policy
-// (config.Triggers: rules, floors, quotas), remembers what every admitted
-// trigger asks of its group, and hands the loop the most conservative
-// settings of all of them, with where each setting came from.
+// (config.Triggers: rules, profiles, floors, quotas and the global caps'
+// shares), remembers what every admitted trigger asks of its group, and
+// hands the loop the most conservative settings of all of them, with
+// where each setting came from and when the group may first act.
 package trigger
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"hash/maphash"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,24 +26,38 @@ import (
 	"github.com/pelwarden/pelwarden/internal/policy"
 )
 
-// EnrollFunc hands a group's effective settings to the hygiene loop;
-// permanent marks a target from configuration. An error (the loop is
-// full) refuses the trigger that caused the call.
-type EnrollFunc func(t liveness.Target, h policy.Hygiene, permanent bool) error
+// Enrollment is what the registry hands the hygiene loop for a group.
+type Enrollment struct {
+	Target  liveness.Target
+	Hygiene policy.Hygiene
+	// Permanent marks a target of hygiene.targets.
+	Permanent bool
+	// ActFrom is when the group's hygiene may first act: zero for
+	// hygiene.targets; for a group of triggers, triggers.warmUp after
+	// pelwarden started and after the group's triggers or their merged
+	// settings last changed.
+	ActFrom time.Time
+	// WarmUp says why the group waits until ActFrom.
+	WarmUp string
+}
+
+// EnrollFunc hands a group's effective settings to the hygiene loop. An
+// error (the loop is full) refuses the trigger that caused the call.
+type EnrollFunc func(Enrollment) error
 
 // Options configures a Registry.
 type Options struct {
 	Policy config.Triggers
+	// Shares are the global caps on what triggers hold, and the
+	// namespaces with reservations in them; each namespace may also have
+	// at most four triggers per scaler target of its quota.
+	Shares config.TriggerShares
 	// Expiry forgets a trigger that no request has named for this long
 	// (scaler.targetIdleExpiry).
 	Expiry time.Duration
-	// MaxTriggers bounds the triggers remembered at once, over all
-	// namespaces; each namespace may have at most four per scaler target
-	// of its quota.
-	MaxTriggers int
-	Enroll      EnrollFunc
-	Log         *slog.Logger
-	Now         func() time.Time
+	Enroll EnrollFunc
+	Log    *slog.Logger
+	Now    func() time.Time
 }
 
 // ID is one trigger: its ScaledObject and a hash of its metadata, since
@@ -92,6 +109,11 @@ type group struct {
 	// two, so a slice, not a map.
 	members []*entry
 	pushed  time.Time
+	// settings is the members and merged settings last pushed; changed
+	// is when they last changed, and why, which starts the warm-up again.
+	settings string
+	changed  time.Time
+	why      string
 }
 
 // space is what one namespace holds: view targets and hygiene groups, each
@@ -107,11 +129,15 @@ type Registry struct {
 	opts    Options
 	rules   rules
 	refused map[codes.Code]prometheus.Counter
+	// started is when the registry began: after a start every trigger
+	// must poll once before a group it names acts.
+	started time.Time
 
 	mu      sync.Mutex
 	entries map[ID]*entry
 	groups  map[liveness.GroupRef]*group
 	spaces  map[string]*space
+	caps    caps
 }
 
 // New returns a Registry; its metrics are registered on reg.
@@ -129,8 +155,9 @@ func New(opts Options, reg prometheus.Registerer) *Registry {
 		refused[c] = vec.WithLabelValues(c.String())
 	}
 	return &Registry{
-		opts: opts, rules: rules(opts.Policy.Rules), refused: refused,
+		opts: opts, rules: rules(opts.Policy.Rules), refused: refused, started: opts.Now(),
 		entries: map[ID]*entry{}, groups: map[liveness.GroupRef]*group{}, spaces: map[string]*space{},
+		caps: newCaps(opts.Shares, opts.Policy.Quotas),
 	}
 }
 
@@ -141,12 +168,13 @@ func (g *Registry) AddConfig(index int, r metadata.Request) error {
 	defer g.mu.Unlock()
 	grp := g.group(r.Target.GroupRef)
 	grp.config = &Member{From: fmt.Sprintf("hygiene.targets[%d]", index), Target: r.Target, Hygiene: r.Hygiene}
-	return g.push(grp, g.opts.Now())
+	return g.push(grp, g.opts.Now(), "")
 }
 
 // Admit is told of every ExternalScaler request after its metadata parsed.
-// It returns an error only for what refuses the metric too: a connection
-// the namespace may not reach, or a full quota. A refused hygiene request
+// It returns an error only for what refuses the metric too: a connection,
+// profile or heartbeat key the namespace may not use, or a full quota or
+// share. A refused hygiene request
 // is remembered for DescribeTarget, counted and logged, and the metric is
 // answered as if the trigger had not asked. A known trigger costs a map
 // lookup. id is IDOf the request's trigger.
@@ -160,7 +188,7 @@ func (g *Registry) Admit(id ID, r *metadata.Request) error {
 			g.refused[e.refusal.Code].Inc()
 		}
 		if grp := g.groups[e.req.Target.GroupRef]; e.hygiene && grp.config == nil && now.Sub(grp.pushed) > g.opts.Expiry/8 {
-			_ = g.push(grp, now) // keeps the loop's target from expiring; the settings are unchanged
+			_ = g.push(grp, now, "") // keeps the loop's target from expiring; the settings are unchanged
 		}
 		return nil
 	}
@@ -168,8 +196,8 @@ func (g *Registry) Admit(id ID, r *metadata.Request) error {
 }
 
 func (g *Registry) admit(id ID, r *metadata.Request, now time.Time) error {
-	ns, conn, q := id.Namespace, r.Target.Conn, g.opts.Policy.Quotas
-	if denied := g.reach(ns, conn); denied != nil {
+	ns, q := id.Namespace, g.opts.Policy.Quotas
+	if denied := g.reach(ns, r); denied != nil {
 		return denied
 	}
 	sp := g.spaces[ns]
@@ -177,16 +205,23 @@ func (g *Registry) admit(id ID, r *metadata.Request, now time.Time) error {
 		sp = &space{targets: map[string]int{}, groups: map[liveness.GroupRef]int{}}
 	}
 	key := r.Target.Key()
+	newTarget := sp.targets[key] == 0
 	switch {
-	case sp.targets[key] == 0 && len(sp.targets) >= q.ScalerTargets:
+	case newTarget && len(sp.targets) >= q.ScalerTargets:
 		return &Refusal{Code: codes.ResourceExhausted, Rule: fmt.Sprintf("namespace %q already has %d scaler targets (triggers.quotas.scalerTargets)", ns, len(sp.targets))}
-	case sp.triggers >= 4*q.ScalerTargets || len(g.entries) >= g.opts.MaxTriggers:
+	case newTarget && !g.caps.targets.fits(ns, len(sp.targets)):
+		return &Refusal{Code: codes.ResourceExhausted, Rule: fmt.Sprintf("the %d scaler targets triggers may hold (scaler.maxTargets less what the hygiene loop holds) are taken, but for those reserved for namespaces triggers.rules name literally; they are forgotten after scaler.targetIdleExpiry", g.opts.Shares.ScalerTargets)}
+	case sp.triggers >= 4*q.ScalerTargets || !g.caps.triggers.fits(ns, sp.triggers):
 		return &Refusal{Code: codes.ResourceExhausted, Rule: fmt.Sprintf("too many distinct triggers (namespace %q has %d); they are forgotten after scaler.targetIdleExpiry", ns, sp.triggers)}
 	}
 	g.spaces[ns] = sp
 	e := &entry{id: id, req: r, key: key, lastSeen: now}
 	g.entries[id] = e
+	g.caps.triggers.take(ns, sp.triggers)
 	sp.triggers++
+	if newTarget {
+		g.caps.targets.take(ns, len(sp.targets))
+	}
 	sp.targets[key]++
 	if r.HygieneErr != nil || r.Hygiene.Mode != policy.ReclaimOff {
 		g.enroll(e, sp, now, false)
@@ -198,10 +233,15 @@ func (g *Registry) admit(id ID, r *metadata.Request, now time.Time) error {
 // refused again is neither counted nor logged again.
 func (g *Registry) enroll(e *entry, sp *space, now time.Time, retry bool) {
 	e.refusal = g.check(e)
-	ref := e.req.Target.GroupRef
+	ref, ns := e.req.Target.GroupRef, e.id.Namespace
 	grp := g.groups[ref]
-	if e.refusal == nil && (grp == nil || grp.config == nil) && sp.groups[ref] == 0 && len(sp.groups) >= g.opts.Policy.Quotas.HygieneTargets {
-		e.refusal = &Refusal{Code: codes.ResourceExhausted, Rule: fmt.Sprintf("namespace %q already has %d hygiene targets (triggers.quotas.hygieneTargets)", e.id.Namespace, len(sp.groups))}
+	if e.refusal == nil && (grp == nil || grp.config == nil) && sp.groups[ref] == 0 {
+		switch {
+		case len(sp.groups) >= g.opts.Policy.Quotas.HygieneTargets:
+			e.refusal = &Refusal{Code: codes.ResourceExhausted, Rule: fmt.Sprintf("namespace %q already has %d hygiene targets (triggers.quotas.hygieneTargets)", ns, len(sp.groups))}
+		case !g.caps.groups.fits(ns, len(sp.groups)):
+			e.refusal = &Refusal{Code: codes.ResourceExhausted, Rule: fmt.Sprintf("the %d groups triggers may enroll (hygiene.maxTargets less hygiene.targets) are taken, but for those reserved for namespaces triggers.rules name literally", g.opts.Shares.HygieneTargets)}
+		}
 	}
 	if e.refusal == nil {
 		grp = g.group(ref)
@@ -211,8 +251,11 @@ func (g *Registry) enroll(e *entry, sp *space, now time.Time, retry bool) {
 		e.hygiene = true
 		if grp.config == nil {
 			e.counted = true
+			if sp.groups[ref] == 0 {
+				g.caps.groups.take(ns, len(sp.groups))
+			}
 			sp.groups[ref]++
-			if err := g.push(grp, now); err != nil {
+			if err := g.push(grp, now, e.id.from()+" joined"); err != nil {
 				g.leave(e, sp, now)
 				e.refusal = &Refusal{Code: codes.ResourceExhausted, Rule: err.Error()}
 			}
@@ -240,23 +283,33 @@ func (g *Registry) check(e *entry) *Refusal {
 	if err := metadata.CheckTriggerHygiene(r.Hygiene, r.Target.Stream); errors.As(err, &me) {
 		return &Refusal{Code: codes.InvalidArgument, Key: me.Key, Rule: me.Accepted}
 	}
-	s := r.Target.Spec
-	for _, f := range []struct {
-		key, floor string
-		on         bool
-		v, min     time.Duration
-	}{
-		{"entryStaleSeconds", "entryStale", true, r.Hygiene.EntryStale, p.Floors.EntryStale},
-		{"ghostIdleSeconds", "ghostIdle", s.Idle, s.GhostIdle, p.Floors.GhostIdle},
-		{"heartbeatMaxAgeSeconds", "heartbeatMaxAge", s.Heartbeat, s.HeartbeatMaxAge, p.Floors.HeartbeatMaxAge},
-		{"heartbeatStartGraceSeconds", "heartbeatMaxAge", s.Heartbeat, s.StartGrace, p.Floors.HeartbeatMaxAge},
-	} {
-		if f.on && f.v < f.min {
-			return &Refusal{Code: codes.InvalidArgument, Key: f.key, Rule: fmt.Sprintf("must be at least %s for a trigger that asks for reclaim (triggers.floors.%s), got %s", seconds(f.min), f.floor, seconds(f.v))}
-		}
+	if r.Profile == "" {
+		return &Refusal{Code: codes.PermissionDenied, Key: metadata.ProfileKey, Rule: "is required with reclaim: a trigger's hygiene judges liveness by a profile of triggers.profiles that triggers.rules[].profiles lets the namespace name; its own liveness keys serve its metric only"}
+	}
+	if refusal := floors(p.Floors, r); refusal != nil {
+		return refusal
 	}
 	if !g.rules.enrolls(e.id.Namespace, r.Target.Conn, r.Target.Stream) {
 		return &Refusal{Code: codes.PermissionDenied, Key: "stream", Rule: fmt.Sprintf("namespace %q may not enroll stream %q of connection %q in hygiene: no triggers.rules entry's hygieneStreams matches it", e.id.Namespace, r.Target.Stream, r.Target.Conn)}
+	}
+	return nil
+}
+
+// floors holds every threshold the trigger's settings use to the floors,
+// whatever its liveness list says, and its dead-lettering to
+// triggers.floors.maxDeliveries. A profile is checked against the floors
+// when the configuration loads; checked again here so that no way of
+// making a request reaches the loop below a floor.
+func floors(f config.TriggerFloors, r *metadata.Request) *Refusal {
+	ths := append([]config.Threshold{{Key: "entryStaleSeconds", Floor: "entryStale", Value: r.Hygiene.EntryStale, Min: f.EntryStale}},
+		f.Thresholds(r.Target.Spec)...)
+	for _, th := range ths {
+		if th.Value < th.Min {
+			return &Refusal{Code: codes.InvalidArgument, Key: th.Key, Rule: fmt.Sprintf("must be at least %s for a trigger that asks for reclaim (triggers.floors.%s), got %s", seconds(th.Min), th.Floor, seconds(th.Value))}
+		}
+	}
+	if n := r.Hygiene.MaxDeliveries; n != 0 && n < f.MaxDeliveries {
+		return &Refusal{Code: codes.InvalidArgument, Key: "maxDeliveries", Rule: fmt.Sprintf("must be 0 (never dead-letter) or at least %d for a trigger (triggers.floors.maxDeliveries), got %d", f.MaxDeliveries, n)}
 	}
 	return nil
 }
@@ -285,11 +338,40 @@ func (grp *group) merged() Effective {
 	return Merge(members)
 }
 
-// push merges a group's settings and hands them to the loop.
-func (g *Registry) push(grp *group, now time.Time) error {
+// push merges a group's settings and hands them to the loop. why says
+// what changed, if anything did: a change of the members or of the merged
+// settings starts the group's warm-up again.
+func (g *Registry) push(grp *group, now time.Time, why string) error {
 	eff := grp.merged()
 	grp.pushed = now
-	return g.opts.Enroll(eff.Target, eff.Hygiene, grp.config != nil)
+	en := Enrollment{Target: eff.Target, Hygiene: eff.Hygiene, Permanent: grp.config != nil}
+	if grp.config == nil {
+		if s := grp.signature(eff); s != grp.settings {
+			grp.settings, grp.changed, grp.why = s, now, cmp.Or(why, "the merged settings changed")
+		}
+		en.ActFrom, en.WarmUp = g.warmUp(grp)
+	}
+	return g.opts.Enroll(en)
+}
+
+// warmUp is when a group of triggers may first act, and why not before.
+func (g *Registry) warmUp(grp *group) (time.Time, string) {
+	w := g.opts.Policy.WarmUp
+	why := fmt.Sprintf("%s at %s", grp.why, grp.changed.UTC().Format(time.RFC3339Nano))
+	if grp.changed.Sub(g.started) < w {
+		why = fmt.Sprintf("pelwarden started at %s; %s", g.started.UTC().Format(time.RFC3339Nano), why)
+	}
+	return grp.changed.Add(w), why + fmt.Sprintf(": every trigger of the group polls within triggers.warmUp (%s) before it acts", w)
+}
+
+// signature is a group's members and merged settings, to tell a change.
+func (grp *group) signature(eff Effective) string {
+	var b strings.Builder
+	for _, e := range grp.members {
+		fmt.Fprintf(&b, "%s/%x|", e.id.from(), e.id.Hash)
+	}
+	b.WriteString(eff.Target.Key() + "|" + eff.Hygiene.String() + "|" + eff.Conflict)
+	return b.String()
 }
 
 // leave takes e out of its group, which is merged again without it; a
@@ -305,6 +387,7 @@ func (g *Registry) leave(e *entry, sp *space, now time.Time) {
 	if e.counted {
 		e.counted = false
 		if sp.groups[ref]--; sp.groups[ref] == 0 {
+			g.caps.groups.give(e.id.Namespace, len(sp.groups))
 			delete(sp.groups, ref)
 		}
 	}
@@ -313,6 +396,6 @@ func (g *Registry) leave(e *entry, sp *space, now time.Time) {
 	case len(grp.members) == 0:
 		delete(g.groups, ref)
 	default:
-		_ = g.push(grp, now)
+		_ = g.push(grp, now, e.id.from()+" left")
 	}
 }

@@ -25,13 +25,19 @@ import (
 type loop struct {
 	mu  sync.Mutex
 	got map[liveness.GroupRef]policy.Hygiene
-	n   int
+	// last is the latest enrollment of each group.
+	last map[liveness.GroupRef]Enrollment
+	n    int
 }
 
-func (l *loop) enroll(t liveness.Target, h policy.Hygiene, _ bool) error {
+func (l *loop) enroll(e Enrollment) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.got[t.GroupRef] = h
+	l.got[e.Target.GroupRef] = e.Hygiene
+	if l.last == nil {
+		l.last = map[liveness.GroupRef]Enrollment{}
+	}
+	l.last[e.Target.GroupRef] = e
 	l.n++
 	return nil
 }
@@ -41,27 +47,48 @@ type fixture struct {
 	loop *loop
 	now  time.Time
 	prom *prometheus.Registry
+	env  metadata.Env
+}
+
+// testProfiles are the fixture's liveness profiles: two at the floors and
+// three below them, which configuration would refuse, to show that the
+// registry holds every request to the floors on its own too.
+var testProfiles = map[string]map[string]string{
+	"idle":           {"liveness": "idle", "ghostIdleSeconds": "300"},
+	"hb":             {"liveness": "heartbeat", "heartbeatKey": "hb:{consumer}", "heartbeatMaxAgeSeconds": "30"},
+	"low-idle":       {"liveness": "idle", "ghostIdleSeconds": "5"},
+	"low-hb":         {"liveness": "heartbeat", "heartbeatKey": "hb:{consumer}", "heartbeatMaxAgeSeconds": "1", "heartbeatStartGraceSeconds": "0"},
+	"k8s-tiny-idle":  {"liveness": "kubernetes", "podSelector": "app=w", "podNamespace": "jobs", "ghostIdleSeconds": "0.001"},
+	"k8s-zero-grace": {"liveness": "kubernetes", "podSelector": "app=w", "podNamespace": "jobs", "podDeletionGraceSeconds": "0"},
 }
 
 func newFixture(t *testing.T, tune func(*config.Triggers)) *fixture {
 	t.Helper()
 	f := &fixture{loop: &loop{got: map[liveness.GroupRef]policy.Hygiene{}}, now: time.Unix(1_700_000_000, 0), prom: prometheus.NewRegistry()}
-	p := config.Default().Triggers
+	cfg := config.Default()
+	p := &cfg.Triggers
 	p.Reclaim = policy.ReclaimRequeue
+	p.WarmUp = time.Minute
+	p.Profiles = testProfiles
 	p.Rules = []config.TriggerRule{
 		{Namespaces: []string{"*"}, Redis: []string{"default"}},
-		{Namespaces: []string{"jobs"}, Redis: []string{"default"}, HygieneStreams: []string{"jobs*"}},
+		{Namespaces: []string{"jobs"}, Redis: []string{"default"}, HygieneStreams: []string{"jobs*"}, Profiles: []string{"*"}},
 	}
 	if tune != nil {
-		tune(&p)
+		tune(p)
 	}
-	f.reg = New(Options{Policy: p, Expiry: time.Minute, MaxTriggers: 1000, Enroll: f.loop.enroll,
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: func() time.Time { return f.now }}, f.prom)
+	cfg.Kubernetes.Enabled = true
+	f.env = cfg.Env()
+	f.env.Conns = []string{"default", "orders"}
+	f.reg = New(Options{Policy: *p, Shares: config.TriggerShares{Triggers: 1000, ScalerTargets: 1000, HygieneTargets: 1000}, Expiry: time.Minute,
+		Enroll: f.loop.enroll, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: func() time.Time { return f.now }}, f.prom)
 	return f
 }
 
+// md is a trigger of jobs/workers asking for requeue, judged by the idle
+// profile; a key given "" is left out.
 func md(kv ...string) map[string]string {
-	out := map[string]string{"stream": "jobs", "consumerGroup": "workers", "reclaim": "requeue", "entryStaleSeconds": "60", "ghostIdleSeconds": "300"}
+	out := map[string]string{"stream": "jobs", "consumerGroup": "workers", "reclaim": "requeue", "entryStaleSeconds": "60", "livenessProfile": "idle"}
 	for i := 0; i+1 < len(kv); i += 2 {
 		out[kv[i]] = kv[i+1]
 		if kv[i+1] == "" {
@@ -73,7 +100,9 @@ func md(kv ...string) map[string]string {
 
 func (f *fixture) admit(t *testing.T, ns, name string, m map[string]string) error {
 	t.Helper()
-	r, err := metadata.ParseTrigger(m, metadata.Env{Conns: []string{"default", "orders"}, Namespace: ns})
+	env := f.env
+	env.Namespace = ns
+	r, err := metadata.ParseTrigger(m, env)
 	require.NoError(t, err)
 	return f.reg.Admit(IDOf(ns, name, m), &r)
 }
@@ -100,16 +129,26 @@ func TestAdmitRefusesHygieneByPolicyAndServesTheMetric(t *testing.T) {
 		"malformed hygiene key":    {ns: "jobs", md: md("maxDeliveries", "many"), code: codes.InvalidArgument, key: "maxDeliveries"},
 		"unknown reclaim mode":     {ns: "jobs", md: md("reclaim", "steal"), code: codes.InvalidArgument, key: "reclaim"},
 		"entry stale below floor":  {ns: "jobs", md: md("entryStaleSeconds", "1e-9"), code: codes.InvalidArgument, key: "entryStaleSeconds"},
-		"ghost idle below floor":   {ns: "jobs", md: md("ghostIdleSeconds", "5"), code: codes.InvalidArgument, key: "ghostIdleSeconds"},
-		"max age below floor":      {ns: "jobs", md: md("liveness", "heartbeat", "heartbeatKey", "hb:{consumer}", "heartbeatMaxAgeSeconds", "1"), code: codes.InvalidArgument, key: "heartbeatMaxAgeSeconds"},
-		"start grace below floor":  {ns: "jobs", md: md("liveness", "heartbeat", "heartbeatKey", "hb:{consumer}", "heartbeatStartGraceSeconds", "0"), code: codes.InvalidArgument, key: "heartbeatStartGraceSeconds"},
+		"ghost idle below floor":   {ns: "jobs", md: md("livenessProfile", "low-idle"), code: codes.InvalidArgument, key: "ghostIdleSeconds"},
+		"max age below floor":      {ns: "jobs", md: md("livenessProfile", "low-hb", "heartbeatStartGraceSeconds", "10"), code: codes.InvalidArgument, key: "heartbeatMaxAgeSeconds"},
+		"start grace below floor":  {ns: "jobs", md: md("livenessProfile", "low-hb", "heartbeatMaxAgeSeconds", "10"), code: codes.InvalidArgument, key: "heartbeatStartGraceSeconds"},
+		"kubernetes, ghost idle":   {ns: "jobs", md: md("livenessProfile", "k8s-tiny-idle"), code: codes.InvalidArgument, key: "ghostIdleSeconds"},
+		"kubernetes, pod grace":    {ns: "jobs", md: md("livenessProfile", "k8s-zero-grace"), code: codes.InvalidArgument, key: "podDeletionGraceSeconds"},
+		"dead letter at once":      {ns: "jobs", md: md("maxDeliveries", "1"), code: codes.InvalidArgument, key: "maxDeliveries"},
+		"own evidence":             {ns: "jobs", md: md("livenessProfile", "", "liveness", "heartbeat", "heartbeatKey", "hb:{consumer}"), code: codes.PermissionDenied, key: "livenessProfile"},
+		"own idle evidence":        {ns: "jobs", md: md("livenessProfile", "", "ghostIdleSeconds", "300"), code: codes.PermissionDenied, key: "livenessProfile"},
 		"a stream no rule names":   {ns: "jobs", md: md("stream", "payments"), code: codes.PermissionDenied, key: "stream"},
-		"a namespace no rule lets": {ns: "intruder", md: md(), code: codes.PermissionDenied, key: "stream"},
+		"a namespace no rule lets": {ns: "intruder", md: md(), tune: func(p *config.Triggers) { p.Rules[0].Profiles = []string{"idle"} }, code: codes.PermissionDenied, key: "stream"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			f := newFixture(t, tc.tune)
+			f := newFixture(t, func(p *config.Triggers) {
+				p.Rules[0].HeartbeatKeys = []string{"hb:*"}
+				if tc.tune != nil {
+					tc.tune(p)
+				}
+			})
 			require.NoError(t, f.admit(t, tc.ns, "so", tc.md), "the metric is served")
 			require.NoError(t, f.admit(t, tc.ns, "so", maps.Clone(tc.md)), "and again")
 			require.Empty(t, f.loop.got, "nothing is enrolled")
@@ -127,7 +166,7 @@ func TestAdmitRefusesHygieneByPolicyAndServesTheMetric(t *testing.T) {
 func TestAdmitDeniesAConnectionTheNamespaceMayNotReachOnEveryRequest(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, nil)
-	err := f.admit(t, "jobs", "so", md("redis", "orders", "reclaim", ""))
+	err := f.admit(t, "jobs", "so", md("redis", "orders", "reclaim", "", "livenessProfile", ""))
 	require.Equal(t, codes.PermissionDenied, status.Code(err))
 	require.Contains(t, err.Error(), `"orders"`)
 	require.Contains(t, err.Error(), "triggers.rules")
@@ -143,7 +182,7 @@ func TestQuotasBoundEachNamespaceAndFreeUpWhenTriggersExpire(t *testing.T) {
 	err := f.admit(t, "jobs", "c", md("stream", "jobs-3"))
 	require.Equal(t, codes.ResourceExhausted, status.Code(err), "a third scaler target does not fit")
 	require.Contains(t, err.Error(), "triggers.quotas.scalerTargets")
-	require.NoError(t, f.admit(t, "other", "c", md("stream", "jobs-3", "reclaim", "")), "another namespace has its own quota")
+	require.NoError(t, f.admit(t, "other", "c", md("stream", "jobs-3", "reclaim", "", "livenessProfile", "")), "another namespace has its own quota")
 
 	f.now = f.now.Add(50 * time.Second)
 	require.NoError(t, f.admit(t, "jobs", "b", md("stream", "jobs-2")))
@@ -159,7 +198,7 @@ func TestQuotasBoundEachNamespaceAndFreeUpWhenTriggersExpire(t *testing.T) {
 func TestConfigTargetsWinOverTriggersAndCountAgainstNoQuota(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, func(p *config.Triggers) { p.Quotas.HygieneTargets = 1 })
-	r, err := metadata.Parse(md("entryStaleSeconds", "5", "deleteOriginal", "true"), metadata.Env{Conns: []string{"default"}})
+	r, err := metadata.Parse(md("entryStaleSeconds", "5", "deleteOriginal", "true"), f.env)
 	require.NoError(t, err)
 	require.NoError(t, f.reg.AddConfig(0, r))
 	require.NoError(t, f.admit(t, "jobs", "a", md("entryStaleSeconds", "600")))
@@ -190,7 +229,7 @@ func TestExpiredTriggerLeavesTheMergeAtOnce(t *testing.T) {
 func TestAKnownTriggerCostsNoAllocation(t *testing.T) {
 	f := newFixture(t, nil)
 	m := md()
-	r, err := metadata.ParseTrigger(m, metadata.Env{Conns: []string{"default"}, Namespace: "jobs"})
+	r, err := metadata.ParseTrigger(m, f.env)
 	require.NoError(t, err)
 	id := IDOf("jobs", "so", m)
 	require.NoError(t, f.reg.Admit(id, &r))
@@ -218,13 +257,17 @@ func TestIDOfDependsOnTheMetadataNotOnTheOrderOfItsKeys(t *testing.T) {
 // BenchmarkAdmitKnownTrigger is the registry's share of every KEDA poll.
 func BenchmarkAdmitKnownTrigger(b *testing.B) {
 	f := &fixture{loop: &loop{got: map[liveness.GroupRef]policy.Hygiene{}}, now: time.Unix(1_700_000_000, 0)}
-	p := config.Default().Triggers
+	cfg := config.Default()
+	p := &cfg.Triggers
 	p.Reclaim = policy.ReclaimRequeue
-	p.Rules = []config.TriggerRule{{Namespaces: []string{"*"}, Redis: []string{"*"}, HygieneStreams: []string{"*"}}}
-	f.reg = New(Options{Policy: p, Expiry: time.Minute, MaxTriggers: 10, Enroll: f.loop.enroll,
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: func() time.Time { return f.now }}, prometheus.NewRegistry())
+	p.Profiles = testProfiles
+	p.Rules = []config.TriggerRule{{Namespaces: []string{"*"}, Redis: []string{"*"}, HygieneStreams: []string{"*"}, Profiles: []string{"*"}}}
+	f.reg = New(Options{Policy: *p, Shares: config.TriggerShares{Triggers: 10, ScalerTargets: 10, HygieneTargets: 10}, Expiry: time.Minute,
+		Enroll: f.loop.enroll, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: func() time.Time { return f.now }}, prometheus.NewRegistry())
 	m := md("scalerAddress", "pelwarden.pelwarden.svc:9090", "pendingEntriesCount", "5")
-	r, err := metadata.ParseTrigger(m, metadata.Env{Conns: []string{"default"}, Namespace: "jobs"})
+	env := cfg.Env()
+	env.Conns, env.Namespace = []string{"default"}, "jobs"
+	r, err := metadata.ParseTrigger(m, env)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -164,6 +164,14 @@ func TestExamplesAreKEDAObjectsPelwardenAccepts(t *testing.T) {
 		objs = append(objs, docs...)
 	}
 
+	// The examples name the liveness profiles of the chart's all-on values.
+	stream, err := renderChart(t, chartDir, []string{allOnValues()}, nil)
+	require.NoError(t, err)
+	rendered, err := decodeManifests(stream)
+	require.NoError(t, err)
+	cfg, err := loadRendered(t, rendered)
+	require.NoError(t, err)
+	env := cfg.Env()
 	auths := map[string][]string{}
 	for _, ta := range byKind(objs, "TriggerAuthentication") {
 		auths[ta.meta.Name] = authParams(ta)
@@ -176,7 +184,8 @@ func TestExamplesAreKEDAObjectsPelwardenAccepts(t *testing.T) {
 			require.Contains(t, []string{"external", "external-push"}, tr.typ)
 			require.True(t, strings.HasSuffix(tr.metadata["scalerAddress"], ".svc.cluster.local:9090"),
 				"%s: scalerAddress should be a Service address on port 9090", so.meta.Name)
-			r, err := metadata.ParseTrigger(tr.metadata, metadata.Env{Conns: []string{"default"}, Namespace: "workers", Kubernetes: true})
+			env.Namespace = so.meta.Namespace
+			r, err := metadata.ParseTrigger(tr.metadata, env)
 			require.NoError(t, err, "%s: pelwarden should accept the trigger metadata", so.meta.Name)
 			require.Nil(t, r.HygieneErr, "%s: no hygiene key a trigger may not set", so.meta.Name)
 			if tr.authRef != "" {

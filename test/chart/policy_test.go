@@ -27,12 +27,18 @@ func TestChartTriggerPolicyReachesPelwardensConfig(t *testing.T) {
 	got := load([]string{allOnValues()})
 	require.Equal(t, config.Triggers{
 		Reclaim: policy.ReclaimRequeue,
-		Floors:  config.TriggerFloors{EntryStale: time.Minute, GhostIdle: 2 * time.Minute, HeartbeatMaxAge: 15 * time.Second},
-		Quotas:  config.TriggerQuotas{ScalerTargets: 200, HygieneTargets: 10},
+		Floors: config.TriggerFloors{EntryStale: time.Minute, GhostIdle: 2 * time.Minute, HeartbeatMaxAge: 15 * time.Second,
+			PodDeletionGrace: 5 * time.Second, MaxDeliveries: 4},
+		Quotas: config.TriggerQuotas{ScalerTargets: 200, HygieneTargets: 10},
 		Rules: []config.TriggerRule{
-			{Namespaces: []string{"*"}, Redis: []string{"default"}},
-			{Namespaces: []string{"jobs", "team-*"}, Redis: []string{"default", "cache"}, HygieneStreams: []string{"jobs*", "orders:*"}},
+			{Namespaces: []string{"*"}, Redis: []string{"default"}, HeartbeatKeys: []string{"hb:*"}},
+			{Namespaces: []string{"jobs", "team-*"}, Redis: []string{"default", "cache"}, HygieneStreams: []string{"jobs*", "orders:*"}, Profiles: []string{"*"}},
 		},
+		Profiles: map[string]map[string]string{
+			"workers": {"liveness": "idle,heartbeat", "heartbeatKey": "hb:{consumer}", "heartbeatMaxAgeSeconds": "30", "ghostIdleSeconds": "300"},
+			"agents":  {"liveness": "heartbeat", "heartbeatKey": "hb:{owner}", "ownerMatch": "prefix", "heartbeatMaxAgeSeconds": "30"},
+		},
+		WarmUp: 90 * time.Second,
 	}, got)
 }
 

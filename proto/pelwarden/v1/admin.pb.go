@@ -691,8 +691,15 @@ type DescribeTargetResponse struct {
 	// Why the group is scanned as a dry run, when its triggers disagree on
 	// how to judge liveness.
 	HygieneConflict string `protobuf:"bytes,8,opt,name=hygiene_conflict,json=hygieneConflict,proto3" json:"hygiene_conflict,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// When hygiene may first act on a group of triggers, in Unix
+	// milliseconds, while it warms up (triggers.warmUp): until then its
+	// scans wait, so that every trigger naming it has polled. 0 when it
+	// acts already, or for a group of hygiene.targets.
+	HygieneActsFromMs int64 `protobuf:"varint,41,opt,name=hygiene_acts_from_ms,json=hygieneActsFromMs,proto3" json:"hygiene_acts_from_ms,omitempty"`
+	// Why the group waits until hygiene_acts_from_ms.
+	HygieneWarmUp string `protobuf:"bytes,42,opt,name=hygiene_warm_up,json=hygieneWarmUp,proto3" json:"hygiene_warm_up,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DescribeTargetResponse) Reset() {
@@ -777,6 +784,20 @@ func (x *DescribeTargetResponse) GetHygieneTriggers() []string {
 func (x *DescribeTargetResponse) GetHygieneConflict() string {
 	if x != nil {
 		return x.HygieneConflict
+	}
+	return ""
+}
+
+func (x *DescribeTargetResponse) GetHygieneActsFromMs() int64 {
+	if x != nil {
+		return x.HygieneActsFromMs
+	}
+	return 0
+}
+
+func (x *DescribeTargetResponse) GetHygieneWarmUp() string {
+	if x != nil {
+		return x.HygieneWarmUp
 	}
 	return ""
 }
@@ -2518,7 +2539,7 @@ const file_pelwarden_v1_admin_proto_rawDesc = "" +
 	" \x01(\bR\n" +
 	"sharedName\"H\n" +
 	"\x15DescribeTargetRequest\x12/\n" +
-	"\x06target\x18\x01 \x01(\v2\x17.pelwarden.v1.TargetRefR\x06target\"\xb4\x03\n" +
+	"\x06target\x18\x01 \x01(\v2\x17.pelwarden.v1.TargetRefR\x06target\"\x8d\x04\n" +
 	"\x16DescribeTargetResponse\x12,\n" +
 	"\x06target\x18\x01 \x01(\v2\x14.pelwarden.v1.TargetR\x06target\x123\n" +
 	"\ametrics\x18\x02 \x03(\v2\x19.pelwarden.v1.MetricValueR\ametrics\x128\n" +
@@ -2527,7 +2548,9 @@ const file_pelwarden_v1_admin_proto_rawDesc = "" +
 	"\x0fhygiene_sources\x18\x05 \x03(\v2\x1b.pelwarden.v1.SettingSourceR\x0ehygieneSources\x12G\n" +
 	"\x10refused_triggers\x18\x06 \x03(\v2\x1c.pelwarden.v1.TriggerRefusalR\x0frefusedTriggers\x12)\n" +
 	"\x10hygiene_triggers\x18\a \x03(\tR\x0fhygieneTriggers\x12)\n" +
-	"\x10hygiene_conflict\x18\b \x01(\tR\x0fhygieneConflict\"W\n" +
+	"\x10hygiene_conflict\x18\b \x01(\tR\x0fhygieneConflict\x12/\n" +
+	"\x14hygiene_acts_from_ms\x18) \x01(\x03R\x11hygieneActsFromMs\x12&\n" +
+	"\x0fhygiene_warm_up\x18* \x01(\tR\rhygieneWarmUp\"W\n" +
 	"\rSettingSource\x12\x18\n" +
 	"\asetting\x18\x01 \x01(\tR\asetting\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\x12\x16\n" +
