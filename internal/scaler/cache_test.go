@@ -3,6 +3,7 @@ package scaler
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/kedacore/keda/v2/pkg/scalers/externalscaler"
@@ -32,7 +33,7 @@ func ref(ns string, md map[string]string) *externalscaler.ScaledObjectRef {
 func TestParseCacheParsesARepeatedTriggerOnce(t *testing.T) {
 	t.Parallel()
 	calls := 0
-	c := newParseCache(countingParse(&calls), 8)
+	c := newParseCache(countingParse(&calls), 8, 1<<20)
 	for range 5 {
 		// A new map each time, as gRPC unmarshals one per call.
 		r, _, err := c.get(ref("apps", map[string]string{"stream": "jobs", "consumerGroup": "w"}))
@@ -45,7 +46,7 @@ func TestParseCacheParsesARepeatedTriggerOnce(t *testing.T) {
 func TestParseCacheTellsTriggersApartByNamespaceNameAndEveryValue(t *testing.T) {
 	t.Parallel()
 	calls := 0
-	c := newParseCache(countingParse(&calls), 8)
+	c := newParseCache(countingParse(&calls), 8, 1<<20)
 	base := map[string]string{"stream": "jobs", "consumerGroup": "w"}
 	cases := map[string]struct {
 		ref  *externalscaler.ScaledObjectRef
@@ -73,7 +74,7 @@ func TestParseCacheTellsTriggersApartByNamespaceNameAndEveryValue(t *testing.T) 
 func TestParseCacheKeepsErrorsUntilTheMetadataChanges(t *testing.T) {
 	t.Parallel()
 	calls := 0
-	c := newParseCache(countingParse(&calls), 8)
+	c := newParseCache(countingParse(&calls), 8, 1<<20)
 	for range 3 {
 		_, _, err := c.get(ref("apps", map[string]string{"stream": "bad"}))
 		require.EqualError(t, err, "stream: bad")
@@ -86,12 +87,12 @@ func TestParseCacheKeepsErrorsUntilTheMetadataChanges(t *testing.T) {
 func TestParseCacheComparesTheMetadataOnAHashCollision(t *testing.T) {
 	t.Parallel()
 	calls := 0
-	c := newParseCache(countingParse(&calls), 8)
+	c := newParseCache(countingParse(&calls), 8, 1<<20)
 	md := map[string]string{"stream": "jobs", "consumerGroup": "w"}
 	// Plant another trigger's parse under this trigger's key, as a
 	// colliding hash would.
 	key := trigger.IDOf("apps", "so", md)
-	c.lru.Add(key, &parsed{metadata: flatten(map[string]string{"stream": "evil"}), req: metadata.Request{MetricName: "evil"}})
+	c.lru.Add(key, &parsed{metadata: flatten(map[string]string{"stream": "evil"}), req: metadata.Request{MetricName: "evil"}}, 1)
 	r, _, err := c.get(ref("apps", md))
 	require.NoError(t, err)
 	require.Equal(t, "apps/jobs/w", r.MetricName)
@@ -101,7 +102,7 @@ func TestParseCacheComparesTheMetadataOnAHashCollision(t *testing.T) {
 func TestParseCacheStaysBoundedUnderRandomMetadata(t *testing.T) {
 	t.Parallel()
 	calls := 0
-	c := newParseCache(countingParse(&calls), 16)
+	c := newParseCache(countingParse(&calls), 16, 1<<20)
 	for i := range 1000 {
 		_, _, err := c.get(ref("apps", map[string]string{"stream": fmt.Sprint("s", i)}))
 		require.NoError(t, err)
@@ -112,7 +113,7 @@ func TestParseCacheStaysBoundedUnderRandomMetadata(t *testing.T) {
 
 func TestParseCacheLookupAllocatesNothing(t *testing.T) {
 	calls := 0
-	c := newParseCache(countingParse(&calls), 8)
+	c := newParseCache(countingParse(&calls), 8, 1<<20)
 	r := ref("apps", map[string]string{"stream": "jobs", "consumerGroup": "w", "pendingEntriesCount": "5"})
 	_, _, err := c.get(r)
 	require.NoError(t, err)
@@ -140,4 +141,24 @@ func TestFlatMetadataEqualsOnlyTheMetadataItWasMadeFrom(t *testing.T) {
 		require.Equal(t, tc.want, kept.equal(tc.md), name)
 	}
 	require.True(t, flatten(nil).equal(map[string]string{}), "no metadata equals no metadata")
+}
+
+// TestParseCacheStaysWithinItsBytesUnderLargeMetadata: triggers at the
+// metadata bounds fill the cache by bytes long before its count.
+func TestParseCacheStaysWithinItsBytesUnderLargeMetadata(t *testing.T) {
+	t.Parallel()
+	calls := 0
+	const budget = 1 << 20
+	c := newParseCache(countingParse(&calls), 10000, budget)
+	for i := range 500 {
+		md := map[string]string{"stream": fmt.Sprint("s", i)}
+		for k := range metadata.MaxMetadataBytes / metadata.MaxValueBytes {
+			md[fmt.Sprint("k", k)] = strings.Repeat("v", metadata.MaxValueBytes-8)
+		}
+		require.NoError(t, metadata.CheckTriggerBounds("apps", "so", md))
+		_, _, err := c.get(ref("apps", md))
+		require.NoError(t, err)
+	}
+	require.LessOrEqual(t, c.lru.Bytes(), int64(budget))
+	require.Less(t, c.lru.Len(), 40, "about 32 KB an entry: the bytes bound, not the count, holds")
 }
