@@ -215,7 +215,8 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 		log.Warn("admin.allowedClientIdentities has no effect without grpc.tls.clientCAFile: no client can present a certificate")
 	}
 	var rpcm *rpcMetrics
-	a.grpc, rpcm = newGRPCServer(log, reg, newAdminAuth(cfg.Admin, log), creds...)
+	// A request past grpc.maxRecvMsgBytes is refused before it is decoded.
+	a.grpc, rpcm = newGRPCServer(log, reg, newAdminAuth(cfg.Admin, log), append(creds, grpc.MaxRecvMsgSize(cfg.GRPC.MaxRecvMsgBytes))...)
 	externalscaler.RegisterExternalScalerServer(a.grpc, sc)
 	a.hs = health.NewServer()
 	healthpb.RegisterHealthServer(a.grpc, a.hs)
