@@ -25,6 +25,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/pelwarden/pelwarden/internal/admin"
+	"github.com/pelwarden/pelwarden/internal/clip"
 	"github.com/pelwarden/pelwarden/internal/config"
 	"github.com/pelwarden/pelwarden/internal/events"
 	"github.com/pelwarden/pelwarden/internal/hygiene"
@@ -95,6 +96,10 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	// Every line pelwarden logs passes the clip handler, so that no name,
+	// namespace or value a caller sent reaches the log longer than
+	// clip.MaxLogValue, whichever component logs it.
+	log = slog.New(clip.NewHandler(log.Handler()))
 	var o options
 	for _, f := range opt {
 		f(&o)

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
+	"github.com/pelwarden/pelwarden/internal/clip"
 	"github.com/pelwarden/pelwarden/internal/config"
 	"github.com/pelwarden/pelwarden/internal/tlsreload"
 )
@@ -123,7 +124,7 @@ func newChain(log *slog.Logger, reg prometheus.Registerer, auth *adminAuth) chai
 		logging.WithLevels(codeToLevel),
 	}
 	recoverOpts := []recovery.Option{recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
-		log.ErrorContext(ctx, "panic in gRPC handler", "panic", p, "stack", string(debug.Stack()))
+		log.ErrorContext(ctx, "panic in gRPC handler", "panic", p, "stack", clip.Own(debug.Stack()))
 		return status.Error(codes.Internal, "internal error")
 	})}
 	return chain{
