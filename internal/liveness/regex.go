@@ -114,8 +114,13 @@ func invalidRegexp(err error) error {
 	return fmt.Errorf("invalid regular expression: %s", clip.String(err.Error(), maxRegexEcho))
 }
 
-// maxRegexEcho bounds the part of a parse error that quotes the pattern.
-const maxRegexEcho = 120
+// maxRegexEcho bounds the part of a parse error that quotes the pattern;
+// maxValueEcho bounds a value quoted with %q, which may write a byte as
+// four.
+const (
+	maxRegexEcho = 120
+	maxValueEcho = 40
+)
 
 func tooLarge() error {
 	return fmt.Errorf("the regular expression compiles to more than %d instructions or %d rune ranges (each repetition counts its copies)",

@@ -104,7 +104,7 @@ func ParseOwnerMatch(s string) (OwnerMatch, error) {
 		}
 		return OwnerMatch{mode: "regex", expr: expr}, nil
 	default:
-		return OwnerMatch{}, fmt.Errorf("got %q", clip.String(s, maxRegexEcho))
+		return OwnerMatch{}, fmt.Errorf("got %q", clip.String(s, maxValueEcho))
 	}
 }
 
