@@ -1,7 +1,6 @@
 package metadata
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -98,7 +97,7 @@ func FuzzTriggerBounds(f *testing.F) {
 			return
 		}
 		var be *BoundError
-		require.True(t, errors.As(err, &be), "%v", err)
+		require.ErrorAs(t, err, &be)
 		require.NotEmpty(t, be.Field)
 		require.Greater(t, be.Got, be.Limit)
 		require.Less(t, len(err.Error()), 250)
