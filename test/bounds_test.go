@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
+	grpcmd "google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
@@ -330,5 +331,20 @@ func TestLongNamesCostBoundedBytesOnMetricsAndInTheLog(t *testing.T) {
 		"a kilobyte name costs at most two cut label values more a series (%d series a target)", perTarget)
 	requireLogBounded(t, s)
 	require.Equal(t, before, readBooks(t, rdb))
+	s.requireNoSecret(t)
+}
+
+// TestMegabyteHeadersAreRefused: a call's headers are bounded as its
+// message is; gRPC's own default would take 16 MB of them.
+func TestMegabyteHeadersAreRefused(t *testing.T) {
+	s, rdb, before, keysBefore := onTheVictim(t, nil)
+	ctx := grpcmd.AppendToOutgoingContext(context.Background(), "x-filler", filler(0, 1<<20))
+	_, err := s.client.GetMetricSpec(ctx, soObj("jobs", "workers", metricOnly()))
+	require.Error(t, err, "a megabyte of headers is not read")
+	_, err = s.client.GetMetricSpec(context.Background(), soObj("jobs", "workers", metricOnly()))
+	require.NoError(t, err, "the next call is served")
+	require.Equal(t, before, readBooks(t, rdb))
+	require.Equal(t, keysBefore, otherKeys(t, rdb, "hb:"))
+	requireLogBounded(t, s)
 	s.requireNoSecret(t)
 }

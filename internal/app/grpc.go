@@ -80,9 +80,15 @@ func newGRPCServer(log *slog.Logger, reg prometheus.Registerer, auth *adminAuth,
 		// StreamIsActive) is lost to the pool, and a call that finds none
 		// free gets a goroutine of its own, as without workers.
 		grpc.NumStreamWorkers(streamWorkers()),
+		grpc.MaxHeaderListSize(maxHeaderListBytes),
 	}, extra...)
 	return grpc.NewServer(opts...), ch.metrics
 }
+
+// maxHeaderListBytes bounds the headers of one call. gRPC takes 16 MB
+// by default; pelwarden reads one header, a bearer token, and KEDA sends
+// a few hundred bytes.
+const maxHeaderListBytes = 64 << 10
 
 // streamWorkers is the number of goroutines kept to serve calls: a few per
 // CPU, so that some outlive the streams KEDA holds open.
