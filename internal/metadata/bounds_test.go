@@ -2,6 +2,7 @@ package metadata
 
 import (
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -109,4 +110,55 @@ func abs(n int) int {
 		return -(n + 1)
 	}
 	return n
+}
+
+// oldMetricName is metricName as it was first written, the reference for
+// the names KEDA already knows: a change of name is a new HPA metric.
+func oldMetricName(conn, stream, group string) string {
+	var b strings.Builder
+	b.WriteString("pelwarden")
+	for _, part := range []string{conn, stream, group} {
+		b.WriteByte('-')
+		for _, r := range strings.ToLower(part) {
+			if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
+				b.WriteRune(r)
+			} else {
+				b.WriteByte('-')
+			}
+		}
+	}
+	name := b.String()
+	return name[:min(len(name), maxMetricName)]
+}
+
+// TestMetricNamesOfLongNamesKeepOnlyTheirOwnBytes: a metric name is kept
+// by every trigger's request; built from kilobyte names it must hold its
+// 200 bytes, not the kilobytes it was cut from.
+func TestMetricNamesOfLongNamesKeepOnlyTheirOwnBytes(t *testing.T) {
+	const n = 2000
+	long := strings.Repeat("S", MaxNameLen)
+	kept := make([]string, n)
+	before := heap()
+	for i := range kept {
+		kept[i] = metricName("default", long, fmt.Sprint(i, long))
+	}
+	grew := int64(heap()) - int64(before)
+	require.Less(t, grew, int64(n*2*maxMetricName), "%d bytes a name", grew/n)
+	require.Equal(t, oldMetricName("default", long, "0"+long), kept[0])
+}
+
+func FuzzMetricName(f *testing.F) {
+	f.Add("default", "jobs", "workers")
+	f.Add("orders", strings.Repeat("İ", 150), "Ⅻ-group")
+	f.Add("default", strings.Repeat("s", 300), "g")
+	f.Fuzz(func(t *testing.T, conn, stream, group string) {
+		require.Equal(t, oldMetricName(conn, stream, group), metricName(conn, stream, group))
+	})
+}
+
+func heap() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
 }

@@ -35,9 +35,13 @@ type parseCache struct {
 	lru   *bytecache.Cache[trigger.ID, *parsed]
 }
 
+// parsed is one trigger's entry. Its request is an allocation of its own:
+// the trigger registry keeps the request for as long as the trigger is
+// remembered, and a pointer into the entry would keep the metadata's copy
+// alive after the cache let it go.
 type parsed struct {
 	metadata flatMetadata
-	req      metadata.Request
+	req      *metadata.Request
 	err      error
 }
 
@@ -106,10 +110,10 @@ func (c *parseCache) get(ref *externalscaler.ScaledObjectRef) (*metadata.Request
 	md := ref.GetScalerMetadata()
 	id := trigger.IDOf(ref.GetNamespace(), ref.GetName(), md)
 	if p, ok := c.lru.Get(id); ok && p.metadata.equal(md) {
-		return &p.req, id, p.err
+		return p.req, id, p.err
 	}
 	r, err := c.parse(ref)
-	p := &parsed{metadata: flatten(md), req: r, err: err}
+	p := &parsed{metadata: flatten(md), req: &r, err: err}
 	c.lru.Add(id, p, parsedSize(id, p))
-	return &p.req, id, err
+	return p.req, id, err
 }

@@ -3,6 +3,7 @@ package scaler
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -92,7 +93,7 @@ func TestParseCacheComparesTheMetadataOnAHashCollision(t *testing.T) {
 	// Plant another trigger's parse under this trigger's key, as a
 	// colliding hash would.
 	key := trigger.IDOf("apps", "so", md)
-	c.lru.Add(key, &parsed{metadata: flatten(map[string]string{"stream": "evil"}), req: metadata.Request{MetricName: "evil"}}, 1)
+	c.lru.Add(key, &parsed{metadata: flatten(map[string]string{"stream": "evil"}), req: &metadata.Request{MetricName: "evil"}}, 1)
 	r, _, err := c.get(ref("apps", md))
 	require.NoError(t, err)
 	require.Equal(t, "apps/jobs/w", r.MetricName)
@@ -161,4 +162,28 @@ func TestParseCacheStaysWithinItsBytesUnderLargeMetadata(t *testing.T) {
 	}
 	require.LessOrEqual(t, c.lru.Bytes(), int64(budget))
 	require.Less(t, c.lru.Len(), 40, "about 32 KB an entry: the bytes bound, not the count, holds")
+}
+
+// TestAKeptRequestDoesNotPinItsEvictedEntry: the trigger registry keeps
+// each request it admits; once the cache lets the trigger's entry go, the
+// entry's copy of the metadata must go with it.
+func TestAKeptRequestDoesNotPinItsEvictedEntry(t *testing.T) {
+	calls := 0
+	c := newParseCache(countingParse(&calls), 10000, 64<<10)
+	const n = 200
+	kept := make([]*metadata.Request, n)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := range kept {
+		md := map[string]string{"stream": fmt.Sprint("s", i), "annotation": strings.Repeat("a", metadata.MaxValueBytes)}
+		r, _, err := c.get(ref("apps", md))
+		require.NoError(t, err)
+		kept[i] = r
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	grew := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	require.Less(t, grew, int64(n*metadata.MaxValueBytes/2), "%d bytes a kept request", grew/n)
+	runtime.KeepAlive(kept)
 }
