@@ -104,24 +104,21 @@ func withKey(md map[string]string, k, v string) map[string]string {
 	return md
 }
 
-// TestMultiMegabyteFieldsAreRefusedNamingTheFieldAndTheLimit sends each
-// attack of the issue's bytes class, with the receive size raised to the
-// most an operator may set so that every field reaches its own bound:
-// each answer is InvalidArgument naming the field and the limit, short;
-// the heap does not keep the requests; the Admin API's answers stay
-// small; no log line carries a long string; Redis is unchanged and no
-// secret leaks.
-func TestMultiMegabyteFieldsAreRefusedNamingTheFieldAndTheLimit(t *testing.T) {
-	s, rdb, before, keysBefore := onTheVictim(t, func(c *config.Config) { c.GRPC.MaxRecvMsgBytes = 64 << 20 })
-	ctx := context.Background()
+// bytesAttack is one attack of the bytes class: a call sending its i-th
+// distinct request, and the field and limit its refusal must name.
+type bytesAttack struct {
+	name         string
+	call         func(i int) error
+	field, limit string
+}
+
+// bytesAttacks are the attacks of the bytes class, each a field of
+// megabytes or a pattern that compiles to a huge program.
+func bytesAttacks(ctx context.Context, s *stranger) []bytesAttack {
 	kedaAttack := func(ref func(i int) *externalscaler.ScaledObjectRef) func(int) error {
 		return func(i int) error { return kedaCall(ctx, s.client, i, ref(i)) }
 	}
-	attacks := []struct {
-		name         string
-		call         func(i int) error
-		field, limit string
-	}{
+	return []bytesAttack{
 		{"metricName", func(i int) error {
 			_, err := s.client.GetMetrics(ctx, &externalscaler.GetMetricsRequest{
 				ScaledObjectRef: soObj("jobs", "workers", metricOnly()), MetricName: filler(i, attackBytes)})
@@ -160,6 +157,18 @@ func TestMultiMegabyteFieldsAreRefusedNamingTheFieldAndTheLimit(t *testing.T) {
 			return err
 		}, `metadata["ownerMatch"]`, "4096 bytes"},
 	}
+}
+
+// TestMultiMegabyteFieldsAreRefusedNamingTheFieldAndTheLimit sends each
+// attack of the issue's bytes class, with the receive size raised to the
+// most an operator may set so that every field reaches its own bound:
+// each answer is InvalidArgument naming the field and the limit, short;
+// the heap does not keep the requests; the Admin API's answers stay
+// small; no log line carries a long string; Redis is unchanged and no
+// secret leaks.
+func TestMultiMegabyteFieldsAreRefusedNamingTheFieldAndTheLimit(t *testing.T) {
+	s, rdb, before, keysBefore := onTheVictim(t, func(c *config.Config) { c.GRPC.MaxRecvMsgBytes = 64 << 20 })
+	attacks := bytesAttacks(context.Background(), s)
 	for _, a := range attacks {
 		base := heapAfterGC()
 		for i := range calls {
