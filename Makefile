@@ -112,6 +112,11 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzLoadEnv -fuzztime 60s ./internal/config/
 	$(GO) test -run '^$$' -fuzz FuzzRequestValidation -fuzztime 60s ./internal/admin/
 	$(GO) test -run '^$$' -fuzz FuzzHashSlot -fuzztime 30s ./internal/redisx/
+	$(GO) test -run '^$$' -fuzz FuzzTriggerBounds -fuzztime 30s ./internal/metadata/
+	$(GO) test -run '^$$' -fuzz FuzzMetricName -fuzztime 30s ./internal/metadata/
+	$(GO) test -run '^$$' -fuzz FuzzOwnerMatch -fuzztime 60s ./internal/liveness/
+	$(GO) test -run '^$$' -fuzz FuzzUnique -fuzztime 30s ./internal/clip/
+	$(GO) test -run '^$$' -fuzz FuzzCacheStaysWithinItsBounds -fuzztime 30s ./internal/bytecache/
 
 ## image: the container image $(IMAGE) (Dockerfile: static binary on
 ## distroless, nonroot), its binary reporting $(VERSION)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/pelwarden/pelwarden/internal/liveness"
 	"github.com/pelwarden/pelwarden/internal/metadata"
 	"github.com/pelwarden/pelwarden/internal/redistest"
 	pelwardenv1 "github.com/pelwarden/pelwarden/proto/pelwarden/v1"
@@ -36,7 +37,7 @@ func livenessLabel(t *testing.T, md map[string]string) string {
 	t.Helper()
 	r, err := metadata.Parse(md, metadata.Env{Conns: []string{"default"}, Kubernetes: md["podSelector"] != ""})
 	require.NoError(t, err)
-	return r.Target.Spec.String()
+	return liveness.LabelValue(r.Target.Spec.String())
 }
 
 func scrape(t *testing.T, addr string) string {

@@ -3,6 +3,10 @@ package admin
 import (
 	"context"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/pelwarden/pelwarden/internal/metadata"
 	"github.com/pelwarden/pelwarden/internal/trigger"
 	pelwardenv1 "github.com/pelwarden/pelwarden/proto/pelwarden/v1"
 )
@@ -13,7 +17,12 @@ import (
 type CheckFunc func(namespace string, md map[string]string) trigger.CheckResult
 
 // CheckTrigger says what a trigger would get, for linting ScaledObjects.
+// A namespace or metadata past its bound is the request's own error,
+// before anything parses or compiles it.
 func (s *Server) CheckTrigger(_ context.Context, req *pelwardenv1.CheckTriggerRequest) (*pelwardenv1.CheckTriggerResponse, error) {
+	if err := metadata.CheckTriggerBounds(req.GetNamespace(), "", req.GetMetadata()); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
 	res := s.opts.CheckTrigger(req.GetNamespace(), req.GetMetadata())
 	out := &pelwardenv1.CheckTriggerResponse{Code: "OK"}
 	if d := res.Denied; d != nil {

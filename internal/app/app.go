@@ -25,6 +25,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/pelwarden/pelwarden/internal/admin"
+	"github.com/pelwarden/pelwarden/internal/clip"
 	"github.com/pelwarden/pelwarden/internal/config"
 	"github.com/pelwarden/pelwarden/internal/events"
 	"github.com/pelwarden/pelwarden/internal/hygiene"
@@ -98,6 +99,10 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	// Every line pelwarden logs passes the clip handler, so that no name,
+	// namespace or value a caller sent reaches the log longer than
+	// clip.MaxLogValue, whichever component logs it.
+	log = slog.New(clip.NewHandler(log.Handler()))
 	var o options
 	for _, f := range opt {
 		f(&o)
@@ -236,7 +241,8 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 		log.Warn("admin.allowedClientIdentities has no effect without grpc.tls.clientCAFile: no client can present a certificate")
 	}
 	var rpcm *rpcMetrics
-	a.grpc, rpcm = newGRPCServer(log, reg, newAdminAuth(cfg.Admin, log), creds...)
+	// A request past grpc.maxRecvMsgBytes is refused before it is decoded.
+	a.grpc, rpcm = newGRPCServer(log, reg, newAdminAuth(cfg.Admin, log), append(creds, grpc.MaxRecvMsgSize(cfg.GRPC.MaxRecvMsgBytes))...)
 	externalscaler.RegisterExternalScalerServer(a.grpc, sc)
 	a.hs = health.NewServer()
 	healthpb.RegisterHealthServer(a.grpc, a.hs)

@@ -242,7 +242,7 @@ func (m *metrics) snapshots() []judged {
 	out := make([]judged, 0, len(latest))
 	for _, l := range latest {
 		if l.Snapshot != nil {
-			out = append(out, judged{s: l.Snapshot, spec: l.Snapshot.Target.Spec.String()})
+			out = append(out, judged{s: l.Snapshot, spec: liveness.LabelValue(l.Snapshot.Target.Spec.String())})
 		}
 	}
 	slices.SortFunc(out, func(a, b judged) int {

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
+	"github.com/pelwarden/pelwarden/internal/clip"
 	"github.com/pelwarden/pelwarden/internal/config"
 	"github.com/pelwarden/pelwarden/internal/tlsreload"
 )
@@ -79,9 +80,15 @@ func newGRPCServer(log *slog.Logger, reg prometheus.Registerer, auth *adminAuth,
 		// StreamIsActive) is lost to the pool, and a call that finds none
 		// free gets a goroutine of its own, as without workers.
 		grpc.NumStreamWorkers(streamWorkers()),
+		grpc.MaxHeaderListSize(maxHeaderListBytes),
 	}, extra...)
 	return grpc.NewServer(opts...), ch.metrics
 }
+
+// maxHeaderListBytes bounds the headers of one call. gRPC takes 16 MB
+// by default; pelwarden reads one header, a bearer token, and KEDA sends
+// a few hundred bytes.
+const maxHeaderListBytes = 64 << 10
 
 // streamWorkers is the number of goroutines kept to serve calls: a few per
 // CPU, so that some outlive the streams KEDA holds open.
@@ -123,7 +130,7 @@ func newChain(log *slog.Logger, reg prometheus.Registerer, auth *adminAuth) chai
 		logging.WithLevels(codeToLevel),
 	}
 	recoverOpts := []recovery.Option{recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
-		log.ErrorContext(ctx, "panic in gRPC handler", "panic", p, "stack", string(debug.Stack()))
+		log.ErrorContext(ctx, "panic in gRPC handler", "panic", p, "stack", clip.Own(debug.Stack()))
 		return status.Error(codes.Internal, "internal error")
 	})}
 	return chain{

@@ -19,8 +19,9 @@ import (
 var targetLabels = []string{"redis", "stream", "group"}
 
 // livenessLabel holds a target's liveness settings in their stable text
-// form (liveness.Spec.String). Its values are bounded by the targets
-// registered (scaler.maxTargets), and go when a target expires.
+// form (liveness.Spec.String), as a liveness.LabelValue. Its values are
+// bounded by the targets registered (scaler.maxTargets), and go when a
+// target expires.
 const livenessLabel = "liveness"
 
 // metrics are pelwarden's own Prometheus metrics. The per-target gauges are
@@ -96,14 +97,15 @@ func (m *metrics) collectPodSets(ch chan<- prometheus.Metric) {
 	for _, ps := range m.podSets() {
 		for _, st := range kube.States {
 			v := boolFloat(ps.State == st)
-			ch <- prometheus.MustNewConstMetric(m.podWatchState, prometheus.GaugeValue, v, ps.Set.Namespace, ps.Set.Selector, st.String())
+			ch <- prometheus.MustNewConstMetric(m.podWatchState, prometheus.GaugeValue, v,
+				liveness.LabelValue(ps.Set.Namespace), liveness.LabelValue(ps.Set.Selector), st.String())
 		}
 	}
 }
 
 // refreshed is the view's OnRefresh hook.
 func (m *metrics) refreshed(t liveness.Target, s *liveness.Snapshot, err error, took time.Duration) (groupMissingNow bool) {
-	lv := []string{t.Conn, t.Stream, t.Group}
+	lv := t.Labels()
 	m.refreshTime.Observe(took.Seconds())
 	if err != nil {
 		m.redisErrors.WithLabelValues(lv...).Inc()
@@ -126,7 +128,7 @@ func (m *metrics) refreshed(t liveness.Target, s *liveness.Snapshot, err error, 
 
 // expired drops the series of a target the view let go.
 func (m *metrics) expired(t liveness.Target) {
-	lv := prometheus.Labels{"redis": t.Conn, "stream": t.Stream, "group": t.Group}
+	lv := prometheus.Labels(t.LabelMap())
 	m.redisErrors.Delete(lv)
 	m.groupMissing.Delete(lv)
 	m.reports.Forget(t.GroupRef)

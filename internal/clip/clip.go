@@ -1,9 +1,14 @@
 // Package clip shortens text that pelwarden echoes back, such as a bad value
-// quoted in an error message or a reason in a CLI table, so that a
-// megabyte of input does not become a megabyte of output.
+// quoted in an error message, a label value on /metrics or a reason in a
+// CLI table, so that a megabyte of input does not become a megabyte of
+// output.
 package clip
 
-import "unicode/utf8"
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"unicode/utf8"
+)
 
 // marker ends a clipped string.
 const marker = "..."
@@ -15,9 +20,39 @@ func String(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	cut := max(n-len(marker), 0)
+	return prefix(s, n-len(marker)) + marker
+}
+
+// hashLen is the length of the hash suffix Unique adds: 64 bits of
+// SHA-256 in hex, so that two cut strings differ unless someone finds a
+// 64-bit collision on purpose, which buys them nothing but one series or
+// log name for two of their own strings.
+const hashLen = 16
+
+// UniqueSuffix is the number of bytes Unique's suffix takes: "~" and the
+// hash.
+const UniqueSuffix = 1 + hashLen
+
+// Unique returns s when it has at most n bytes; otherwise as much of its
+// start as fits in n bytes together with "~" and a hash of the whole of s.
+// Unlike String it keeps two long strings with the same start apart, which
+// a label value or a target named in the log must: two series or two
+// targets are never merged by the cut. It never cuts a UTF-8 sequence in
+// two; n below UniqueSuffix still returns the whole suffix.
+func Unique(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	sum := sha256.Sum256([]byte(s))
+	return prefix(s, n-UniqueSuffix) + "~" + hex.EncodeToString(sum[:hashLen/2])
+}
+
+// prefix is the longest start of s of at most n bytes that does not end
+// inside a UTF-8 sequence.
+func prefix(s string, n int) string {
+	cut := max(n, 0)
 	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}
-	return s[:cut] + marker
+	return s[:cut]
 }

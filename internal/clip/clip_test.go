@@ -36,3 +36,48 @@ func TestStringKeepsShortTextAndMarksWhatItCuts(t *testing.T) {
 		})
 	}
 }
+
+func TestUniqueCutsLongTextAndKeepsTwoCutStringsApart(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "jobs", clip.Unique("jobs", 32), "short text is kept")
+	exact := strings.Repeat("x", 32)
+	require.Equal(t, exact, clip.Unique(exact, 32))
+
+	a, b := strings.Repeat("x", 1024)+"a", strings.Repeat("x", 1024)+"b"
+	ca, cb := clip.Unique(a, 64), clip.Unique(b, 64)
+	require.Len(t, ca, 64)
+	require.Len(t, cb, 64)
+	require.NotEqual(t, ca, cb, "two names that differ only past the cut stay apart")
+	require.True(t, strings.HasPrefix(ca, strings.Repeat("x", 64-clip.UniqueSuffix)+"~"), "the start is kept: %s", ca)
+	require.Equal(t, ca, clip.Unique(a, 64), "the same name is cut the same way every time")
+
+	runes := strings.Repeat("é", 100)
+	require.True(t, utf8.ValidString(clip.Unique(runes, 40)), "a rune is never cut in two")
+	require.LessOrEqual(t, len(clip.Unique(runes, 40)), 40)
+	require.Len(t, clip.Unique(a, 3), clip.UniqueSuffix, "below the suffix only the suffix is left")
+}
+
+// FuzzUnique: whatever the text and bound, the result is at most the
+// bound (or the suffix), is the text itself when it fits, starts with
+// the text's start, and stays valid UTF-8.
+func FuzzUnique(f *testing.F) {
+	f.Add("jobs", 64)
+	f.Add(strings.Repeat("x", 2000), 128)
+	f.Add(strings.Repeat("é", 300), 41)
+	f.Add("\xff\xfe", 1)
+	f.Fuzz(func(t *testing.T, s string, n int) {
+		n %= 1 << 16
+		got := clip.Unique(s, n)
+		if len(s) <= n {
+			require.Equal(t, s, got)
+			return
+		}
+		require.LessOrEqual(t, len(got), max(n, clip.UniqueSuffix))
+		head := got[:len(got)-clip.UniqueSuffix]
+		require.True(t, strings.HasPrefix(s, head))
+		if utf8.ValidString(s) {
+			require.True(t, utf8.ValidString(got))
+		}
+		require.Equal(t, got, clip.Unique(s, n), "deterministic")
+	})
+}

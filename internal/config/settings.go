@@ -107,6 +107,7 @@ var settings = []setting{
 		withFlagNamed("grpc-tls-client-ca", "CA bundle (PEM) that gRPC clients' certificates must chain to (mutual TLS)"),
 	durationSetting("grpc.tls.reloadInterval", func(c *Config) *time.Duration { return &c.GRPC.TLS.ReloadInterval }),
 	stringSetting("grpc.tls.minVersion", func(c *Config) *string { return &c.GRPC.TLS.MinVersion }),
+	intSetting("grpc.maxRecvMsgBytes", minRecvMsgBytes, func(c *Config) *int { return &c.GRPC.MaxRecvMsgBytes }),
 	stringSetting("http.addr", func(c *Config) *string { return &c.HTTP.Addr }).
 		withFlag("HTTP listen address for /metrics, /healthz and /readyz"),
 	stringSetting("log.level", func(c *Config) *string { return &c.Log.Level }).

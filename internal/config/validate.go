@@ -88,6 +88,9 @@ func (c *Config) validate(p *problems) {
 	checkListenAddr(p, "grpc.addr", c.GRPC.Addr, ":9090")
 	checkPositive(p, "grpc.shutdownTimeout", c.GRPC.ShutdownTimeout, "10s")
 	c.GRPC.TLS.validate(p, "grpc.tls")
+	if n := c.GRPC.MaxRecvMsgBytes; n < minRecvMsgBytes || n > maxRecvMsgBytes {
+		p.add("grpc.maxRecvMsgBytes", "must be bytes from %d to %d (default %d), got %d", minRecvMsgBytes, maxRecvMsgBytes, DefaultMaxRecvMsgBytes, n)
+	}
 	checkListenAddr(p, "http.addr", c.HTTP.Addr, ":8080")
 	if sameListenPort(c.GRPC.Addr, c.HTTP.Addr) {
 		p.add("http.addr", "must differ from grpc.addr, both are %q", c.HTTP.Addr)

@@ -55,6 +55,8 @@ func TestValidateRejectsEachBadFieldByName(t *testing.T) {
 		"grpc addr without port":  {func(c *config.Config) { c.GRPC.Addr = "localhost" }, `grpc.addr: must be host:port`},
 		"grpc port out of range":  {func(c *config.Config) { c.GRPC.Addr = ":65536" }, `grpc.addr: must be host:port`},
 		"zero shutdown timeout":   {func(c *config.Config) { c.GRPC.ShutdownTimeout = 0 }, `grpc.shutdownTimeout: must be a positive duration such as 10s, got "0s"`},
+		"tiny grpc receive size":  {func(c *config.Config) { c.GRPC.MaxRecvMsgBytes = 1000 }, `grpc.maxRecvMsgBytes: must be bytes from 65536 to 67108864 (default 1048576), got 1000`},
+		"huge grpc receive size":  {func(c *config.Config) { c.GRPC.MaxRecvMsgBytes = 1 << 30 }, `grpc.maxRecvMsgBytes: must be bytes from 65536 to 67108864`},
 		"named http port":         {func(c *config.Config) { c.HTTP.Addr = ":http" }, `http.addr: must be host:port with a numeric port 0-65535, such as ":8080", got ":http"`},
 		"http on the grpc port":   {func(c *config.Config) { c.HTTP.Addr = "0.0.0.0:9090" }, `http.addr: must differ from grpc.addr`},
 		"unknown log level":       {func(c *config.Config) { c.Log.Level = "trace" }, `log.level: must be one of debug, info, warn, error, got "trace"`},

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/pelwarden/pelwarden/internal/clip"
 )
 
 // GroupRef names one consumer group on a configured Redis connection. It is
@@ -24,9 +26,27 @@ func (g GroupRef) String() string {
 // Labels gives their values.
 var LabelNames = []string{"redis", "stream", "group"}
 
-// Labels are the group's Prometheus label values, then extra ones.
+// MaxLabelValue bounds every label value pelwarden puts on /metrics whose
+// text a caller chose (a stream, group, liveness settings, a pod
+// selector), in bytes. A name of a thousand bytes would repeat in every
+// series of its target, tens of kilobytes a target; cut by clip.Unique,
+// the start stays readable and two names cut alike stay two series.
+const MaxLabelValue = 128
+
+// LabelValue is s as a label value: itself, or cut to MaxLabelValue with
+// a hash of the whole.
+func LabelValue(s string) string { return clip.Unique(s, MaxLabelValue) }
+
+// Labels are the group's Prometheus label values, each a LabelValue, then
+// extra ones as they are.
 func (g GroupRef) Labels(extra ...string) []string {
-	return append([]string{g.Conn, g.Stream, g.Group}, extra...)
+	return append([]string{LabelValue(g.Conn), LabelValue(g.Stream), LabelValue(g.Group)}, extra...)
+}
+
+// LabelMap is the group's labels by name, to match or delete its series.
+func (g GroupRef) LabelMap() map[string]string {
+	v := g.Labels()
+	return map[string]string{LabelNames[0]: v[0], LabelNames[1]: v[1], LabelNames[2]: v[2]}
 }
 
 // Target is one consumer group with the rule its consumers are judged by.

@@ -1,11 +1,11 @@
 package liveness
 
 import (
-	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
+
+	"github.com/pelwarden/pelwarden/internal/clip"
 )
 
 // Spec is how one target judges its consumers. It is a plain value so that
@@ -80,13 +80,17 @@ func (s Spec) byOwner() bool {
 const prefixSeparators = "-_.:@/"
 
 // OwnerMatch maps a consumer name to the owner (process or pod) behind it.
+// It is a plain value: a regex match holds its pattern, whose compiled
+// program lives in the bounded cache of ownerRegexp.
 type OwnerMatch struct {
 	mode string // "exact", "prefix" or "regex"
-	re   *regexp.Regexp
+	expr string
 }
 
 // ParseOwnerMatch reads the ownerMatch metadata value: exact, prefix or
-// regex:<pattern with a (?P<owner>...) group>. Empty means exact.
+// regex:<pattern with a (?P<owner>...) group>. Empty means exact. A
+// pattern is compiled once, within MaxRegexBytes, MaxRegexInsts and
+// MaxRegexRunes.
 func ParseOwnerMatch(s string) (OwnerMatch, error) {
 	switch {
 	case s == "" || s == "exact":
@@ -94,22 +98,19 @@ func ParseOwnerMatch(s string) (OwnerMatch, error) {
 	case s == "prefix":
 		return OwnerMatch{mode: "prefix"}, nil
 	case strings.HasPrefix(s, "regex:"):
-		re, err := regexp.Compile(strings.TrimPrefix(s, "regex:"))
-		if err != nil {
-			return OwnerMatch{}, fmt.Errorf("invalid regular expression: %w", err)
+		expr := strings.TrimPrefix(s, "regex:")
+		if _, err := ownerRegexp(expr); err != nil {
+			return OwnerMatch{}, err
 		}
-		if re.SubexpIndex("owner") < 0 {
-			return OwnerMatch{}, errors.New("the regular expression needs a named group (?P<owner>...)")
-		}
-		return OwnerMatch{mode: "regex", re: re}, nil
+		return OwnerMatch{mode: "regex", expr: expr}, nil
 	default:
-		return OwnerMatch{}, fmt.Errorf("got %q", s)
+		return OwnerMatch{}, fmt.Errorf("got %q", clip.String(s, maxValueEcho))
 	}
 }
 
 func (m OwnerMatch) String() string {
 	if m.mode == "regex" {
-		return "regex:" + m.re.String()
+		return "regex:" + m.expr
 	}
 	if m.mode == "" {
 		return "exact"
@@ -129,11 +130,17 @@ func (m OwnerMatch) Candidates(consumer string) []string {
 		out, _ := prefixes(consumer)
 		return out
 	case "regex":
-		sub := m.re.FindStringSubmatch(consumer)
+		// Compiled again only when the cache let it go; it compiled when
+		// parsed, so it compiles now.
+		re, err := ownerRegexp(m.expr)
+		if err != nil {
+			return nil
+		}
+		sub := re.FindStringSubmatch(consumer)
 		if sub == nil {
 			return nil
 		}
-		owner := sub[m.re.SubexpIndex("owner")]
+		owner := sub[re.SubexpIndex("owner")]
 		if owner == "" {
 			return nil
 		}

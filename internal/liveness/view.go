@@ -441,13 +441,10 @@ func keyOf(t Target) viewKey {
 	k := viewKey{
 		GroupRef: t.GroupRef, idle: s.Idle, heartbeat: s.Heartbeat, kubernetes: s.Kubernetes,
 		ghostIdle: s.GhostIdle, heartbeatMaxAge: s.HeartbeatMaxAge, heartbeatKey: s.HeartbeatKey,
-		ownerMode: s.Owner.mode,
+		ownerMode: s.Owner.mode, ownerExpr: s.Owner.expr,
 	}
 	if k.ownerMode == "" {
 		k.ownerMode = "exact"
-	}
-	if s.Owner.re != nil {
-		k.ownerExpr = s.Owner.re.String()
 	}
 	if s.Heartbeat {
 		k.startGrace = s.StartGrace

@@ -328,20 +328,24 @@ func graceSeconds(md map[string]string, key string, def float64, zero string) (t
 }
 
 // metricName is a lowercase name of letters, digits and dashes, as
-// Kubernetes metric names want.
+// Kubernetes metric names want, cut to maxMetricName bytes. It is built
+// no longer than that: every trigger's request keeps it, and a cut of a
+// longer string would keep the whole.
 func metricName(conn, stream, group string) string {
-	var b strings.Builder
-	b.WriteString("pelwarden")
+	b := make([]byte, 0, maxMetricName)
+	b = append(b, "pelwarden"...)
 	for _, part := range []string{conn, stream, group} {
-		b.WriteByte('-')
+		b = append(b, '-')
 		for _, r := range strings.ToLower(part) {
+			if len(b) >= maxMetricName {
+				break
+			}
 			if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
-				b.WriteRune(r)
+				b = append(b, byte(r))
 			} else {
-				b.WriteByte('-')
+				b = append(b, '-')
 			}
 		}
 	}
-	name := b.String() // ASCII only, so any cut is whole characters
-	return name[:min(len(name), maxMetricName)]
+	return string(b[:min(len(b), maxMetricName)])
 }

@@ -53,7 +53,7 @@ func (e *Engine) CountError(g liveness.GroupRef) {
 // Forget deletes every series of a group, when the group is no longer
 // looked after.
 func (e *Engine) Forget(g liveness.GroupRef) {
-	match := prometheus.Labels{"redis": g.Conn, "stream": g.Stream, "group": g.Group}
+	match := prometheus.Labels(g.LabelMap())
 	for _, v := range []*prometheus.CounterVec{e.metrics.actions, e.metrics.skipped, e.metrics.dryRun, e.metrics.errors, e.metrics.replicasBehind} {
 		v.DeletePartialMatch(match)
 	}

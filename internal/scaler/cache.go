@@ -5,9 +5,9 @@ import (
 	"slices"
 	"strings"
 
-	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/kedacore/keda/v2/pkg/scalers/externalscaler"
 
+	"github.com/pelwarden/pelwarden/internal/bytecache"
 	"github.com/pelwarden/pelwarden/internal/metadata"
 	"github.com/pelwarden/pelwarden/internal/trigger"
 )
@@ -17,21 +17,31 @@ import (
 // result can be kept.
 type ParseFunc func(ref *externalscaler.ScaledObjectRef) (metadata.Request, error)
 
+// DefaultParseCacheBytes bounds the memory of the parses kept, by the
+// estimate parsedSize makes. A real trigger's entry is about 2 KB, so
+// 10,000 triggers (scaler.maxTargets) fit; a caller sending triggers at
+// the metadata bounds fills it with about 1,000 and only churns it after.
+const DefaultParseCacheBytes = 32 << 20
+
 // parseCache keeps the result of parsing each trigger, so that KEDA's
 // steady polls, which repeat the same ScaledObjectRef every few seconds,
-// parse nothing. It is bounded and evicts the least recently used trigger:
-// a caller sending new metadata on every call only churns the cache, it
-// cannot grow it. A trigger's slot is its trigger.ID; the metadata itself
-// is compared on a hit, so two triggers whose hashes collide are never
-// confused.
+// parse nothing. It is bounded by count and by bytes and evicts the least
+// recently used trigger: a caller sending new or large metadata on every
+// call only churns the cache, it cannot grow it. A trigger's slot is its
+// trigger.ID; the metadata itself is compared on a hit, so two triggers
+// whose hashes collide are never confused.
 type parseCache struct {
 	parse ParseFunc
-	lru   *lru.Cache[trigger.ID, *parsed]
+	lru   *bytecache.Cache[trigger.ID, *parsed]
 }
 
+// parsed is one trigger's entry. Its request is an allocation of its own:
+// the trigger registry keeps the request for as long as the trigger is
+// remembered, and a pointer into the entry would keep the metadata's copy
+// alive after the cache let it go.
 type parsed struct {
 	metadata flatMetadata
-	req      metadata.Request
+	req      *metadata.Request
 	err      error
 }
 
@@ -75,13 +85,20 @@ func (f flatMetadata) equal(md map[string]string) bool {
 	return true
 }
 
-func newParseCache(parse ParseFunc, size int) *parseCache {
-	c, err := lru.New[trigger.ID, *parsed](max(size, 1))
-	if err != nil {
-		// lru.New fails only on a size below 1, which max rules out.
-		panic(err)
+func newParseCache(parse ParseFunc, size int, bytes int64) *parseCache {
+	return &parseCache{parse: parse, lru: bytecache.New[trigger.ID, *parsed](size, bytes)}
+}
+
+// parsedSize estimates the memory an entry holds: the metadata's flat
+// copy, the metadata strings the request points into (counted as another
+// copy), the ID's strings, an error's text, and a fixed part for the
+// structs.
+func parsedSize(id trigger.ID, p *parsed) int64 {
+	n := 2*len(p.metadata.text) + 4*len(p.metadata.ends) + len(id.Namespace) + len(id.Name) + 1024
+	if p.err != nil {
+		n += len(p.err.Error())
 	}
-	return &parseCache{parse: parse, lru: c}
+	return int64(n)
 }
 
 // get returns the parse of ref, from the cache when the same trigger was
@@ -93,10 +110,10 @@ func (c *parseCache) get(ref *externalscaler.ScaledObjectRef) (*metadata.Request
 	md := ref.GetScalerMetadata()
 	id := trigger.IDOf(ref.GetNamespace(), ref.GetName(), md)
 	if p, ok := c.lru.Get(id); ok && p.metadata.equal(md) {
-		return &p.req, id, p.err
+		return p.req, id, p.err
 	}
 	r, err := c.parse(ref)
-	p := &parsed{metadata: flatten(md), req: r, err: err}
-	c.lru.Add(id, p)
-	return &p.req, id, err
+	p := &parsed{metadata: flatten(md), req: &r, err: err}
+	c.lru.Add(id, p, parsedSize(id, p))
+	return p.req, id, err
 }

@@ -3,6 +3,8 @@ package scaler
 import (
 	"errors"
 	"fmt"
+	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/kedacore/keda/v2/pkg/scalers/externalscaler"
@@ -32,7 +34,7 @@ func ref(ns string, md map[string]string) *externalscaler.ScaledObjectRef {
 func TestParseCacheParsesARepeatedTriggerOnce(t *testing.T) {
 	t.Parallel()
 	calls := 0
-	c := newParseCache(countingParse(&calls), 8)
+	c := newParseCache(countingParse(&calls), 8, 1<<20)
 	for range 5 {
 		// A new map each time, as gRPC unmarshals one per call.
 		r, _, err := c.get(ref("apps", map[string]string{"stream": "jobs", "consumerGroup": "w"}))
@@ -45,7 +47,7 @@ func TestParseCacheParsesARepeatedTriggerOnce(t *testing.T) {
 func TestParseCacheTellsTriggersApartByNamespaceNameAndEveryValue(t *testing.T) {
 	t.Parallel()
 	calls := 0
-	c := newParseCache(countingParse(&calls), 8)
+	c := newParseCache(countingParse(&calls), 8, 1<<20)
 	base := map[string]string{"stream": "jobs", "consumerGroup": "w"}
 	cases := map[string]struct {
 		ref  *externalscaler.ScaledObjectRef
@@ -73,7 +75,7 @@ func TestParseCacheTellsTriggersApartByNamespaceNameAndEveryValue(t *testing.T) 
 func TestParseCacheKeepsErrorsUntilTheMetadataChanges(t *testing.T) {
 	t.Parallel()
 	calls := 0
-	c := newParseCache(countingParse(&calls), 8)
+	c := newParseCache(countingParse(&calls), 8, 1<<20)
 	for range 3 {
 		_, _, err := c.get(ref("apps", map[string]string{"stream": "bad"}))
 		require.EqualError(t, err, "stream: bad")
@@ -86,12 +88,12 @@ func TestParseCacheKeepsErrorsUntilTheMetadataChanges(t *testing.T) {
 func TestParseCacheComparesTheMetadataOnAHashCollision(t *testing.T) {
 	t.Parallel()
 	calls := 0
-	c := newParseCache(countingParse(&calls), 8)
+	c := newParseCache(countingParse(&calls), 8, 1<<20)
 	md := map[string]string{"stream": "jobs", "consumerGroup": "w"}
 	// Plant another trigger's parse under this trigger's key, as a
 	// colliding hash would.
 	key := trigger.IDOf("apps", "so", md)
-	c.lru.Add(key, &parsed{metadata: flatten(map[string]string{"stream": "evil"}), req: metadata.Request{MetricName: "evil"}})
+	c.lru.Add(key, &parsed{metadata: flatten(map[string]string{"stream": "evil"}), req: &metadata.Request{MetricName: "evil"}}, 1)
 	r, _, err := c.get(ref("apps", md))
 	require.NoError(t, err)
 	require.Equal(t, "apps/jobs/w", r.MetricName)
@@ -101,7 +103,7 @@ func TestParseCacheComparesTheMetadataOnAHashCollision(t *testing.T) {
 func TestParseCacheStaysBoundedUnderRandomMetadata(t *testing.T) {
 	t.Parallel()
 	calls := 0
-	c := newParseCache(countingParse(&calls), 16)
+	c := newParseCache(countingParse(&calls), 16, 1<<20)
 	for i := range 1000 {
 		_, _, err := c.get(ref("apps", map[string]string{"stream": fmt.Sprint("s", i)}))
 		require.NoError(t, err)
@@ -112,7 +114,7 @@ func TestParseCacheStaysBoundedUnderRandomMetadata(t *testing.T) {
 
 func TestParseCacheLookupAllocatesNothing(t *testing.T) {
 	calls := 0
-	c := newParseCache(countingParse(&calls), 8)
+	c := newParseCache(countingParse(&calls), 8, 1<<20)
 	r := ref("apps", map[string]string{"stream": "jobs", "consumerGroup": "w", "pendingEntriesCount": "5"})
 	_, _, err := c.get(r)
 	require.NoError(t, err)
@@ -140,4 +142,48 @@ func TestFlatMetadataEqualsOnlyTheMetadataItWasMadeFrom(t *testing.T) {
 		require.Equal(t, tc.want, kept.equal(tc.md), name)
 	}
 	require.True(t, flatten(nil).equal(map[string]string{}), "no metadata equals no metadata")
+}
+
+// TestParseCacheStaysWithinItsBytesUnderLargeMetadata: triggers at the
+// metadata bounds fill the cache by bytes long before its count.
+func TestParseCacheStaysWithinItsBytesUnderLargeMetadata(t *testing.T) {
+	t.Parallel()
+	calls := 0
+	const budget = 1 << 20
+	c := newParseCache(countingParse(&calls), 10000, budget)
+	for i := range 500 {
+		md := map[string]string{"stream": fmt.Sprint("s", i)}
+		for k := range metadata.MaxMetadataBytes / metadata.MaxValueBytes {
+			md[fmt.Sprint("k", k)] = strings.Repeat("v", metadata.MaxValueBytes-8)
+		}
+		require.NoError(t, metadata.CheckTriggerBounds("apps", "so", md))
+		_, _, err := c.get(ref("apps", md))
+		require.NoError(t, err)
+	}
+	require.LessOrEqual(t, c.lru.Bytes(), int64(budget))
+	require.Less(t, c.lru.Len(), 40, "about 32 KB an entry: the bytes bound, not the count, holds")
+}
+
+// TestAKeptRequestDoesNotPinItsEvictedEntry: the trigger registry keeps
+// each request it admits; once the cache lets the trigger's entry go, the
+// entry's copy of the metadata must go with it.
+func TestAKeptRequestDoesNotPinItsEvictedEntry(t *testing.T) {
+	calls := 0
+	c := newParseCache(countingParse(&calls), 10000, 64<<10)
+	const n = 200
+	kept := make([]*metadata.Request, n)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := range kept {
+		md := map[string]string{"stream": fmt.Sprint("s", i), "annotation": strings.Repeat("a", metadata.MaxValueBytes)}
+		r, _, err := c.get(ref("apps", md))
+		require.NoError(t, err)
+		kept[i] = r
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	grew := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	require.Less(t, grew, int64(n*metadata.MaxValueBytes/2), "%d bytes a kept request", grew/n)
+	runtime.KeepAlive(kept)
 }

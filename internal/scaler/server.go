@@ -52,7 +52,10 @@ type Options struct {
 	// ParseCacheSize bounds the number of triggers whose parse is kept;
 	// below 1 keeps one.
 	ParseCacheSize int
-	Log            *slog.Logger
+	// ParseCacheBytes bounds the memory of the parses kept; 0 means
+	// DefaultParseCacheBytes.
+	ParseCacheBytes int64
+	Log             *slog.Logger
 }
 
 // Server implements externalscaler.ExternalScalerServer.
@@ -71,7 +74,11 @@ func New(view *liveness.View, opts Options) *Server {
 	if parse == nil {
 		parse = s.parseMetadata
 	}
-	s.parsed = newParseCache(parse, opts.ParseCacheSize)
+	bytes := opts.ParseCacheBytes
+	if bytes == 0 {
+		bytes = DefaultParseCacheBytes
+	}
+	s.parsed = newParseCache(parse, opts.ParseCacheSize, bytes)
 	return s
 }
 
@@ -88,6 +95,9 @@ func (s *Server) GetMetricSpec(_ context.Context, ref *externalscaler.ScaledObje
 // GetMetrics reports the metric value from the target's snapshot. A Redis
 // failure is Unavailable, never a zero that would scale workers away.
 func (s *Server) GetMetrics(ctx context.Context, req *externalscaler.GetMetricsRequest) (*externalscaler.GetMetricsResponse, error) {
+	if err := metadata.CheckMetricName(req.GetMetricName()); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
 	r, _, err := s.parse(req.GetScaledObjectRef())
 	if err != nil {
 		return nil, err
@@ -262,10 +272,15 @@ func (s *Server) StreamMetricSpec(ref *externalscaler.ScaledObjectRef, stream gr
 
 // parse returns the request of a trigger, parsed once and then cached, and
 // its ID, and admits it on every call: the trigger registry counts a
-// trigger as wanted for as long as KEDA keeps asking about it.
+// trigger as wanted for as long as KEDA keeps asking about it. Every
+// handler calls it first: the bounds of the namespace, name and metadata
+// are checked before any of them is hashed, kept or logged.
 func (s *Server) parse(ref *externalscaler.ScaledObjectRef) (metadata.Request, trigger.ID, error) {
 	if ref == nil {
 		return metadata.Request{}, trigger.ID{}, status.Error(codes.InvalidArgument, "scaledObjectRef is required")
+	}
+	if err := metadata.CheckTriggerBounds(ref.GetNamespace(), ref.GetName(), ref.GetScalerMetadata()); err != nil {
+		return metadata.Request{}, trigger.ID{}, status.Error(codes.InvalidArgument, err.Error())
 	}
 	r, id, err := s.parsed.get(ref)
 	if err != nil {
