@@ -51,6 +51,8 @@ func TestCommandLineExitStatus(t *testing.T) {
 		wantCode   int
 		wantStderr string
 		wantStdout string
+		// wantRow is a pattern a whole row of stdout must match.
+		wantRow string
 	}{
 		"bad config names the field": {
 			args:       []string{"serve", "--redis-addr", "no-port"},
@@ -116,9 +118,9 @@ func TestCommandLineExitStatus(t *testing.T) {
 			wantStdout: "PELWARDEN_REDIS_ADDR",
 		},
 		"serve help names the admin credentials": {
-			args:       []string{"serve", "--help"},
-			wantCode:   exitOK,
-			wantStdout: "PELWARDEN_ADMIN_TOKEN_FILE                    --admin-token-file                 admin.tokenFile",
+			args:     []string{"serve", "--help"},
+			wantCode: exitOK,
+			wantRow:  `PELWARDEN_ADMIN_TOKEN_FILE +--admin-token-file +admin\.tokenFile\n`,
 		},
 		"version": {
 			args:       []string{"version"},
@@ -133,6 +135,9 @@ func TestCommandLineExitStatus(t *testing.T) {
 			require.Equal(t, tt.wantCode, r.code, "exit status; stderr:\n%s", r.stderr)
 			require.Contains(t, r.stderr, tt.wantStderr)
 			require.Contains(t, r.stdout, tt.wantStdout)
+			if tt.wantRow != "" {
+				require.Regexp(t, tt.wantRow, r.stdout, "one row names the variable, its flag and the config path")
+			}
 			require.False(t, r.ran, "runApp should not run")
 		})
 	}
