@@ -391,16 +391,19 @@ func sharedOwner(s *liveness.Snapshot, pod string) bool {
 }
 
 // identity names this replica in hygiene leases: the configured name, or
-// hostname-pid (the pod name in Kubernetes).
+// the host name (the pod's name in Kubernetes), which a restarted process
+// keeps, so that it takes back the leases its earlier run left at once.
+// The lease value adds the process's start time and pid to tell runs of
+// one identity apart.
 func identity(configured string) string {
 	if configured != "" {
 		return configured
 	}
 	host, err := os.Hostname()
 	if err != nil {
-		host = "pelwarden"
+		return "pelwarden"
 	}
-	return fmt.Sprintf("%s-%d", host, os.Getpid())
+	return host
 }
 
 var klogOnce sync.Once

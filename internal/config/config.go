@@ -62,7 +62,10 @@ type Hygiene struct {
 	// gets ResourceExhausted. Targets listed here under targets are always
 	// accepted. At least 1; default 1000.
 	MaxTargets int `yaml:"maxTargets"`
-	// Identity names this replica in the lease; empty means hostname-pid.
+	// Identity names this replica in the lease, the same across its
+	// restarts; empty means the host name (the pod's name in Kubernetes).
+	// A replica restarted under its identity takes back at once the leases
+	// its earlier run left; another replica waits out leaseTTL.
 	Identity string `yaml:"identity"`
 	// Targets are groups looked after whether or not a ScaledObject names
 	// them. Each is a map of the trigger metadata keys (stream,
