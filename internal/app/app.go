@@ -118,6 +118,7 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 		return nil, err
 	}
 	undo.push(conns.Close)
+	conns.SetVersionLog(log)
 	a := &App{cfg: cfg, log: log, conns: conns, wakers: make(map[string]*redisx.Waker)}
 
 	reg := prometheus.NewRegistry()
@@ -271,6 +272,14 @@ func (a *App) Run(ctx context.Context) error {
 		wg.Go(func() { w.Run(bg) })
 	}
 	wg.Go(func() { a.watchReadiness(bg) })
+	wg.Go(func() {
+		// Each server's version is logged, with a warning where idle
+		// counts delivering reads only; one that cannot be reached now is
+		// read, and logged, at its first read.
+		rctx, cancel := context.WithTimeout(bg, 5*time.Second)
+		defer cancel()
+		a.conns.ReadVersions(rctx)
+	})
 	wg.Go(func() { a.hygiene.Run(bg) })
 	wg.Go(func() { a.triggers.Run(bg) })
 	if a.pods != nil {

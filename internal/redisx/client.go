@@ -142,7 +142,8 @@ func tlsConfig(t config.RedisTLS) (*tls.Config, error) {
 
 // Conns holds the configured connections by name.
 type Conns struct {
-	conns map[string]conn
+	conns    map[string]conn
+	versions versions
 }
 
 type conn struct {
