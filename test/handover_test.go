@@ -85,6 +85,7 @@ http:
 redis:
   - name: default
     addr: %s
+    idleBefore72: ghost
 hygiene:
   scanInterval: 200ms
   leaseTTL: 1h

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pelwarden/pelwarden/internal/config"
 	"github.com/pelwarden/pelwarden/internal/redistest"
 	pelwardenv1 "github.com/pelwarden/pelwarden/proto/pelwarden/v1"
 )
@@ -32,8 +33,13 @@ func TestAPollingWorkerHoldingAnEntryIsNeverTakenForDeadOnAnyVersion(t *testing.
 	polled := make(chan struct{})
 	go poll(ctx, srv.Client(t), polled)
 
-	_, admin := startAdmin(t, srv.Addr(), map[string]string{"stream": "jobs", "consumerGroup": "workers", "reclaim": "requeue",
-		"liveness": "idle", "ghostIdleSeconds": "1", "entryStaleSeconds": "0.5"})
+	p := startPelwarden(t, srv.Addr(), func(c *config.Config) {
+		c.Redis[0].IdleBefore72 = config.IdleUnknown // the default, which the suites' harness changes
+		c.Hygiene.ScanInterval, c.Hygiene.LeaseTTL = 200*time.Millisecond, time.Second
+		c.Hygiene.Targets = []map[string]string{{"stream": "jobs", "consumerGroup": "workers", "reclaim": "requeue",
+			"liveness": "idle", "ghostIdleSeconds": "1", "entryStaleSeconds": "0.5"}}
+	})
+	admin := pelwardenv1.NewAdminClient(p.conn)
 	// Past ghostIdle since the entry was delivered, and polled since.
 	time.Sleep(1500 * time.Millisecond)
 	<-polled

@@ -41,6 +41,10 @@ func TestIdleBefore72CannotJudgeAConsumerThatHoldsEntries(t *testing.T) {
 			spec: withPod, ev: Evidence{Listed: true, Seen: 61 * time.Second, Inactive: -1, IdleFromDeliveries: true, Pending: 1, Pod: Pod{State: PodNone}},
 			want: Unknown, undecided: true, reasons: []string{"not judged by idle alone"},
 		},
+		"before 7.2, holding an entry, where the operator says workers never read while holding: Ghost": {
+			spec: idleSpec(), ev: Evidence{Listed: true, Seen: 61 * time.Second, Inactive: -1, IdleFromDeliveries: true, IdleJudgesHolders: true, Pending: 1},
+			want: Ghost, reasons: []string{"last read that delivered entries", "past ghostIdle"},
+		},
 		"7.2+, holding an entry, idle past ghostIdle: Ghost": {
 			spec: idleSpec(), ev: Evidence{Listed: true, Seen: 61 * time.Second, Inactive: 61 * time.Second, Pending: 1},
 			want: Ghost, reasons: []string{"last read attempt", "past ghostIdle"},

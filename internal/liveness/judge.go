@@ -43,7 +43,8 @@ import (
 //     is Ghost; except, before Redis 7.2, for a consumer holding entries:
 //     there idle counts from the last read that delivered, so a worker
 //     polling an empty stream while it works on what it holds ages like a
-//     dead one, and idle cannot tell them apart: Unknown.
+//     dead one, and idle cannot tell them apart: Unknown (unless the
+//     operator says its workers never read while holding entries).
 //
 // A recent read thus counts where heartbeats are configured only for a
 // starting worker (rule 7) and to detect a shared name after its pod went
@@ -80,11 +81,12 @@ func Judge(spec Spec, ev Evidence) Judgement {
 		j.Verdict = Unknown
 	case spec.Kubernetes && (ev.Pod.State == PodTerminating || ev.Pod.State == PodRunning):
 		j.Verdict = Alive
-	case ev.IdleFromDeliveries && ev.Pending > 0:
+	case ev.IdleFromDeliveries && ev.Pending > 0 && !ev.IdleJudgesHolders:
 		j.Verdict, j.IdleUndecided = Unknown, true
 		j.Reasons = append(j.Reasons, Reason{Source: SourceIdle, Age: -1, Detail: fmt.Sprintf(
 			"idle past ghostIdle %s, but this server counts idle from the last read that delivered entries, so a worker "+
-				"polling an empty stream while it holds %d looks the same: not judged by idle alone (configure heartbeats)", spec.GhostIdle, ev.Pending)})
+				"polling an empty stream while it holds %d looks the same: not judged by idle alone (configure heartbeats, or "+
+				"redis[].idleBefore72: ghost where workers never read while holding entries)", spec.GhostIdle, ev.Pending)})
 	default:
 		j.Reasons[0].Detail += fmt.Sprintf(", past ghostIdle %s", spec.GhostIdle)
 		j.Verdict = Ghost

@@ -96,6 +96,9 @@ type Observation struct {
 	// from the last read attempt: a worker polling an empty stream while
 	// holding entries ages as if dead.
 	IdleFromDeliveries bool
+	// IdleJudgesHolders says the operator lets idle alone judge consumers
+	// holding entries even so (redis[].idleBefore72: ghost).
+	IdleJudgesHolders bool
 }
 
 // PodsObs is the kubernetes source's view of a target's owner candidates.
@@ -314,7 +317,7 @@ func gather(spec Spec, obs Observation, before []ConsumerView, now time.Time) []
 			cv.HeartbeatAge = hb.Age
 		}
 		ev := Evidence{Seen: c.Idle, Inactive: cv.Inactive, Listed: ok, Heartbeat: hb, Pod: pod, Known: max(now.Sub(cv.FirstSeen), 0), ReadLag: lag,
-			Pending: cv.Pending, IdleFromDeliveries: obs.IdleFromDeliveries}
+			Pending: cv.Pending, IdleFromDeliveries: obs.IdleFromDeliveries, IdleJudgesHolders: obs.IdleJudgesHolders}
 		out = append(out, gathered{view: cv, ev: ev})
 	}
 	return out

@@ -132,6 +132,9 @@ type Evidence struct {
 	// IdleFromDeliveries says Seen counts from the last read that
 	// delivered entries, not the last attempt (Redis before 7.2).
 	IdleFromDeliveries bool
+	// IdleJudgesHolders says the operator lets Seen judge a consumer
+	// holding entries all the same (redis[].idleBefore72: ghost).
+	IdleJudgesHolders bool
 	// Pending is the entries the consumer holds.
 	Pending int64
 	// Listed is false when the consumer appears in the XPENDING summary but

@@ -147,6 +147,8 @@ type Conns struct {
 }
 
 type conn struct {
+	// idleGhost is redis[].idleBefore72: ghost.
+	idleGhost bool
 	// primary reads and writes masters only.
 	primary redis.UniversalClient
 	// replica serves the read-only diagnostics; it is primary unless the
@@ -166,7 +168,7 @@ func Open(cfgs []config.Redis) (*Conns, error) {
 			_ = cs.Close()
 			return nil, err
 		}
-		cn := conn{primary: primary, replica: primary}
+		cn := conn{primary: primary, replica: primary, idleGhost: c.IdleBefore72 == config.IdleGhost}
 		if c.ReplicaReads() {
 			// Built from the same config, so no error newClient could
 			// return is left.

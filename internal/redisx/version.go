@@ -94,22 +94,24 @@ func (cs *Conns) SetVersionLog(log *slog.Logger) {
 	cs.versions.log = log
 }
 
-// IdleFromDeliveries reports whether the master serving stream on the
-// named connection counts idle from delivering reads only (Redis before
-// 7.2). A version that cannot be read answers true, the cautious reading:
-// a consumer holding entries that idle alone would judge is then Unknown,
-// never Ghost.
-func (cs *Conns) IdleFromDeliveries(ctx context.Context, name, stream string) bool {
+// IdleRule says how idle is to be read for stream on the named
+// connection: fromDeliveries when the master serving it counts idle from
+// delivering reads only (Redis before 7.2), and judgesHolders when the
+// operator lets idle alone judge consumers holding entries all the same
+// (redis[].idleBefore72: ghost). A version that cannot be read counts as
+// before 7.2, the cautious reading: a consumer holding entries that idle
+// alone would judge is then Unknown, never Ghost.
+func (cs *Conns) IdleRule(ctx context.Context, name, stream string) (fromDeliveries, judgesHolders bool) {
 	c, ok := cs.conns[name]
 	if !ok {
-		return true
+		return true, false
 	}
 	node, err := NodeForKey(ctx, c.primary, stream)
 	if err != nil {
-		return true
+		return true, c.idleGhost
 	}
 	v, err := cs.nodeVersion(ctx, name, node)
-	return err != nil || v.IdleFromDeliveries()
+	return err != nil || v.IdleFromDeliveries(), c.idleGhost
 }
 
 // ReadVersions reads the version of every master of every connection and
@@ -165,7 +167,7 @@ func logVersion(log *slog.Logger, name, addr string, v ServerVersion) {
 		log.Warn("this Redis counts a consumer's idle time from its last read that delivered entries, not its last read attempt "+
 			"(before 7.2): a worker that polls an empty stream while it works on entries it holds looks as idle as a dead one, "+
 			"so where idle alone would judge such a consumer (liveness idle, without heartbeats or pods) it is Unknown, "+
-			"counted as live, and its entries are never taken; configure heartbeats or upgrade to 7.2",
+			"counted as live, and its entries are never taken (unless redis[].idleBefore72 is ghost); configure heartbeats or upgrade to 7.2",
 			"redis", name, "node", addr, "server", v.String())
 		return
 	}
