@@ -117,8 +117,8 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 	if err != nil {
 		return nil, err
 	}
-	undo.push(conns.Close)
 	conns.SetVersionLog(log)
+	undo.push(conns.Close)
 	a := &App{cfg: cfg, log: log, conns: conns, wakers: make(map[string]*redisx.Waker)}
 
 	reg := prometheus.NewRegistry()
