@@ -40,7 +40,7 @@ func BenchmarkTriggerFlood(b *testing.B) {
 	redistest.CreateGroup(b, rdb, "jobs", "workers")
 	cfg := config.Default()
 	cfg.GRPC.Addr, cfg.HTTP.Addr = "127.0.0.1:0", "127.0.0.1:0"
-	cfg.Redis = []config.Redis{config.DefaultRedis("default", srv.Addr())}
+	cfg.Redis = []config.Redis{benchRedis(srv.Addr())}
 	enrollingPolicy(&cfg, config.Default().Triggers.Quotas.HygieneTargets)
 	base := sampleMem(b)
 	a, err := app.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
