@@ -117,6 +117,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzOwnerMatch -fuzztime 60s ./internal/liveness/
 	$(GO) test -run '^$$' -fuzz FuzzUnique -fuzztime 30s ./internal/clip/
 	$(GO) test -run '^$$' -fuzz FuzzCacheStaysWithinItsBounds -fuzztime 30s ./internal/bytecache/
+	$(GO) test -run '^$$' -fuzz FuzzParseHello -fuzztime 30s ./internal/redisx/
 
 ## image: the container image $(IMAGE) (Dockerfile: static binary on
 ## distroless, nonroot), its binary reporting $(VERSION)

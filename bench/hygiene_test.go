@@ -151,7 +151,7 @@ func measureHygiene(b *testing.B, bin, addr string, rdb *redis.Client) (off, on 
 const hygieneConfig = `grpc: {addr: %q}
 http: {addr: %q, pprof: true}
 redis:
-  - {name: default, addr: %q}
+  - {name: default, addr: %q, idleBefore72: ghost}
 scaler: {maxTargets: %[5]d}
 hygiene: {maxTargets: %[4]d}
 triggers:

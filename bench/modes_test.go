@@ -33,14 +33,14 @@ const modesPEL = 20_000
 func BenchmarkModes(b *testing.B) {
 	single := redistest.Start(b)
 	cl := redistest.StartCluster(b, redistest.ClusterOptions{})
-	clusterConn := config.DefaultRedis("default", "")
+	clusterConn := benchRedis("")
 	clusterConn.Mode, clusterConn.Cluster.Addrs = config.RedisCluster, cl.Addrs()
 	modes := []struct {
 		name string
 		conn config.Redis
 		rdb  redis.UniversalClient
 	}{
-		{"single", config.DefaultRedis("default", single.Addr()), single.Client(b)},
+		{"single", benchRedis(single.Addr()), single.Client(b)},
 		{"cluster", clusterConn, cl.Client(b)},
 	}
 	filled := map[string]bool{}

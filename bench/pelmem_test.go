@@ -81,7 +81,7 @@ func measurePELMem(b *testing.B, size int) pelMem {
 	time.Sleep(350 * time.Millisecond) // every consumer idles past ghostIdleSeconds
 	base := sampleMem(b)
 
-	conns, err := redisx.Open([]config.Redis{config.DefaultRedis("default", srv.Addr())})
+	conns, err := redisx.Open([]config.Redis{benchRedis(srv.Addr())})
 	if err != nil {
 		b.Fatal(err)
 	}

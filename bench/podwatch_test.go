@@ -92,7 +92,7 @@ func startPodWatchApp(b *testing.B, addr string, pods *fake.Clientset) {
 	b.Helper()
 	cfg := config.Default()
 	cfg.GRPC.Addr, cfg.HTTP.Addr = "127.0.0.1:0", "127.0.0.1:0"
-	cfg.Redis = []config.Redis{config.DefaultRedis("default", addr)}
+	cfg.Redis = []config.Redis{benchRedis(addr)}
 	cfg.Kubernetes.Enabled = true
 	cfg.Hygiene.Targets = []map[string]string{{"stream": "jobs", "consumerGroup": "workers", "reclaim": "requeue",
 		"liveness": "kubernetes", "podSelector": "app=worker", "podNamespace": "jobs"}}

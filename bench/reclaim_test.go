@@ -195,7 +195,7 @@ func newLoop(b *testing.B, view *liveness.View, conns *redisx.Conns, scan time.D
 
 func benchLoop(b *testing.B, addr, mode string) (*hygiene.Loop, hygiene.Target) {
 	b.Helper()
-	conns, err := redisx.Open([]config.Redis{config.DefaultRedis("default", addr)})
+	conns, err := redisx.Open([]config.Redis{benchRedis(addr)})
 	if err != nil {
 		b.Fatal(err)
 	}

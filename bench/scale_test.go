@@ -89,7 +89,7 @@ func reportMem(b *testing.B, base memSample, prefix string) memSample {
 
 func openReader(b *testing.B, addr string) *redisx.Reader {
 	b.Helper()
-	conns, err := redisx.Open([]config.Redis{config.DefaultRedis("default", addr)})
+	conns, err := redisx.Open([]config.Redis{benchRedis(addr)})
 	if err != nil {
 		b.Fatal(err)
 	}

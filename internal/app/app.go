@@ -126,6 +126,7 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 	if err != nil {
 		return nil, err
 	}
+	conns.SetVersionLog(log)
 	undo.push(conns.Close)
 	a := &App{cfg: cfg, log: log, conns: conns, wakers: make(map[string]*redisx.Waker), env: cfg.Env()}
 
@@ -308,6 +309,14 @@ func (a *App) Run(ctx context.Context) error {
 		wg.Go(func() { w.Run(bg) })
 	}
 	wg.Go(func() { a.watchReadiness(bg) })
+	wg.Go(func() {
+		// Each server's version is logged, with a warning where idle
+		// counts delivering reads only; one that cannot be reached now is
+		// read, and logged, at its first read.
+		rctx, cancel := context.WithTimeout(bg, 5*time.Second)
+		defer cancel()
+		a.conns.ReadVersions(rctx)
+	})
 	wg.Go(func() { a.hygiene.Run(bg) })
 	wg.Go(func() { a.triggers.Run(bg) })
 	if a.pods != nil {
@@ -428,16 +437,19 @@ func sharedOwner(s *liveness.Snapshot, pod string) bool {
 }
 
 // identity names this replica in hygiene leases: the configured name, or
-// hostname-pid (the pod name in Kubernetes).
+// the host name (the pod's name in Kubernetes), which a restarted process
+// keeps, so that it takes back the leases its earlier run left at once.
+// The lease value adds the process's start time and pid to tell runs of
+// one identity apart.
 func identity(configured string) string {
 	if configured != "" {
 		return configured
 	}
 	host, err := os.Hostname()
 	if err != nil {
-		host = "pelwarden"
+		return "pelwarden"
 	}
-	return fmt.Sprintf("%s-%d", host, os.Getpid())
+	return host
 }
 
 var klogOnce sync.Once

@@ -81,7 +81,10 @@ type Hygiene struct {
 	// gets ResourceExhausted. Targets listed here under targets are always
 	// accepted. At least 1; default 1000.
 	MaxTargets int `yaml:"maxTargets"`
-	// Identity names this replica in the lease; empty means hostname-pid.
+	// Identity names this replica in the lease, the same across its
+	// restarts; empty means the host name (the pod's name in Kubernetes).
+	// A replica restarted under its identity takes back at once the leases
+	// its earlier run left; another replica waits out leaseTTL.
 	Identity string `yaml:"identity"`
 	// Targets are groups looked after whether or not a ScaledObject names
 	// them. Each is a map of the trigger metadata keys (stream,
@@ -269,7 +272,25 @@ type Redis struct {
 	WaitReplicas int `yaml:"waitReplicas"`
 	// WaitTimeout bounds each WAIT. Default 1s; must be positive.
 	WaitTimeout time.Duration `yaml:"waitTimeout"`
+
+	// IdleBefore72 is how idle alone judges a consumer that holds entries
+	// on a server before Redis 7.2, whose idle counts only reads that
+	// delivered entries: a worker polling an empty stream while it works
+	// on what it holds looks dead there. IdleUnknown (the default) judges
+	// it Unknown: counted as live, never reclaimed. IdleGhost judges it by
+	// idle as on 7.2: right only where workers never read while they hold
+	// entries (one job at a time, acknowledged before the next read).
+	IdleBefore72 IdleBefore72 `yaml:"idleBefore72"`
 }
+
+// IdleBefore72 is redis[].idleBefore72.
+type IdleBefore72 string
+
+// The values of redis[].idleBefore72.
+const (
+	IdleUnknown IdleBefore72 = "unknown"
+	IdleGhost   IdleBefore72 = "ghost"
+)
 
 // RedisTLS configures TLS for one Redis connection, to every node and, in
 // mode sentinel, to the sentinels too. Every field other than
@@ -343,5 +364,6 @@ func DefaultRedis(name, addr string) Redis {
 		WriteTimeout: 2 * time.Second,
 		PoolSize:     20,
 		WaitTimeout:  time.Second,
+		IdleBefore72: IdleUnknown,
 	}
 }

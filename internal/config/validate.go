@@ -153,6 +153,11 @@ func (r *Redis) validate(p *problems, path string) {
 		p.add(path+".waitReplicas", "must be an integer >= 0 (0 turns WAIT off), got %d", r.WaitReplicas)
 	}
 	checkPositive(p, path+".waitTimeout", r.WaitTimeout, "1s")
+	switch r.IdleBefore72 {
+	case IdleUnknown, IdleGhost, "":
+	default:
+		p.add(path+".idleBefore72", "must be %s or %s, got %q", IdleUnknown, IdleGhost, r.IdleBefore72)
+	}
 	r.TLS.validate(p, path+".tls")
 }
 

@@ -108,6 +108,7 @@ func TestValidateRejectsEachBadFieldByName(t *testing.T) {
 		"zero pool size":          {func(c *config.Config) { c.Redis[0].PoolSize = 0 }, `redis[0].poolSize: must be an integer >= 1, got 0`},
 		"negative wait replicas":  {func(c *config.Config) { c.Redis[0].WaitReplicas = -1 }, `redis[0].waitReplicas: must be an integer >= 0 (0 turns WAIT off), got -1`},
 		"zero wait timeout":       {func(c *config.Config) { c.Redis[0].WaitTimeout = 0 }, `redis[0].waitTimeout: must be a positive duration such as 1s`},
+		"unknown idleBefore72":    {func(c *config.Config) { c.Redis[0].IdleBefore72 = "alive" }, `redis[0].idleBefore72: must be unknown or ghost, got "alive"`},
 		"ca file without tls":     {func(c *config.Config) { c.Redis[0].TLS.CAFile = ca }, `redis[0].tls.caFile: requires redis[0].tls.enabled: true`},
 		"cert file without tls":   {func(c *config.Config) { c.Redis[0].TLS.CertFile, c.Redis[0].TLS.KeyFile = ca, ca }, `redis[0].tls.certFile: requires redis[0].tls.enabled: true`},
 		"key file without tls":    {func(c *config.Config) { c.Redis[0].TLS.CertFile, c.Redis[0].TLS.KeyFile = ca, ca }, `redis[0].tls.keyFile: requires redis[0].tls.enabled: true`},

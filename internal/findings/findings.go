@@ -57,6 +57,10 @@ const (
 	// HeartbeatCandidatesCut is a consumer whose ownerMatch gave more owner
 	// candidates than liveness.MaxCandidates: only the longest were read.
 	HeartbeatCandidatesCut Kind = 11
+	// IdleUndecided is a consumer holding entries that only its idle time
+	// could judge, on a server whose idle counts delivering reads only
+	// (Redis before 7.2): it is Unknown.
+	IdleUndecided Kind = 12
 )
 
 func (k Kind) String() string {
@@ -83,6 +87,8 @@ func (k Kind) String() string {
 		return "field-collision"
 	case HeartbeatCandidatesCut:
 		return "heartbeat-candidates-cut"
+	case IdleUndecided:
+		return "idle-undecided"
 	default:
 		return fmt.Sprintf("kind(%d)", int(k))
 	}

@@ -35,6 +35,13 @@ func fromSnapshot(s *liveness.Snapshot) []Finding {
 				"prefix is not found. Use ownerMatch regex:<pattern with (?P<owner>...)> for such names", spec.Owner, liveness.MaxCandidates,
 				liveness.MaxCandidates)})
 		}
+		if c.IdleUndecided {
+			out = append(out, Finding{Kind: IdleUndecided, Consumer: c.Name, Detail: fmt.Sprintf("the consumer holds %d entries and "+
+				"only its idle time could judge it, but this Redis (before 7.2) counts idle from the last read that delivered "+
+				"entries: a worker that polls an empty stream while it works on what it holds ages exactly like a dead one. "+
+				"The consumer is Unknown: its entries are counted as live and never taken. Configure heartbeats (or the "+
+				"kubernetes source) for this group, or upgrade Redis to 7.2 or later (%s)", c.Pending, liveness.ReasonsString(c.Reasons))})
+		}
 		if c.Heartbeat == liveness.HeartbeatFuture {
 			out = append(out, Finding{Kind: HeartbeatInFuture, Consumer: c.Name, Detail: fmt.Sprintf("the heartbeat is dated in the future "+
 				"beyond the %s tolerance, so a broken clock on the worker's host or a writer that stores something other than the "+

@@ -57,7 +57,9 @@ type Options struct {
 	// leases are renewed every third of it. Longer than ScanInterval;
 	// default three intervals.
 	LeaseTTL time.Duration
-	// Identity names this replica in the lease.
+	// Identity names this replica in the lease, the same across its
+	// restarts: a restarted replica takes the leases its earlier run
+	// left at once, where another replica waits out LeaseTTL.
 	Identity string
 	// Expiry drops a target registered from ScaledObject metadata that no
 	// RPC has named for this long. Targets from configuration stay.
@@ -83,6 +85,8 @@ type Loop struct {
 	opts    Options
 	metrics *metrics
 	errs    *lograte.Limiter
+	// holder is this run under opts.Identity in the leases.
+	holder redisx.Holder
 
 	mu      sync.Mutex
 	targets map[liveness.GroupRef]*runner
@@ -146,7 +150,7 @@ func New(view *liveness.View, conns *redisx.Conns, opts Options, reg prometheus.
 		opts.ErrorLogInterval = time.Minute
 	}
 	l := &Loop{
-		view: view, conns: conns, opts: opts, errs: lograte.New(opts.ErrorLogInterval, opts.Now),
+		view: view, conns: conns, opts: opts, errs: lograte.New(opts.ErrorLogInterval, opts.Now), holder: redisx.NewHolder(opts.Identity),
 		targets: make(map[liveness.GroupRef]*runner),
 		wake:    make(chan struct{}, 1), renew: make(chan struct{}, 1),
 	}

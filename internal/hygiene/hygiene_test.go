@@ -45,7 +45,9 @@ func newLoopOn(t *testing.T, addr string, refresh time.Duration, bus *events.Bus
 // when not nil.
 func newLoopFetching(t *testing.T, addr string, refresh time.Duration, bus *events.Bus, reg *prometheus.Registry, tune func(*Options), wrap func(liveness.Fetcher) liveness.Fetcher) *Loop {
 	t.Helper()
-	conns, err := redisx.Open([]config.Redis{config.DefaultRedis("default", addr)})
+	r := config.DefaultRedis("default", addr)
+	r.IdleBefore72 = config.IdleGhost // idle-only ghosts on Redis 7.0 too
+	conns, err := redisx.Open([]config.Redis{r})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = conns.Close() })
 	reader := &redisx.Reader{Conns: conns, LagEstimateCap: 1000}

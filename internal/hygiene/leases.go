@@ -67,7 +67,7 @@ func (l *Loop) renewAll(ctx context.Context) {
 		}
 		rs, keys := b.runners, b.keys
 		start := l.opts.Now()
-		held, err := redisx.HoldAll(ctx, c, keys, l.opts.Identity, l.opts.LeaseTTL)
+		held, err := redisx.HoldAll(ctx, c, keys, l.holder, l.opts.LeaseTTL)
 		if err != nil {
 			if ctx.Err() == nil {
 				l.errs.Log(ctx, l.opts.Log, slog.LevelWarn, "lease:"+conn, "hygiene leases not renewed", "redis", conn, "targets", len(keys), "err", err)
@@ -99,7 +99,7 @@ func (l *Loop) holdsLease(ctx context.Context, r *runner, t Target) bool {
 	if !ok {
 		return false
 	}
-	held, err := redisx.Lease{Client: c, Key: leaseKey(t.Target), Holder: l.opts.Identity, TTL: l.opts.LeaseTTL}.Hold(ctx)
+	held, err := redisx.Lease{Client: c, Key: leaseKey(t.Target), Holder: l.holder, TTL: l.opts.LeaseTTL}.Hold(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
 			l.opts.Engine.CountError(t.Target.GroupRef)
@@ -191,5 +191,5 @@ func (l *Loop) releaseKeys(ctx context.Context, conn string, keys []string) {
 	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
-	_ = redisx.ReleaseAll(rctx, c, keys, l.opts.Identity)
+	_ = redisx.ReleaseAll(rctx, c, keys, l.holder)
 }

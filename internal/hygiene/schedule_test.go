@@ -351,7 +351,7 @@ func TestAGivenUpLeaseIsReleasedUnlessItsGroupHoldsItAgain(t *testing.T) {
 	again, idle := target(t, "stream", "again"), target(t, "stream", "idle")
 	for _, tg := range []Target{again, idle} {
 		require.NoError(t, l.Add(tg, false))
-		require.NoError(t, rdb.Set(ctx, leaseKey(tg.Target), l.opts.Identity, time.Minute).Err())
+		require.NoError(t, rdb.Set(ctx, leaseKey(tg.Target), l.holder.String(), time.Minute).Err())
 	}
 	l.mu.Lock()
 	for _, tg := range []Target{again, idle} {

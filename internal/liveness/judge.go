@@ -34,12 +34,17 @@ import (
 //     expiry: a dead worker's key disappears.
 //
 // Without heartbeats:
-//  9. A read attempt within ghostIdle is Alive.
+//  9. A read attempt within ghostIdle is Alive (before Redis 7.2: a read
+//     that delivered entries; one that found nothing is not counted).
 //  10. A kubernetes source that could not answer is Unknown; a terminating
 //     or running pod is Alive (idle time alone does not outweigh a pod: the
 //     worker may be busy with a long job).
 //  11. Otherwise (idle source, or no pod of that name), idle past ghostIdle
-//     is Ghost.
+//     is Ghost; except, before Redis 7.2, for a consumer holding entries:
+//     there idle counts from the last read that delivered, so a worker
+//     polling an empty stream while it works on what it holds ages like a
+//     dead one, and idle cannot tell them apart: Unknown (unless the
+//     operator says its workers never read while holding entries).
 //
 // A recent read thus counts where heartbeats are configured only for a
 // starting worker (rule 7) and to detect a shared name after its pod went
@@ -50,6 +55,9 @@ func Judge(spec Spec, ev Evidence) Judgement {
 	}
 	j := Judgement{Reasons: make([]Reason, 0, 4)}
 	seen := Reason{Source: SourceIdle, Detail: "last read attempt", Age: ev.Seen}
+	if ev.IdleFromDeliveries {
+		seen.Detail = "last read that delivered entries (before Redis 7.2 a read that finds nothing is not counted)"
+	}
 	if ev.Inactive >= 0 {
 		seen.Detail = fmt.Sprintf("last read attempt; last successful read %s ago", ev.Inactive.Round(time.Millisecond))
 	}
@@ -73,6 +81,12 @@ func Judge(spec Spec, ev Evidence) Judgement {
 		j.Verdict = Unknown
 	case spec.Kubernetes && (ev.Pod.State == PodTerminating || ev.Pod.State == PodRunning):
 		j.Verdict = Alive
+	case ev.IdleFromDeliveries && ev.Pending > 0 && !ev.IdleJudgesHolders:
+		j.Verdict, j.IdleUndecided = Unknown, true
+		j.Reasons = append(j.Reasons, Reason{Source: SourceIdle, Age: -1, Detail: fmt.Sprintf(
+			"idle past ghostIdle %s, but this server counts idle from the last read that delivered entries, so a worker "+
+				"polling an empty stream while it holds %d looks the same: not judged by idle alone (configure heartbeats, or "+
+				"redis[].idleBefore72: ghost where workers never read while holding entries)", spec.GhostIdle, ev.Pending)})
 	default:
 		j.Reasons[0].Detail += fmt.Sprintf(", past ghostIdle %s", spec.GhostIdle)
 		j.Verdict = Ghost

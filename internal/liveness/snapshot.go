@@ -111,6 +111,14 @@ type Observation struct {
 	Heartbeats map[string]HeartbeatObs
 	// Pods is what the kubernetes source saw; nil where it was not asked.
 	Pods *PodsObs
+	// IdleFromDeliveries says the server's XINFO CONSUMERS idle counts
+	// from the last read that delivered entries (Redis before 7.2), not
+	// from the last read attempt: a worker polling an empty stream while
+	// holding entries ages as if dead.
+	IdleFromDeliveries bool
+	// IdleJudgesHolders says the operator lets idle alone judge consumers
+	// holding entries even so (redis[].idleBefore72: ghost).
+	IdleJudgesHolders bool
 }
 
 // PodsObs is the kubernetes source's view of a target's owner candidates.
@@ -154,6 +162,10 @@ type ConsumerView struct {
 	Pod PodState
 	// SharedName says the name was used after its pod went.
 	SharedName bool
+	// IdleUndecided says the consumer holds entries and only its idle
+	// time could have judged it, on a server whose idle counts delivering
+	// reads only: it is Unknown.
+	IdleUndecided bool
 	// GoneAt is when the owner's pod went, for a Ghost judged so from its
 	// pod; zero otherwise.
 	GoneAt time.Time
@@ -253,7 +265,7 @@ func Build(t *Target, obs Observation, prev *Snapshot, now time.Time) *Snapshot 
 		g.ev.NoGroupHeartbeats = s.NoHeartbeatRecords
 		j := Judge(t.Spec, g.ev)
 		cv := g.view
-		cv.Verdict, cv.Reasons, cv.SharedName = j.Verdict, j.Reasons, j.SharedName
+		cv.Verdict, cv.Reasons, cv.SharedName, cv.IdleUndecided = j.Verdict, j.Reasons, j.SharedName, j.IdleUndecided
 		if j.Verdict == Ghost && g.ev.Pod.State == PodGone {
 			cv.GoneAt = now.Add(-g.ev.Pod.GoneFor)
 		}
@@ -324,7 +336,8 @@ func gather(spec Spec, obs Observation, before []ConsumerView, now time.Time) []
 		if hb.State == HeartbeatFresh || hb.State == HeartbeatStale {
 			cv.HeartbeatAge = hb.Age
 		}
-		ev := Evidence{Seen: c.Idle, Inactive: cv.Inactive, Listed: ok, Heartbeat: hb, Pod: pod, Known: max(now.Sub(cv.FirstSeen), 0), ReadLag: lag}
+		ev := Evidence{Seen: c.Idle, Inactive: cv.Inactive, Listed: ok, Heartbeat: hb, Pod: pod, Known: max(now.Sub(cv.FirstSeen), 0), ReadLag: lag,
+			Pending: cv.Pending, IdleFromDeliveries: obs.IdleFromDeliveries, IdleJudgesHolders: obs.IdleJudgesHolders}
 		out = append(out, gathered{view: cv, ev: ev})
 	}
 	return out

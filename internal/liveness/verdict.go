@@ -129,6 +129,14 @@ type Evidence struct {
 	// Inactive is the time since the last read that delivered entries
 	// (Redis 7.2+ inactive), or -1 where Redis does not report it.
 	Inactive time.Duration
+	// IdleFromDeliveries says Seen counts from the last read that
+	// delivered entries, not the last attempt (Redis before 7.2).
+	IdleFromDeliveries bool
+	// IdleJudgesHolders says the operator lets Seen judge a consumer
+	// holding entries all the same (redis[].idleBefore72: ghost).
+	IdleJudgesHolders bool
+	// Pending is the entries the consumer holds.
+	Pending int64
 	// Listed is false when the consumer appears in the XPENDING summary but
 	// not in XINFO CONSUMERS of the same round trip: nothing is known of it.
 	Listed    bool
@@ -210,4 +218,8 @@ type Judgement struct {
 	// SharedName says the name was used after its pod went: more than one
 	// process uses it.
 	SharedName bool
+	// IdleUndecided says idle alone was to judge a consumer holding
+	// entries, on a server whose idle counts delivering reads only: it is
+	// Unknown.
+	IdleUndecided bool
 }

@@ -84,7 +84,7 @@ func TestTheTwoStepPathOnARealClusterSurvivesACrashBetweenSteps(t *testing.T) {
 		"a crash after step 2": func(t *testing.T, job Job) {
 			_, err := redisx.RunReclaim(t.Context(), rdb, engine.batch(job, ghostStep(job, 5)[0], nil, ""))
 			require.NoError(t, err)
-			h := engine.heldBatch(job, nil, "")
+			h := engine.heldBatch(job, "", nil, "")
 			entries, err := redisx.ReadHeld(t.Context(), rdb, h)
 			require.NoError(t, err)
 			require.Len(t, entries, 2, "one batch of two was held")

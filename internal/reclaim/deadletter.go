@@ -75,7 +75,7 @@ func (e *Engine) finishHeld(ctx context.Context, job Job, st Step, r redisx.Resu
 		e.countDryRun(job, redisx.DeadLettered, int64(len(ids)))
 		return nil
 	}
-	fin, err := redisx.FinishHeld(ctx, job.Client, e.heldBatch(job, ids, ""))
+	fin, err := redisx.FinishHeld(ctx, job.Client, e.heldBatch(job, st.Owner.Name, ids, ""))
 	if fin.Counts != nil {
 		e.record(job, st, fin, res, "")
 	}
@@ -89,7 +89,9 @@ func (e *Engine) finishAll(ctx context.Context, job Job, st Step, res *StepResul
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		fin, err := redisx.FinishHeld(ctx, job.Client, e.heldBatch(job, nil, after))
+		// Who held these before the holder is not known: the hold step
+		// keeps no note of it, so their records name no consumer.
+		fin, err := redisx.FinishHeld(ctx, job.Client, e.heldBatch(job, "", nil, after))
 		if fin.Counts != nil {
 			e.record(job, st, fin, res, after)
 		}
@@ -103,10 +105,12 @@ func (e *Engine) finishAll(ctx context.Context, job Job, st Step, res *StepResul
 	}
 }
 
-func (e *Engine) heldBatch(job Job, ids []string, after string) redisx.Held {
+// heldBatch is steps 2 and 3 for the holder's entries; from is the
+// consumer they were taken from, "" when not known.
+func (e *Engine) heldBatch(job Job, from string, ids []string, after string) redisx.Held {
 	h := job.Hygiene
 	return redisx.Held{
-		Stream: job.Target.Stream, Group: job.Target.Group, Holder: liveness.DeadLetterHolder,
+		Stream: job.Target.Stream, Group: job.Target.Group, Holder: liveness.DeadLetterHolder, Consumer: from,
 		DeadLetterStream: h.DeadLetterStream, CarryField: h.DeliveryCountField, DeleteOriginal: h.DeleteOriginal,
 		DryRun: job.DryRun, Wait: e.durability(job), IDs: ids, After: after, Count: e.opts.BatchSize,
 	}

@@ -78,7 +78,11 @@ func (e *Engine) logBatch(job Job, st Step, r redisx.Result, after string) {
 				collided = append(collided, o.ID+" ("+o.Detail+")")
 			}
 		case redisx.DeadLettered:
-			log.Warn("entry dead-lettered", "id", o.ID, "deliveries", o.Deliveries, "deadLetterStream", job.Hygiene.DeadLetterStream, "record", o.Detail)
+			attrs := []any{"id", o.ID, "deliveries", o.Deliveries, "deadLetterStream", job.Hygiene.DeadLetterStream, "record", o.Detail}
+			if o.From != "" && o.From != st.Owner.Name {
+				attrs = append(attrs, "from", o.From)
+			}
+			log.Warn("entry dead-lettered", attrs...)
 		}
 	}
 	if failed > 3 {

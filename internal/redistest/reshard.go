@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"testing"
@@ -29,15 +30,60 @@ func (c *Cluster) MoveSlot(tb testing.TB, slot int, to *ClusterNode) bool {
 }
 
 func (c *Cluster) moveSlot(ctx context.Context, slot int, to *ClusterNode) error {
+	m, err := c.beginMove(ctx, slot, to)
+	if err != nil || m == nil {
+		return err
+	}
+	return m.finish(ctx)
+}
+
+// Migration is a slot in migration, held open: its keys are on the
+// importing master, the slot map still names the migrating one, so a
+// command for one of its keys sent there is answered ASK, until Finish.
+type Migration struct {
+	c        *Cluster
+	slot     int
+	from, to *ClusterNode
+}
+
+// BeginMove starts migrating slot to node to and moves its keys, but leaves
+// the slot map alone: the migration window stays open, with ASK for the
+// slot's keys on the old master, until Finish. to must be a master other
+// than the slot's.
+func (c *Cluster) BeginMove(tb testing.TB, slot int, to *ClusterNode) *Migration {
+	tb.Helper()
+	m, err := c.beginMove(tb.Context(), slot, to)
+	if err == nil && m == nil {
+		err = errors.New("the slot is already served by that master")
+	}
+	if err != nil {
+		tb.Fatalf("redistest: begin moving slot %d to %s: %v", slot, to.Addr(), err)
+	}
+	return m
+}
+
+// From is the master the slot migrates from.
+func (m *Migration) From() *ClusterNode { return m.from }
+
+// Finish gives the slot to the importing master on every master and waits
+// until every node agrees: afterwards the old master answers MOVED.
+func (m *Migration) Finish(tb testing.TB) {
+	tb.Helper()
+	if err := m.finish(tb.Context()); err != nil {
+		tb.Fatalf("redistest: finish moving slot %d to %s: %v", m.slot, m.to.Addr(), err)
+	}
+}
+
+func (c *Cluster) beginMove(ctx context.Context, slot int, to *ClusterNode) (*Migration, error) {
 	from, err := c.masterOfSlot(ctx, slot)
 	if err != nil || from == to {
-		return err
+		return nil, err
 	}
 	err = to.do(ctx, func(r *redis.Client) error {
 		return r.Do(ctx, "CLUSTER", "SETSLOT", slot, "IMPORTING", from.id).Err()
 	})
 	if err != nil {
-		return fmt.Errorf("SETSLOT IMPORTING: %w", err)
+		return nil, fmt.Errorf("SETSLOT IMPORTING: %w", err)
 	}
 	err = from.do(ctx, func(r *redis.Client) error {
 		if err := r.Do(ctx, "CLUSTER", "SETSLOT", slot, "MIGRATING", to.id).Err(); err != nil {
@@ -58,8 +104,13 @@ func (c *Cluster) moveSlot(ctx context.Context, slot int, to *ClusterNode) error
 		}
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
+	return &Migration{c: c, slot: slot, from: from, to: to}, nil
+}
+
+func (m *Migration) finish(ctx context.Context) error {
+	c, slot, from, to := m.c, m.slot, m.from, m.to
 	// The destination first, then the source, as redis-cli does, so no
 	// moment has both nodes refuse the slot.
 	for _, n := range append([]*ClusterNode{to, from}, c.otherMasters(ctx, to, from)...) {

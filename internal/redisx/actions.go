@@ -36,6 +36,10 @@ type EntryOutcome struct {
 	Detail string
 	// Deliveries is the entry's total deliveries, carried count included.
 	Deliveries int64
+	// From is the consumer a dead-lettered entry was taken from, where
+	// the batch's consumer is not it: the two-step path finishes entries
+	// its holding consumer holds. Empty otherwise, or when not known.
+	From string
 }
 
 // Reclaim describes one batch of guarded reclaims from one consumer.

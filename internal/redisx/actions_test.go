@@ -353,8 +353,8 @@ func TestLeaseHasOneHolderAtATime(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Start(t).Client(t)
 	ctx := context.Background()
-	a := Lease{Client: rdb, Key: "lease", Holder: "a", TTL: time.Minute}
-	b := Lease{Client: rdb, Key: "lease", Holder: "b", TTL: time.Minute}
+	a := Lease{Client: rdb, Key: "lease", Holder: NewHolder("a"), TTL: time.Minute}
+	b := Lease{Client: rdb, Key: "lease", Holder: NewHolder("b"), TTL: time.Minute}
 	held, err := a.Hold(ctx)
 	require.NoError(t, err)
 	require.True(t, held)

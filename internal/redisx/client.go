@@ -142,10 +142,13 @@ func tlsConfig(t config.RedisTLS) (*tls.Config, error) {
 
 // Conns holds the configured connections by name.
 type Conns struct {
-	conns map[string]conn
+	conns    map[string]conn
+	versions versions
 }
 
 type conn struct {
+	// idleGhost is redis[].idleBefore72: ghost.
+	idleGhost bool
 	// primary reads and writes masters only.
 	primary redis.UniversalClient
 	// replica serves the read-only diagnostics; it is primary unless the
@@ -165,7 +168,7 @@ func Open(cfgs []config.Redis) (*Conns, error) {
 			_ = cs.Close()
 			return nil, err
 		}
-		cn := conn{primary: primary, replica: primary}
+		cn := conn{primary: primary, replica: primary, idleGhost: c.IdleBefore72 == config.IdleGhost}
 		if c.ReplicaReads() {
 			// Built from the same config, so no error newClient could
 			// return is left.

@@ -5,6 +5,7 @@ import (
 	_ "embed" // the two-step dead-letter scripts are Lua files beside this one
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -33,6 +34,7 @@ const (
 	FieldOriginID     = "pelwarden-origin-id"
 	FieldOriginStream = "pelwarden-origin-stream"
 	FieldGroup        = "pelwarden-group"
+	FieldConsumer     = "pelwarden-consumer"
 	FieldDeliveries   = "pelwarden-deliveries"
 	FieldReason       = "pelwarden-reason"
 )
@@ -43,6 +45,10 @@ const (
 type Held struct {
 	Stream, Group, Holder string
 	DeadLetterStream      string
+	// Consumer is the consumer the entries were taken from, for their
+	// records; empty when not known: the hold step keeps no note of it, so
+	// entries a stopped run left held get a record with an empty consumer.
+	Consumer string
 	// CarryField names the field holding a carried delivery count.
 	CarryField string
 	// DeleteOriginal XDELs the original once acknowledged.
@@ -97,12 +103,13 @@ func FinishHeld(ctx context.Context, c redis.UniversalClient, h Held) (Result, e
 	}
 	res := Result{Counts: map[Outcome]int64{}, Last: h.After}
 	ack := make([]string, 0, len(entries))
-	records := map[string]string{}
+	records := map[string]Record{}
 	tombs := map[string]bool{}
 	for _, e := range entries {
 		res.Last = e.ID
 		if e.Fields == nil {
 			ack, tombs[e.ID] = append(ack, e.ID), true
+			records[e.ID] = Record{Deliveries: e.Deliveries, Consumer: h.Consumer}
 			continue
 		}
 		rec, err := AddRecord(ctx, c, h, e)
@@ -122,7 +129,7 @@ func FinishHeld(ctx context.Context, c redis.UniversalClient, h Held) (Result, e
 			if tombs[id] {
 				o.Outcome = Tombstoned
 			}
-			res.add(o)
+			res.add(records[id].outcome(o))
 		}
 		return res, nil
 	}
@@ -135,10 +142,31 @@ func FinishHeld(ctx context.Context, c redis.UniversalClient, h Held) (Result, e
 		if o.Outcome == DeadLettered && tombs[o.ID] {
 			o.Outcome = Tombstoned
 		}
-		o.Detail = records[o.ID]
+		if o.Outcome == DeadLettered || o.Outcome == Tombstoned {
+			o = records[o.ID].outcome(o)
+		}
 		res.add(o)
 	}
 	return res, err
+}
+
+// Record is what step 2 wrote, or found written, for one held entry.
+type Record struct {
+	// ID is the record's id in the dead-letter stream; empty for a
+	// tombstone, which gets none, and in a dry run.
+	ID string
+	// Deliveries is the entry's total deliveries, carried count included,
+	// as the record says it.
+	Deliveries int64
+	// Consumer is the consumer the entry was taken from, as the record
+	// says it; empty when not known.
+	Consumer string
+}
+
+// outcome is o with the record's id, delivery count and consumer.
+func (r Record) outcome(o EntryOutcome) EntryOutcome {
+	o.Detail, o.Deliveries, o.From = r.ID, r.Deliveries, r.Consumer
+	return o
 }
 
 func (r *Result) add(o EntryOutcome) {
@@ -224,14 +252,14 @@ func entryFields(reply any) []string {
 
 // AddRecord is step 2 for one held entry: it writes the entry's record to
 // the dead-letter stream unless the look-back finds this step's own
-// earlier copy, and returns the record's id either way.
-func AddRecord(ctx context.Context, c redis.UniversalClient, h Held, e HeldEntry) (string, error) {
+// earlier copy, and returns the record either way.
+func AddRecord(ctx context.Context, c redis.UniversalClient, h Held, e HeldEntry) (Record, error) {
 	lookBack := h.LookBack
 	if lookBack < 1 {
 		lookBack = DefaultLookBack
 	}
-	args := make([]any, 0, 8+len(e.Fields))
-	args = append(args, h.Stream, h.Group, e.ID, e.Held.Milliseconds(), lookBack, boolArg(h.DryRun), h.CarryField, e.Deliveries)
+	args := make([]any, 0, 9+len(e.Fields))
+	args = append(args, h.Stream, h.Group, e.ID, e.Held.Milliseconds(), lookBack, boolArg(h.DryRun), h.CarryField, e.Deliveries, h.Consumer)
 	for _, f := range e.Fields {
 		args = append(args, f)
 	}
@@ -247,22 +275,28 @@ func AddRecord(ctx context.Context, c redis.UniversalClient, h Held, e HeldEntry
 	})
 	var behind *ReplicasBehindError
 	if errors.As(err, &behind) {
-		return "", err
+		return Record{}, err
 	}
 	if err != nil {
-		return "", fmt.Errorf("dead-letter %s to %s: %w", e.ID, h.DeadLetterStream, err)
+		return Record{}, fmt.Errorf("dead-letter %s to %s: %w", e.ID, h.DeadLetterStream, err)
 	}
-	if len(reply) != 2 {
-		return "", fmt.Errorf("dead-letter: unexpected reply %v", reply)
+	if len(reply) < 2 {
+		return Record{}, fmt.Errorf("dead-letter: unexpected reply %v", reply)
 	}
 	switch reply[0] {
 	case "added", "found":
-		return reply[1], nil
+		if len(reply) != 4 {
+			return Record{}, fmt.Errorf("dead-letter: unexpected reply %v", reply)
+		}
+		// A record an earlier version wrote has no consumer field and
+		// reads as ''.
+		n, _ := strconv.ParseInt(reply[2], 10, 64)
+		return Record{ID: reply[1], Deliveries: n, Consumer: reply[3]}, nil
 	case "look-back-exhausted":
-		return "", fmt.Errorf("%d records of %s since %s was held, and none is its record: it stays held (raise the look-back or finish it by hand)",
+		return Record{}, fmt.Errorf("%d records of %s since %s was held, and none is its record: it stays held (raise the look-back or finish it by hand)",
 			lookBack, h.DeadLetterStream, e.ID)
 	default:
-		return "", errors.New(reply[1])
+		return Record{}, errors.New(reply[1])
 	}
 }
 

@@ -105,7 +105,7 @@ func TestTwoStepDeadLetterRecordCarriesTheEntryAndItsOrigin(t *testing.T) {
 	redistest.Read(t, rdb, "jobs", "workers", "ghost", 1)
 	holdPoison(t, rdb)
 	h := held()
-	h.CarryField = "pelwarden-deliveries"
+	h.CarryField, h.Consumer = "pelwarden-deliveries", "ghost"
 	res, err := FinishHeld(ctx, rdb, h)
 	require.NoError(t, err)
 	require.Equal(t, map[Outcome]int64{DeadLettered: 1}, res.Counts)
@@ -113,9 +113,11 @@ func TestTwoStepDeadLetterRecordCarriesTheEntryAndItsOrigin(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, raw, 1)
 	require.Equal(t, res.Outcomes[0].Detail, raw[0].([]any)[0], "the outcome names the record")
+	require.Equal(t, int64(5), res.Outcomes[0].Deliveries, "and its delivery count")
+	require.Equal(t, "ghost", res.Outcomes[0].From, "and the consumer the entry was taken from")
 	require.Equal(t, []any{"job", "7",
-		FieldOriginID, id, FieldOriginStream, "jobs", FieldGroup, "workers", FieldDeliveries, "5", FieldReason, "max-deliveries"},
-		raw[0].([]any)[1], "the entry's own fields in order, then pelwarden's, the carried count added into its delivery count")
+		FieldOriginID, id, FieldOriginStream, "jobs", FieldGroup, "workers", FieldConsumer, "ghost", FieldDeliveries, "5", FieldReason, "max-deliveries"},
+		raw[0].([]any)[1], "the entry's own fields in order, then pelwarden's as the one-script path writes them, the carried count added into its delivery count")
 	res, err = FinishHeld(ctx, rdb, h)
 	require.NoError(t, err)
 	require.Zero(t, res.Total())

@@ -50,6 +50,7 @@ func (r *Reader) Fetch(ctx context.Context, t liveness.Target, known []string) (
 		return obs, fmt.Errorf("read %s: %w", t, err)
 	}
 	obs.ReadAt = time.Now()
+	obs.IdleFromDeliveries, obs.IdleJudgesHolders = r.Conns.IdleRule(ctx, t.Conn, t.Stream)
 
 	now, err := timeCmd.Result()
 	if err != nil {

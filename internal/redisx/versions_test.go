@@ -3,6 +3,8 @@ package redisx
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -132,4 +134,38 @@ func TestNullLagIsEstimatedOnEveryVersion(t *testing.T) {
 	require.False(t, obs.LagValid, "%s: the lag is NULL after a deletion in the unread range", version)
 	require.Equal(t, int64(5), obs.LagEstimate, "%s: six added, one deleted, none delivered", version)
 	require.False(t, obs.LagEstimateCapped)
+}
+
+// The connection reads each server's version with HELLO and says idle
+// counts delivering reads only exactly on Redis before 7.2 (Valkey 8.0
+// reports redis_version 7.2.4 and counts as 7.2 does); every read of a
+// target carries it to the judge.
+func TestIdleFromDeliveriesIsReadFromTheServersVersion(t *testing.T) {
+	t.Parallel()
+	srv, version, _ := versionedGroup(t)
+	obs := fetchOne(t, srv, liveness.Target{GroupRef: liveness.GroupRef{Conn: "default", Stream: "jobs", Group: "workers"}})
+	require.Equal(t, !version.AtLeast(7, 2), obs.IdleFromDeliveries, "%s", version)
+}
+
+// At start each connection's server is logged, with a warning where idle
+// counts delivering reads only; reading it again logs nothing new.
+func TestStartLogsEachServerAndWarnsWhereIdleCountsDeliveriesOnly(t *testing.T) {
+	t.Parallel()
+	srv, version, _ := versionedGroup(t)
+	conns, err := Open([]config.Redis{config.DefaultRedis("default", srv.Addr())})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conns.Close() })
+	var out strings.Builder
+	conns.SetVersionLog(slog.New(slog.NewTextHandler(&out, nil)))
+	conns.ReadVersions(t.Context())
+	conns.ReadVersions(t.Context())
+	log := out.String()
+	require.Equal(t, 1, strings.Count(log, "\n"), "one line per server: %s", log)
+	require.Contains(t, log, "node="+srv.Addr())
+	if version.AtLeast(7, 2) {
+		require.Contains(t, log, "level=INFO", "%s", version)
+		return
+	}
+	require.Contains(t, log, "level=WARN", "%s", version)
+	require.Contains(t, log, "last read that delivered entries", "%s", version)
 }

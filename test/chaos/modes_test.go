@@ -130,7 +130,9 @@ func killLeader(t *testing.T, f *fleet, s *setup) func(left, held int64) {
 		var leader string
 		require.Eventually(t, func() bool {
 			var err error
-			leader, err = s.rdb.Get(context.Background(), s.lease()).Result()
+			var value string
+			value, err = s.rdb.Get(context.Background(), s.lease()).Result()
+			leader = redisx.LeaseIdentity(value)
 			return err == nil
 		}, 10*time.Second, time.Millisecond, "a pelwarden holds the lease")
 		f.pelwardenProc(leader).Kill()

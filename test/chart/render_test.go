@@ -152,7 +152,8 @@ func TestLoaderCheckCatchesAConfigPelwardenRefuses(t *testing.T) {
 
 func TestWaitReplicasReachesTheConnectionConfig(t *testing.T) {
 	t.Parallel()
-	stream, err := renderChart(t, chartDir, nil, []string{"redis[0].name=default", "redis[0].addr=redis:6379", "redis[0].waitReplicas=2", "redis[0].waitTimeout=3s"})
+	stream, err := renderChart(t, chartDir, nil, []string{"redis[0].name=default", "redis[0].addr=redis:6379", "redis[0].waitReplicas=2", "redis[0].waitTimeout=3s",
+		"redis[0].idleBefore72=ghost"})
 	require.NoError(t, err)
 	objs, err := decodeManifests(stream)
 	require.NoError(t, err)
@@ -160,4 +161,5 @@ func TestWaitReplicasReachesTheConnectionConfig(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 2, cfg.Redis[0].WaitReplicas)
 	require.Equal(t, 3*time.Second, cfg.Redis[0].WaitTimeout)
+	require.Equal(t, config.IdleGhost, cfg.Redis[0].IdleBefore72)
 }

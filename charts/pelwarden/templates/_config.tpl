@@ -29,7 +29,7 @@ builds, under pelwarden.configDir.
 {{- $redis := list -}}
 {{- range $r := .Values.redis -}}
 {{- $conn := pick $r "name" "mode" "addr" "username" "db" "dialTimeout" "readTimeout" "writeTimeout" "poolSize" -}}
-{{- $conn = merge $conn (pick $r "waitReplicas" "waitTimeout") -}}
+{{- $conn = merge $conn (pick $r "waitReplicas" "waitTimeout" "idleBefore72") -}}
 {{- with $r.sentinel -}}
 {{- $sentinel := pick . "masterName" "addrs" "username" "replicaReads" -}}
 {{- if and .existingSecret .existingSecret.name -}}

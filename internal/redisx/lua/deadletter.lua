@@ -4,22 +4,25 @@
 -- so a crash or a retry between the steps never writes a second copy.
 -- KEYS[1] the dead-letter stream. ARGV: origin stream, group, origin id,
 -- held_ms (how long the entry has been held), look_back (the most records
--- read), dry (0|1), carry field ('' = off), the PEL's delivery count, then
--- the held entry's fields as read. The record is the job's fields (less
--- the count a requeue carried, by guard.lua's job_fields, the rule the
--- hold step checked) and pelwarden's, as reclaim.lua writes it.
+-- read), dry (0|1), carry field ('' = off), the PEL's delivery count, the
+-- consumer the entry was taken from ('' when the run that held it is
+-- gone), then the held entry's fields as read. The record is the job's
+-- fields (less the count a requeue carried, by guard.lua's job_fields, the
+-- rule the hold step checked) and pelwarden's, in dead_tags' order, as
+-- reclaim.lua writes it.
 -- An earlier copy was written after the entry was held, so the search
 -- reads back only to the hold, on this node's clock less a minute for
 -- clocks that step, and at most look_back records: when those run out
 -- before the hold's time, the answer is look-back-exhausted and nothing is
 -- written; the entry stays held for an operator, never copied twice.
--- Returns {'added', id} | {'found', id} | {'look-back-exhausted', ''} |
--- {'failed', why}; a dry run answers 'added' with an empty id.
+-- Returns {'added', id, deliveries, consumer} | {'found', id, deliveries,
+-- consumer} (as the earlier record says them) | {'look-back-exhausted', ''}
+-- | {'failed', why}; a dry run answers 'added' with an empty id.
 local dlq = KEYS[1]
 local stream, group, origin = ARGV[1], ARGV[2], ARGV[3]
 local held_ms, look_back = tonumber(ARGV[4]), tonumber(ARGV[5])
 local dry = ARGV[6] == '1'
-local carry, pel_deliveries = ARGV[7], tonumber(ARGV[8])
+local carry, pel_deliveries, consumer = ARGV[7], tonumber(ARGV[8]), ARGV[9]
 local margin_ms = 60000
 
 local t = redis.call('TIME')
@@ -33,21 +36,21 @@ for _, rec in ipairs(recs) do
   local f = {}
   for i = 1, #rec[2], 2 do f[rec[2][i]] = rec[2][i + 1] end
   if f['pelwarden-origin-id'] == origin and f['pelwarden-origin-stream'] == stream and f['pelwarden-group'] == group then
-    return {'found', rec[1]}
+    return {'found', rec[1], f['pelwarden-deliveries'] or '', f['pelwarden-consumer'] or ''}
   end
 end
 if #recs >= look_back then
   return {'look-back-exhausted', ''}
 end
-if dry then return {'added', ''} end
 local raw = {}
-for i = 9, #ARGV do raw[#raw + 1] = ARGV[i] end
+for i = 10, #ARGV do raw[#raw + 1] = ARGV[i] end
 local fields, count = job_fields(raw, carry)
-for _, v in ipairs({'pelwarden-origin-id', origin, 'pelwarden-origin-stream', stream, 'pelwarden-group', group,
-    'pelwarden-deliveries', tostring(count + pel_deliveries), 'pelwarden-reason', 'max-deliveries'}) do
+local deliveries = tostring(count + pel_deliveries)
+if dry then return {'added', '', deliveries, consumer} end
+for _, v in ipairs(dead_tags(origin, stream, group, consumer, deliveries)) do
   fields[#fields + 1] = v
 end
 local ok, res = pcall(function() return redis.call('XADD', dlq, '*', unpack(fields)) end)
-if ok then return {'added', res} end
+if ok then return {'added', res, deliveries, consumer} end
 if type(res) == 'table' and res.err then return {'failed', res.err} end
 return {'failed', tostring(res)}

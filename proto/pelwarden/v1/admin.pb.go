@@ -114,6 +114,11 @@ const (
 	// A consumer whose ownerMatch gave more owner candidates than pelwarden
 	// reads heartbeats for: only the longest ones were read.
 	FindingKind_FINDING_KIND_HEARTBEAT_CANDIDATES_CUT FindingKind = 11
+	// A consumer holding entries that only idle time could judge, on a
+	// server (Redis before 7.2) whose idle counts from the last read that
+	// delivered entries: a worker polling an empty stream looks dead there,
+	// so the consumer is Unknown and its entries are never taken.
+	FindingKind_FINDING_KIND_IDLE_UNDECIDED FindingKind = 12
 )
 
 // Enum value maps for FindingKind.
@@ -131,6 +136,7 @@ var (
 		9:  "FINDING_KIND_HEARTBEAT_IN_FUTURE",
 		10: "FINDING_KIND_FIELD_COLLISION",
 		11: "FINDING_KIND_HEARTBEAT_CANDIDATES_CUT",
+		12: "FINDING_KIND_IDLE_UNDECIDED",
 	}
 	FindingKind_value = map[string]int32{
 		"FINDING_KIND_UNSPECIFIED":              0,
@@ -145,6 +151,7 @@ var (
 		"FINDING_KIND_HEARTBEAT_IN_FUTURE":      9,
 		"FINDING_KIND_FIELD_COLLISION":          10,
 		"FINDING_KIND_HEARTBEAT_CANDIDATES_CUT": 11,
+		"FINDING_KIND_IDLE_UNDECIDED":           12,
 	}
 )
 
@@ -508,7 +515,8 @@ type Consumer struct {
 	Verdict Verdict  `protobuf:"varint,3,opt,name=verdict,proto3,enum=pelwarden.v1.Verdict" json:"verdict,omitempty"`
 	Reasons []string `protobuf:"bytes,4,rep,name=reasons,proto3" json:"reasons,omitempty"`
 	Pending int64    `protobuf:"varint,5,opt,name=pending,proto3" json:"pending,omitempty"`
-	// Time since the last read attempt, in milliseconds.
+	// Time since the last read attempt, in milliseconds (before Redis 7.2:
+	// since the last read that delivered entries).
 	IdleMs int64 `protobuf:"varint,6,opt,name=idle_ms,json=idleMs,proto3" json:"idle_ms,omitempty"`
 	// Time since the last successful read (Redis 7.2+), -1 where unknown.
 	InactiveMs int64 `protobuf:"varint,7,opt,name=inactive_ms,json=inactiveMs,proto3" json:"inactive_ms,omitempty"`
@@ -2679,7 +2687,7 @@ const file_pelwarden_v1_admin_proto_rawDesc = "" +
 	"\x0fVERDICT_UNKNOWN\x10\x01\x12\x11\n" +
 	"\rVERDICT_ALIVE\x10\x02\x12\x11\n" +
 	"\rVERDICT_GHOST\x10\x03\x12\x14\n" +
-	"\x10VERDICT_DEGRADED\x10\x04*\x8b\x03\n" +
+	"\x10VERDICT_DEGRADED\x10\x04*\xac\x03\n" +
 	"\vFindingKind\x12\x1c\n" +
 	"\x18FINDING_KIND_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18FINDING_KIND_SHARED_NAME\x10\x01\x12\x17\n" +
@@ -2693,7 +2701,8 @@ const file_pelwarden_v1_admin_proto_rawDesc = "" +
 	" FINDING_KIND_HEARTBEAT_IN_FUTURE\x10\t\x12 \n" +
 	"\x1cFINDING_KIND_FIELD_COLLISION\x10\n" +
 	"\x12)\n" +
-	"%FINDING_KIND_HEARTBEAT_CANDIDATES_CUT\x10\v2\xb9\x06\n" +
+	"%FINDING_KIND_HEARTBEAT_CANDIDATES_CUT\x10\v\x12\x1f\n" +
+	"\x1bFINDING_KIND_IDLE_UNDECIDED\x10\f2\xb9\x06\n" +
 	"\x05Admin\x12R\n" +
 	"\vListTargets\x12 .pelwarden.v1.ListTargetsRequest\x1a!.pelwarden.v1.ListTargetsResponse\x12[\n" +
 	"\x0eDescribeTarget\x12#.pelwarden.v1.DescribeTargetRequest\x1a$.pelwarden.v1.DescribeTargetResponse\x12R\n" +
