@@ -82,7 +82,7 @@ func TestUnreadableHeartbeatIsUnknownAndCountedAsLive(t *testing.T) {
 		verdicts[c.GetName()] = c.GetVerdict()
 		require.NotEmpty(t, c.GetReasons(), "consumer %s has reasons", c.GetName())
 		if c.GetName() == "broken" {
-			require.Contains(t, strings.Join(c.GetReasons(), "; "), "WRONGTYPE")
+			require.Contains(t, strings.Join(c.GetReasons(), "; "), "holds a value of type hash, not a string")
 		}
 	}
 	require.Equal(t, map[string]pelwardenv1.Verdict{"broken": pelwardenv1.Verdict_VERDICT_UNKNOWN, "dead": pelwardenv1.Verdict_VERDICT_GHOST}, verdicts)
