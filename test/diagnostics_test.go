@@ -94,8 +94,8 @@ func TestUnreadableHeartbeatIsUnknownAndCountedAsLive(t *testing.T) {
 		`pelwarden_unknown_pending_entries` + lv + ` 3`,
 		`pelwarden_live_pending_entries` + lv + ` 3`,
 		`pelwarden_ghost_consumers` + lv + ` 1`,
-		`pelwarden_scaler_reported_value{group="workers",metric="pendingEntriesCount",redis="default",stream="jobs"} 3`,
-		`pelwarden_scaler_target_value{group="workers",metric="pendingEntriesCount",redis="default",stream="jobs"} 5`,
+		fmt.Sprintf(`pelwarden_scaler_reported_value{group="workers",liveness=%q,metric="pendingEntriesCount",redis="default",stream="jobs",target="5"} 3`, livenessLabel(t, md)),
+		fmt.Sprintf(`pelwarden_scaler_target_value{group="workers",liveness=%q,metric="pendingEntriesCount",redis="default",stream="jobs",target="5"} 5`, livenessLabel(t, md)),
 		`pelwarden_shared_consumer_names` + lv + ` 0`,
 		`pelwarden_dead_letter_held_entries` + lv + ` 0`,
 	} {

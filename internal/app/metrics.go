@@ -129,7 +129,7 @@ func (m *metrics) expired(t liveness.Target) {
 	lv := prometheus.Labels{"redis": t.Conn, "stream": t.Stream, "group": t.Group}
 	m.redisErrors.Delete(lv)
 	m.groupMissing.Delete(lv)
-	m.reports.Forget(t.GroupRef)
+	m.reports.Forget(t)
 	m.mu.Lock()
 	delete(m.lastMissing, t.Key())
 	m.mu.Unlock()
