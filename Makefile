@@ -110,6 +110,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzLoadEnv -fuzztime 60s ./internal/config/
 	$(GO) test -run '^$$' -fuzz FuzzRequestValidation -fuzztime 60s ./internal/admin/
 	$(GO) test -run '^$$' -fuzz FuzzHashSlot -fuzztime 30s ./internal/redisx/
+	$(GO) test -run '^$$' -fuzz FuzzHeartbeatReasonNeverQuotesTheValue -fuzztime 60s ./internal/liveness/
 
 ## image: the container image $(IMAGE) (Dockerfile: static binary on
 ## distroless, nonroot), its binary reporting $(VERSION)
