@@ -85,8 +85,11 @@ func TestEveryCopyNamesItsFirstOriginal(t *testing.T) {
 		var c redis.XMessage
 		eventually(t, 10*time.Second, func() error {
 			all, err := rdb.XRangeN(ctx, "jobs", "("+after, "+", 1).Result()
-			if err != nil || len(all) == 0 {
-				return fmt.Errorf("no copy after %s yet (%v)", after, err)
+			switch {
+			case err != nil:
+				return err
+			case len(all) == 0:
+				return fmt.Errorf("no copy after %s yet", after)
 			}
 			c = all[0]
 			return nil

@@ -15,7 +15,6 @@
 //     judges it Degraded and gives what it holds to the others. SIGUSR1
 //     again brings it back.
 //
-//
 // A job pelwarden requeued comes back as a copy that names its first
 // original in pelwarden-original-stream and pelwarden-original-id; every
 // delivery of one job names the same original. A worker whose jobs must
