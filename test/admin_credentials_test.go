@@ -107,6 +107,7 @@ func TestAWorkerCertificateMayDeregisterOnlyTheConsumerItNames(t *testing.T) {
 		ReloadInterval: time.Second, MinVersion: "1.2",
 	}
 	cfg.Admin = config.Admin{WorkerIdentityPrefix: workerPrefix}
+	cfg.Hygiene.Targets = []map[string]string{hygieneTarget("ghostIdleSeconds", "3600")}
 	p := runPelwarden(t, cfg, kedaCreds(t, ca.CertPEM, keda.CertPEM, keda.KeyPEM))
 	conn, err := grpc.NewClient(p.app.GRPCAddr(), grpc.WithTransportCredentials(kedaCreds(t, ca.CertPEM, workerA.CertPEM, workerA.KeyPEM)))
 	require.NoError(t, err)

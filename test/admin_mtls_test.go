@@ -41,6 +41,7 @@ func TestMutatingCallsOverMutualTLSNeedAnAllowedIdentity(t *testing.T) {
 		ReloadInterval: time.Second, MinVersion: "1.2",
 	}
 	cfg.Admin = config.Admin{TokenFile: tokenFile, AllowedClientIdentities: []string{"ops-admin"}}
+	cfg.Hygiene.Targets = []map[string]string{hygieneTarget("ghostIdleSeconds", "3600")}
 	p := runPelwarden(t, cfg, kedaCreds(t, ca.CertPEM, keda.CertPEM, keda.KeyPEM))
 
 	as := func(pair tlstest.Pair) pelwardenv1.AdminClient {

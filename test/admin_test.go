@@ -78,7 +78,7 @@ func TestMutatingCallsThroughPelwardenNeedTheToken(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	redistest.CreateGroup(t, srv.Client(t), "jobs", "workers")
-	_, admin := startAdmin(t, srv.Addr())
+	_, admin := startAdmin(t, srv.Addr(), hygieneTarget())
 	req := &pelwardenv1.DeregisterRequest{Target: jobsRef, Consumer: "w1"}
 	_, err := admin.Deregister(context.Background(), req)
 	require.Equal(t, codes.Unauthenticated, status.Code(err), "%v", err)
@@ -133,14 +133,16 @@ func TestDeregisterRequeuesEveryEntryOnceAndDeletesTheConsumer(t *testing.T) {
 	require.False(t, again.GetConsumerDeleted(), "nothing to delete")
 	require.Equal(t, length, rdb.XLen(ctx, "jobs").Val(), "a second call writes nothing")
 
-	// A group nothing registered: Deregister needs no target in the view.
+	// A group pelwarden does not look after is refused, even with the
+	// operator's token, and nothing of it moves.
 	redistest.CreateGroup(t, rdb, "mail", "senders")
 	redistest.AddJobs(t, rdb, "mail", "", 2)
 	redistest.Read(t, rdb, "mail", "senders", "s1", 2)
-	res, err = admin.Deregister(authed(), &pelwardenv1.DeregisterRequest{Target: &pelwardenv1.TargetRef{Stream: "mail", Group: "senders"}, Consumer: "s1"})
-	require.NoError(t, err)
-	require.Equal(t, int64(2), res.GetRequeued())
-	require.True(t, res.GetConsumerDeleted())
+	_, err = admin.Deregister(authed(), &pelwardenv1.DeregisterRequest{Target: &pelwardenv1.TargetRef{Stream: "mail", Group: "senders"}, Consumer: "s1"})
+	require.Equal(t, codes.NotFound, status.Code(err), "%v", err)
+	require.Contains(t, status.Convert(err).Message(), "Deregister acts only on groups listed under hygiene.targets or enrolled by a trigger")
+	require.Equal(t, int64(2), rdb.XPending(ctx, "mail", "senders").Val().Count, "s1 keeps its entries")
+	require.Equal(t, int64(2), rdb.XLen(ctx, "mail").Val(), "and nothing was copied")
 
 	_, err = admin.Deregister(authed(), &pelwardenv1.DeregisterRequest{Target: &pelwardenv1.TargetRef{Stream: "jobs", Group: "nobody"}, Consumer: "w1"})
 	require.Equal(t, codes.NotFound, status.Code(err), "%v", err)

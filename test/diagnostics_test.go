@@ -83,7 +83,7 @@ func TestUnreadableHeartbeatIsUnknownAndCountedAsLive(t *testing.T) {
 		verdicts[c.GetName()] = c.GetVerdict()
 		require.NotEmpty(t, c.GetReasons(), "consumer %s has reasons", c.GetName())
 		if c.GetName() == "broken" {
-			require.Contains(t, strings.Join(c.GetReasons(), "; "), "WRONGTYPE")
+			require.Contains(t, strings.Join(c.GetReasons(), "; "), "holds a value of type hash, not a string")
 		}
 	}
 	require.Equal(t, map[string]pelwardenv1.Verdict{"broken": pelwardenv1.Verdict_VERDICT_UNKNOWN, "dead": pelwardenv1.Verdict_VERDICT_GHOST}, verdicts)
@@ -95,8 +95,8 @@ func TestUnreadableHeartbeatIsUnknownAndCountedAsLive(t *testing.T) {
 		`pelwarden_unknown_pending_entries` + lv + ` 3`,
 		`pelwarden_live_pending_entries` + lv + ` 3`,
 		`pelwarden_ghost_consumers` + lv + ` 1`,
-		`pelwarden_scaler_reported_value{group="workers",metric="pendingEntriesCount",redis="default",stream="jobs"} 3`,
-		`pelwarden_scaler_target_value{group="workers",metric="pendingEntriesCount",redis="default",stream="jobs"} 5`,
+		fmt.Sprintf(`pelwarden_scaler_reported_value{group="workers",liveness=%q,metric="pendingEntriesCount",redis="default",stream="jobs",target="5"} 3`, livenessLabel(t, md)),
+		fmt.Sprintf(`pelwarden_scaler_target_value{group="workers",liveness=%q,metric="pendingEntriesCount",redis="default",stream="jobs",target="5"} 5`, livenessLabel(t, md)),
 		`pelwarden_shared_consumer_names` + lv + ` 0`,
 		`pelwarden_dead_letter_held_entries` + lv + ` 0`,
 	} {

@@ -37,7 +37,7 @@ func TestExampleWorkerFinishesItsOwnPELAndDeregistersOnSIGTERM(t *testing.T) {
 	for i := range 26 { // job names apart from the first four's
 		require.NoError(t, rdb.XAdd(ctx, &redis.XAddArgs{Stream: "jobs", Values: []any{"job", "later-" + strconv.Itoa(i)}}).Err())
 	}
-	p, _ := startAdmin(t, srv.Addr())
+	p, _ := startAdmin(t, srv.Addr(), hygieneTarget("ghostIdleSeconds", "3600"))
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	require.NoError(t, os.WriteFile(tokenFile, []byte(adminToken), 0o600))
 	env := func(name, work string) []string {

@@ -15,6 +15,16 @@
 //     judges it Degraded and gives what it holds to the others. SIGUSR1
 //     again brings it back.
 //
+// A job pelwarden requeued comes back as a copy that names its first
+// original in pelwarden-original-stream and pelwarden-original-id; every
+// delivery of one job names the same original. A worker whose jobs must
+// not run twice keeps the names of the jobs it finished (in the same
+// MULTI as its XACK) and acknowledges a delivery whose name it has already
+// finished without doing the work again: pelwarden delivers a job again
+// only when it takes the entry from a worker it judged dead (or one past
+// hardTimeoutSeconds), which may have done the work without acknowledging
+// it.
+//
 // Configuration is from the environment, as in a pod spec:
 //
 //	REDIS_ADDR            host:port (required)
@@ -25,7 +35,8 @@
 //	HEARTBEAT_EVERY       default 5s
 //	WORK_TIME             simulated time per job; default 200ms
 //	BATCH                 entries per read; default 5
-//	LEDGER                optional hash: HINCRBY <job> 1 in the same MULTI as the XACK
+//	LEDGER                optional hash: HINCRBY <job> 1 in the same MULTI as the XACK; an entry
+//	                      without a job field counts under the original it names (below)
 //	PELWARDEN_ADDR        pelwarden's gRPC address; empty skips Deregister
 //	PELWARDEN_TOKEN_FILE  the workers' bearer token (admin.workerTokenFile) for Deregister
 package main
@@ -284,7 +295,7 @@ func (w *worker) process(ctx context.Context, m redis.XMessage) error {
 	}
 	job, _ := m.Values["job"].(string)
 	_, err := w.rdb.TxPipelined(actx, func(p redis.Pipeliner) error {
-		p.HIncrBy(actx, w.cfg.ledger, or(job, m.ID), 1)
+		p.HIncrBy(actx, w.cfg.ledger, or(job, original(w.cfg.stream, m)), 1)
 		p.XAck(actx, w.cfg.stream, w.cfg.group, m.ID)
 		return nil
 	})
@@ -317,6 +328,17 @@ func deregister(parent context.Context, cfg config, log *slog.Logger) error {
 	}
 	log.Info("deregistered", "requeued", res.GetRequeued(), "deadLettered", res.GetDeadLettered(), "consumerDeleted", res.GetConsumerDeleted())
 	return nil
+}
+
+// original names the job an entry delivers: the first original a copy
+// names, or the entry itself.
+func original(stream string, m redis.XMessage) string {
+	s, okS := m.Values["pelwarden-original-stream"].(string)
+	id, okID := m.Values["pelwarden-original-id"].(string)
+	if okS && okID {
+		return s + "/" + id
+	}
+	return stream + "/" + m.ID
 }
 
 func or(s, def string) string {

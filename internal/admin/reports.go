@@ -12,84 +12,111 @@ import (
 	pelwardenv1 "github.com/pelwarden/pelwarden/proto/pelwarden/v1"
 )
 
-// Report is the value GetMetrics last reported for one metric name, with
-// the parts of its request that say what the value means. It keeps those
-// alone, not the whole request: there is one per ScaledObject.
+// Report is the value GetMetrics last reported for one metric of one
+// target, with the parts of its request that say what the value means. It
+// keeps those alone, not the whole request.
 type Report struct {
-	Group       liveness.GroupRef
+	// Target is the group with the liveness settings its value was judged
+	// by: two triggers on one group with other settings get other values.
+	Target      liveness.Target
 	Metric      policy.Metric
 	TargetValue float64
 	Activation  float64
-	MetricName  string
-	Value       int64
-	At          time.Time
+	// MetricName is the name KEDA asked under, last; it names the value
+	// and is no part of it.
+	MetricName string
+	Value      int64
+	At         time.Time
 }
 
-// Reports keeps the last value reported to KEDA per group and metric name,
-// so DescribeTarget can show what the autoscaler was told. It is safe for
-// concurrent use.
+// MaxReportsPerTarget bounds the metrics one target keeps reports of: a
+// target has three metric kinds, and each ScaledObject on it one
+// per-replica target and activation. Past it the least recently reported
+// is forgotten; it comes back with its trigger's next poll.
+const MaxReportsPerTarget = 8
+
+// Reports keeps the last value reported to KEDA per target and metric
+// asked (its kind, per-replica target and activation), so DescribeTarget
+// and /metrics show what the autoscaler was told. Each trigger's figures
+// are its own: a trigger with other liveness settings or another metric
+// on the same group is another report, never an overwrite, and the values
+// of one report are those of its own target's snapshot. Reports go with
+// their target (Forget). It is safe for concurrent use.
 type Reports struct {
 	max int
 
-	mu      sync.Mutex
-	reports map[reportKey]Report
+	mu       sync.Mutex
+	byTarget map[liveness.TargetKey][]Report
 }
 
-type reportKey struct {
-	group liveness.GroupRef
-	name  string
-}
-
-// NewReports keeps at most max reports (0 means 10000); past that the
-// oldest is forgotten.
-func NewReports(maxReports int) *Reports {
-	if maxReports <= 0 {
-		maxReports = 10000
+// NewReports keeps the reports of at most max targets (0 means 10000);
+// past that the target reported least recently is forgotten.
+func NewReports(maxTargets int) *Reports {
+	if maxTargets <= 0 {
+		maxTargets = 10000
 	}
-	return &Reports{max: maxReports, reports: make(map[reportKey]Report)}
+	return &Reports{max: maxTargets, byTarget: make(map[liveness.TargetKey][]Report)}
 }
 
 // Record stores a reported value.
 func (r *Reports) Record(req metadata.Request, metricName string, value int64, at time.Time) {
-	k := reportKey{group: req.Target.GroupRef, name: metricName}
+	k := req.Target.Comparable()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, ok := r.reports[k]; !ok && len(r.reports) >= r.max {
-		var oldest reportKey
-		first := true
-		for key, rep := range r.reports {
-			if first || rep.At.Before(r.reports[oldest].At) {
-				oldest, first = key, false
-			}
-		}
-		delete(r.reports, oldest)
+	reps, ok := r.byTarget[k]
+	if !ok && len(r.byTarget) >= r.max {
+		r.forgetOldest()
 	}
-	r.reports[k] = Report{Group: req.Target.GroupRef, Metric: req.Metric, TargetValue: req.TargetValue, Activation: req.Activation,
+	for i := range reps {
+		if p := &reps[i]; p.Metric == req.Metric && p.TargetValue == req.TargetValue && p.Activation == req.Activation {
+			p.MetricName, p.Value, p.At = metricName, value, at
+			return
+		}
+	}
+	rep := Report{Target: req.Target, Metric: req.Metric, TargetValue: req.TargetValue, Activation: req.Activation,
 		MetricName: metricName, Value: value, At: at}
+	if len(reps) >= MaxReportsPerTarget {
+		oldest := slices.IndexFunc(reps, func(p Report) bool {
+			return !slices.ContainsFunc(reps, func(q Report) bool { return q.At.Before(p.At) })
+		})
+		reps = slices.Delete(reps, oldest, oldest+1)
+	}
+	r.byTarget[k] = append(reps, rep)
 }
 
-// Forget drops a group's reports, when its target expires.
-func (r *Reports) Forget(g liveness.GroupRef) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for k := range r.reports {
-		if k.group == g {
-			delete(r.reports, k)
+// forgetOldest drops the target whose newest report is the oldest.
+func (r *Reports) forgetOldest() {
+	var oldest liveness.TargetKey
+	var at time.Time
+	first := true
+	for k, reps := range r.byTarget {
+		newest := slices.MaxFunc(reps, func(a, b Report) int { return a.At.Compare(b.At) }).At
+		if first || newest.Before(at) {
+			oldest, at, first = k, newest, false
 		}
 	}
+	delete(r.byTarget, oldest)
 }
 
-// For returns a group's reports sorted by metric name.
+// Forget drops a target's reports, when it expires.
+func (r *Reports) Forget(t liveness.Target) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.byTarget, t.Comparable())
+}
+
+// For returns the reports of every target on a group, sorted by liveness
+// settings, metric, per-replica target and activation.
 func (r *Reports) For(g liveness.GroupRef) []Report {
 	r.mu.Lock()
 	var out []Report
-	for k, rep := range r.reports {
-		if k.group == g {
-			out = append(out, rep)
+	for _, reps := range r.byTarget {
+		if len(reps) > 0 && reps[0].Target.GroupRef == g {
+			out = append(out, reps...)
 		}
 	}
 	r.mu.Unlock()
-	slices.SortFunc(out, func(a, b Report) int { return cmp.Compare(a.MetricName, b.MetricName) })
+	slices.SortFunc(out, compareReports)
 	return out
 }
 
@@ -97,11 +124,16 @@ func (r *Reports) For(g liveness.GroupRef) []Report {
 func (r *Reports) All() []Report {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make([]Report, 0, len(r.reports))
-	for _, rep := range r.reports {
-		out = append(out, rep)
+	var out []Report
+	for _, reps := range r.byTarget {
+		out = append(out, reps...)
 	}
 	return out
+}
+
+func compareReports(a, b Report) int {
+	return cmp.Or(cmp.Compare(a.Target.Spec.String(), b.Target.Spec.String()), cmp.Compare(a.Metric, b.Metric),
+		cmp.Compare(a.TargetValue, b.TargetValue), cmp.Compare(a.Activation, b.Activation))
 }
 
 func metricValue(rep Report, now time.Time) *pelwardenv1.MetricValue {
@@ -113,5 +145,6 @@ func metricValue(rep Report, now time.Time) *pelwardenv1.MetricValue {
 		Activation:  rep.Activation,
 		Active:      policy.Active(rep.Value, rep.Activation),
 		AgeMs:       now.Sub(rep.At).Milliseconds(),
+		Liveness:    rep.Target.Spec.String(),
 	}
 }

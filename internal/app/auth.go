@@ -22,21 +22,29 @@ import (
 )
 
 const credentialHint = "send `authorization: Bearer <token>` with the token of admin.tokenFile (or, for Deregister, " +
-	"admin.workerTokenFile), or a client certificate whose identity is listed in admin.allowedClientIdentities " +
+	"admin.workerTokenFile or one of admin.workerTokens), or a client certificate whose identity is listed in admin.allowedClientIdentities " +
 	"(or, for Deregister, a URI SAN under admin.workerIdentityPrefix)"
 
 // adminAuth decides who may call the guarded Admin RPCs (see required):
 // the operator, with the bearer token of admin.tokenFile or a verified
 // client certificate admin.allowedClientIdentities lists, may call them
-// all; a worker, with the token of admin.workerTokenFile or a client
-// certificate whose URI SAN starts with admin.workerIdentityPrefix, only
-// Deregister, and with a certificate only for the consumer it names.
+// all; a worker, with the token of admin.workerTokenFile, one of
+// admin.workerTokens (on the streams its globs match) or a client
+// certificate whose URI SAN starts with admin.workerIdentityPrefix (for
+// the consumer it names), only Deregister.
 type adminAuth struct {
 	cfg     config.Admin
 	allowed map[string]bool
 	log     *slog.Logger
 
 	operator, worker bearerFile
+	// scoped are admin.workerTokens, each with its streams.
+	scoped []scopedToken
+}
+
+type scopedToken struct {
+	file    *bearerFile
+	streams []string
 }
 
 func newAdminAuth(cfg config.Admin, log *slog.Logger) *adminAuth {
@@ -45,6 +53,10 @@ func newAdminAuth(cfg config.Admin, log *slog.Logger) *adminAuth {
 		worker:   bearerFile{key: "admin.workerTokenFile", path: cfg.WorkerTokenFile, log: log}}
 	for _, id := range cfg.AllowedClientIdentities {
 		a.allowed[id] = true
+	}
+	for i, w := range cfg.WorkerTokens {
+		key := fmt.Sprintf("admin.workerTokens[%d]", i)
+		a.scoped = append(a.scoped, scopedToken{file: &bearerFile{key: key + ".tokenFile", path: w.TokenFile, log: log}, streams: w.Streams})
 	}
 	return a
 }
@@ -94,16 +106,8 @@ func (a *adminAuth) authorize(ctx context.Context) (caller, error) {
 		}
 	}
 	if hasToken {
-		for _, f := range []*bearerFile{&a.operator, &a.worker} {
-			ok, err := f.matches(ctx, token)
-			switch {
-			case err != nil:
-				return caller{}, err
-			case ok && f == &a.operator:
-				return caller{class: operatorClass, who: "bearer token"}, nil
-			case ok:
-				return caller{class: workerClass, who: "worker bearer token"}, nil
-			}
+		if c, ok, err := a.bearer(ctx, token); ok || err != nil {
+			return c, err
 		}
 	}
 	if c, ok := a.workerCertificate(leaf); ok {
@@ -117,10 +121,36 @@ func (a *adminAuth) authorize(ctx context.Context) (caller, error) {
 	case !hasToken:
 		return caller{}, status.Errorf(codes.PermissionDenied, "client certificate identities %s are not in admin.allowedClientIdentities "+
 			"(nor under admin.workerIdentityPrefix)", strings.Join(ids, ", "))
-	case a.cfg.TokenFile == "" && a.cfg.WorkerTokenFile == "":
-		return caller{}, status.Error(codes.PermissionDenied, "bearer tokens are not accepted: neither admin.tokenFile nor admin.workerTokenFile is set")
+	case !a.cfg.AcceptsBearerTokens():
+		return caller{}, status.Error(codes.PermissionDenied, "bearer tokens are not accepted: none of admin.tokenFile, admin.workerTokenFile and admin.workerTokens is set")
 	}
-	return caller{}, status.Error(codes.PermissionDenied, "the bearer token does not match admin.tokenFile (nor admin.workerTokenFile)")
+	return caller{}, status.Error(codes.PermissionDenied, "the bearer token does not match admin.tokenFile (nor admin.workerTokenFile, nor admin.workerTokens)")
+}
+
+// bearer is who a bearer token names: the operator, a worker of every
+// stream, or a worker of the streams of one of admin.workerTokens.
+func (a *adminAuth) bearer(ctx context.Context, token string) (caller, bool, error) {
+	for _, f := range []*bearerFile{&a.operator, &a.worker} {
+		ok, err := f.matches(ctx, token)
+		switch {
+		case err != nil:
+			return caller{}, false, err
+		case ok && f == &a.operator:
+			return caller{class: operatorClass, who: "bearer token"}, true, nil
+		case ok:
+			return caller{class: workerClass, who: "worker bearer token"}, true, nil
+		}
+	}
+	for _, s := range a.scoped {
+		ok, err := s.file.matches(ctx, token)
+		switch {
+		case err != nil:
+			return caller{}, false, err
+		case ok:
+			return caller{class: workerClass, streams: s.streams, who: "worker bearer token of " + strings.TrimSuffix(s.file.key, ".tokenFile")}, true, nil
+		}
+	}
+	return caller{}, false, nil
 }
 
 // workerCertificate is the worker a verified certificate's URI SAN under

@@ -22,7 +22,9 @@ import (
 
 	"github.com/pelwarden/pelwarden/internal/admin"
 	"github.com/pelwarden/pelwarden/internal/config"
+	"github.com/pelwarden/pelwarden/internal/hygiene"
 	"github.com/pelwarden/pelwarden/internal/liveness"
+	pwmetadata "github.com/pelwarden/pelwarden/internal/metadata"
 	"github.com/pelwarden/pelwarden/internal/reclaim"
 	"github.com/pelwarden/pelwarden/internal/redistest"
 	"github.com/pelwarden/pelwarden/internal/redisx"
@@ -57,7 +59,14 @@ func serveAdmin(t *testing.T, cfg config.Admin, creds credentials.TransportCrede
 	srv := grpc.NewServer(opts...)
 	engine, err := reclaim.New(reclaim.Options{View: view, BatchSize: 100}, prometheus.NewRegistry())
 	require.NoError(t, err)
-	adminServer, err := admin.New(admin.Options{View: view, Conns: conns, Engine: engine, RequestTimeout: time.Second})
+	// jobs/workers is a group the hygiene loop looks after, as
+	// hygiene.targets would make it: Deregister acts on no other.
+	lookedAfter := func(conn, stream, group string) (hygiene.Target, bool) {
+		g := liveness.GroupRef{Conn: conn, Stream: stream, Group: group}
+		return hygiene.Target{Target: liveness.Target{GroupRef: g}, Hygiene: pwmetadata.DefaultHygiene(stream)},
+			g == liveness.GroupRef{Conn: "default", Stream: "jobs", Group: "workers"}
+	}
+	adminServer, err := admin.New(admin.Options{View: view, Conns: conns, Engine: engine, RequestTimeout: time.Second, Hygiene: lookedAfter})
 	require.NoError(t, err)
 	pelwardenv1.RegisterAdminServer(srv, adminServer)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")

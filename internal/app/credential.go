@@ -1,9 +1,14 @@
 package app
 
 import (
+	"path"
+	"slices"
+	"strings"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/pelwarden/pelwarden/internal/clip"
 	pelwardenv1 "github.com/pelwarden/pelwarden/proto/pelwarden/v1"
 )
 
@@ -55,19 +60,31 @@ type caller struct {
 	// consumer binds a worker credential to one consumer name; empty
 	// allows any.
 	consumer string
-	who      string
+	// streams bind a worker credential to the streams these path.Match
+	// globs match; nil allows any.
+	streams []string
+	who     string
 }
 
 // allows refuses a call the caller's credential does not cover: an
 // operator's call by a worker, or a Deregister of another consumer than
-// the one the worker's certificate names.
+// the one the worker's certificate names, or on a stream its token's
+// globs do not match.
 func (c caller) allows(need class, method string, req any) error {
 	if c.class < need {
 		return status.Errorf(codes.PermissionDenied, "%s needs the %s credential; %s is a %s credential, which allows only Deregister",
 			method, need, c.who, c.class)
 	}
-	if d, ok := req.(*pelwardenv1.DeregisterRequest); ok && c.class == workerClass && c.consumer != "" && d.GetConsumer() != c.consumer {
-		return status.Errorf(codes.PermissionDenied, "%s may deregister consumer %q only, not %q", c.who, c.consumer, d.GetConsumer())
+	d, ok := req.(*pelwardenv1.DeregisterRequest)
+	if !ok || c.class != workerClass {
+		return nil
+	}
+	if c.consumer != "" && d.GetConsumer() != c.consumer {
+		return status.Errorf(codes.PermissionDenied, "%s may deregister consumer %q only, not %q", c.who, c.consumer, clip.String(d.GetConsumer(), 80))
+	}
+	if stream := d.GetTarget().GetStream(); c.streams != nil && !slices.ContainsFunc(c.streams, func(g string) bool { ok, _ := path.Match(g, stream); return ok }) {
+		return status.Errorf(codes.PermissionDenied, "%s may deregister consumers on streams %s only, not on %q",
+			c.who, strings.Join(c.streams, ", "), clip.String(stream, 80))
 	}
 	return nil
 }

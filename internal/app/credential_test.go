@@ -68,3 +68,27 @@ func TestTheWorkerTokenAllowsDeregisterOnlyAndIsReadAgainWhenItChanges(t *testin
 	require.Equal(t, codes.PermissionDenied, status.Code(deregister(workerToken)), "the old worker token stops working")
 	require.NoError(t, deregister(rotated))
 }
+
+// TestAScopedWorkerTokenReachesOnlyItsStreams: a token of
+// admin.workerTokens allows Deregister on the streams its globs match, and
+// nothing else; the unscoped worker token reaches every stream.
+func TestAScopedWorkerTokenReachesOnlyItsStreams(t *testing.T) {
+	t.Parallel()
+	const mailToken, jobsToken = "a-worker-token-for-mail-only", "a-worker-token-for-jobs-only"
+	client := dial(t, serveAdmin(t, config.Admin{WorkerTokens: []config.WorkerToken{
+		{TokenFile: tokenFile(t, mailToken), Streams: []string{"mail", "mail:*"}},
+		{TokenFile: tokenFile(t, jobsToken), Streams: []string{"job?"}},
+	}}, nil), nil)
+	deregister := func(tok, stream string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+tok)
+		_, err := client.Deregister(ctx, &pelwardenv1.DeregisterRequest{Target: &pelwardenv1.TargetRef{Stream: stream, Group: "workers"}, Consumer: "w-0"})
+		return err
+	}
+	err := deregister(mailToken, "jobs")
+	require.Equal(t, codes.PermissionDenied, status.Code(err), "%v", err)
+	require.Contains(t, status.Convert(err).Message(), `worker bearer token of admin.workerTokens[0] may deregister consumers on streams mail, mail:* only, not on "jobs"`)
+	require.NoError(t, deregister(jobsToken, "jobs"), "the token whose glob matches the stream")
+	require.Equal(t, codes.PermissionDenied, status.Code(deleteConsumer(client, "Bearer "+jobsToken)), "a scoped worker token allows only Deregister")
+}

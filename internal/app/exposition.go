@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -69,12 +70,14 @@ var groupFamilies = []targetFamily{
 		func(s *liveness.Snapshot, _ float64) float64 { return boolFloat(s.LagEstimated) }},
 }
 
-// reportFamilies are labeled by the group and the metric reported to KEDA.
+// reportFamilies are labeled by the target (group and liveness settings),
+// the metric reported to KEDA and its per-replica target: a trigger with
+// other settings on the same group has series of its own.
 var reportFamilies = []struct {
 	name, help string
 	value      func(admin.Report) float64
 }{
-	{"pelwarden_scaler_reported_value", "The value GetMetrics last reported to KEDA, by target and metric.",
+	{"pelwarden_scaler_reported_value", "The value GetMetrics last reported to KEDA, by target, metric and per-replica target.",
 		func(r admin.Report) float64 { return float64(r.Value) }},
 	{"pelwarden_scaler_target_value", "The per-replica target of the metric GetMetrics last reported (pendingEntriesCount, lagCount or backlogCount), " +
 		"so dashboards can show the replicas the HPA asks for.",
@@ -190,9 +193,7 @@ func (m *metrics) encodeTargets(enc expfmt.Encoder) error {
 		return err
 	}
 	reports := latestReports(m.reports.All())
-	rows = newSeriesRows(labelsOf(reports, func(r admin.Report) []string {
-		return r.Group.Labels(r.Metric.Key())
-	}, reportLabels))
+	rows = newSeriesRows(labelsOf(reports, reportLabelValues, reportLabels))
 	for _, f := range reportFamilies {
 		for i, r := range reports {
 			rows.values[i] = f.value(r)
@@ -225,8 +226,12 @@ func (m *metrics) encodeHygiene(enc expfmt.Encoder) error {
 
 var (
 	judgedLabels = append(slices.Clone(liveness.LabelNames), livenessLabel)
-	reportLabels = append(slices.Clone(liveness.LabelNames), "metric")
+	reportLabels = append(slices.Clone(liveness.LabelNames), livenessLabel, "metric", "target")
 )
+
+func reportLabelValues(r admin.Report) []string {
+	return r.Target.Labels(r.Target.Spec.String(), r.Metric.Key(), strconv.FormatFloat(r.TargetValue, 'g', -1, 64))
+}
 
 // judged is a target's latest good snapshot with its liveness label.
 type judged struct {
@@ -272,19 +277,30 @@ func newestPerGroup(snaps []judged) []*liveness.Snapshot {
 	return out
 }
 
-// latestReports keeps one report per group and metric: two KEDA metric
-// names of one group with the same metric are one series, the latest.
+// latestReports keeps one report per series: reports of one target,
+// metric and per-replica target that differ only in their activation are
+// one series, the latest (their values come from one snapshot).
 func latestReports(all []admin.Report) []admin.Report {
-	slices.SortFunc(all, func(a, b admin.Report) int {
-		return cmp.Or(compareGroups(a.Group, b.Group), cmp.Compare(a.Metric, b.Metric), a.At.Compare(b.At))
-	})
+	type row struct {
+		r    admin.Report
+		spec string
+	}
+	rows := make([]row, len(all))
+	for i, r := range all {
+		rows[i] = row{r, r.Target.Spec.String()}
+	}
+	same := func(a, b row) int {
+		return cmp.Or(compareGroups(a.r.Target.GroupRef, b.r.Target.GroupRef), cmp.Compare(a.spec, b.spec),
+			cmp.Compare(a.r.Metric, b.r.Metric), cmp.Compare(a.r.TargetValue, b.r.TargetValue))
+	}
+	slices.SortFunc(rows, func(a, b row) int { return cmp.Or(same(a, b), a.r.At.Compare(b.r.At)) })
 	out := all[:0]
-	for _, r := range all {
-		if n := len(out); n > 0 && out[n-1].Group == r.Group && out[n-1].Metric == r.Metric {
-			out[n-1] = r // sorted by time last: the later one wins
+	for i, r := range rows {
+		if i > 0 && same(rows[i-1], r) == 0 {
+			out[len(out)-1] = r.r // sorted by time last: the later one wins
 			continue
 		}
-		out = append(out, r)
+		out = append(out, r.r)
 	}
 	return out
 }

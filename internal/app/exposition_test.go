@@ -120,10 +120,14 @@ func TestMetricsPageRendersEachTargetsSeriesFromTheView(t *testing.T) {
 	}
 	require.Equal(t, map[string]float64{"default/s/a": 7, "default/s/b": 3}, series(mfs["pelwarden_lag_entries"]), "one lag per group; b's is the estimate")
 	require.Equal(t, map[string]float64{"default/s/a": 0, "default/s/b": 1}, series(mfs["pelwarden_lag_estimated"]))
-	require.Equal(t, map[string]float64{"default/s/a/pendingEntriesCount": 0, "default/s/b/pendingEntriesCount": 4},
-		series(mfs["pelwarden_scaler_reported_value"]), "two metric names of one group and metric are one series, the later report")
-	require.Equal(t, map[string]float64{"default/s/a/pendingEntriesCount": 10, "default/s/b/pendingEntriesCount": 5},
-		series(mfs["pelwarden_scaler_target_value"]))
+	require.Equal(t, map[string]float64{
+		"default/s/a/" + short.Spec.String() + "/pendingEntriesCount/5": 2, "default/s/a/" + long.Spec.String() + "/pendingEntriesCount/10": 0,
+		"default/s/b/" + short.Spec.String() + "/pendingEntriesCount/5": 4,
+	}, series(mfs["pelwarden_scaler_reported_value"]), "two targets on one group each keep their own series")
+	require.Equal(t, map[string]float64{
+		"default/s/a/" + short.Spec.String() + "/pendingEntriesCount/5": 5, "default/s/a/" + long.Spec.String() + "/pendingEntriesCount/10": 10,
+		"default/s/b/" + short.Spec.String() + "/pendingEntriesCount/5": 5,
+	}, series(mfs["pelwarden_scaler_target_value"]))
 	require.Equal(t, map[string]float64{"": 3}, series(mfs["pelwarden_targets"]), "the registry's families come along")
 	require.Equal(t, map[string]float64{"default/s/a": 1, "default/s/b": 0}, series(mfs["pelwarden_hygiene_leader"]))
 	require.Equal(t, dto.MetricType_COUNTER, mfs["pelwarden_hygiene_scans_total"].GetType())

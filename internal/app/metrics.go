@@ -131,7 +131,7 @@ func (m *metrics) expired(t liveness.Target) {
 	lv := prometheus.Labels(t.LabelMap())
 	m.redisErrors.Delete(lv)
 	m.groupMissing.Delete(lv)
-	m.reports.Forget(t.GroupRef)
+	m.reports.Forget(t)
 	m.mu.Lock()
 	delete(m.lastMissing, t.Key())
 	m.mu.Unlock()

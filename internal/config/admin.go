@@ -32,6 +32,14 @@ type Admin struct {
 	// a worker's pod does not hold the operator's token. Optional; default
 	// none; it must differ from the token of TokenFile.
 	WorkerTokenFile string `yaml:"workerTokenFile"`
+	// WorkerTokens are workers' bearer tokens scoped to streams: each allows
+	// Deregister only of consumers of groups on the streams its globs
+	// match, so the workers of one application cannot give back another's
+	// entries. Beside WorkerTokenFile, whose token reaches every stream.
+	// Optional; default none; only in the configuration file (a list of
+	// objects has no flag). Each token must differ from every other one
+	// pelwarden accepts.
+	WorkerTokens []WorkerToken `yaml:"workerTokens"`
 	// WorkerIdentityPrefix makes verified mTLS client certificates worker
 	// credentials bound to one consumer: a certificate with a URI SAN
 	// <prefix><consumer>, such as spiffe://cluster.local/pelwarden/worker/
@@ -41,9 +49,25 @@ type Admin struct {
 	WorkerIdentityPrefix string `yaml:"workerIdentityPrefix"`
 }
 
+// WorkerToken is one workers' bearer token and the streams it reaches.
+type WorkerToken struct {
+	// TokenFile is the path of the file holding the token, read like
+	// admin.tokenFile. Required.
+	TokenFile string `yaml:"tokenFile"`
+	// Streams are path.Match globs (`*`, `?`, `[a-z]`) of the streams whose
+	// groups the token may Deregister consumers of. At least one.
+	Streams []string `yaml:"streams"`
+}
+
 // Enabled reports whether any credential is configured.
 func (a Admin) Enabled() bool {
-	return a.TokenFile != "" || len(a.AllowedClientIdentities) > 0 || a.WorkerTokenFile != "" || a.WorkerIdentityPrefix != ""
+	return a.TokenFile != "" || len(a.AllowedClientIdentities) > 0 || a.WorkerTokenFile != "" || a.WorkerIdentityPrefix != "" ||
+		len(a.WorkerTokens) > 0
+}
+
+// AcceptsBearerTokens reports whether any token file is configured.
+func (a Admin) AcceptsBearerTokens() bool {
+	return a.TokenFile != "" || a.WorkerTokenFile != "" || len(a.WorkerTokens) > 0
 }
 
 // MinTokenLength is the shortest bearer token accepted: guessing 16
@@ -92,12 +116,36 @@ func (c *Config) validateAdmin(p *problems) {
 			p.add("admin.tokenFile", "must name a readable file holding the bearer token: %v", err)
 		}
 	}
+	// seen maps each readable token to the field that holds it first: one
+	// token in two places would get the scope of whichever is checked first.
+	seen := map[string]string{}
+	if operator, err := ReadToken(a.TokenFile); a.TokenFile != "" && err == nil {
+		seen[operator] = "admin.tokenFile"
+	}
 	if a.WorkerTokenFile != "" {
 		worker, err := ReadToken(a.WorkerTokenFile)
-		if err != nil {
+		switch {
+		case err != nil:
 			p.add("admin.workerTokenFile", "must name a readable file holding the workers' bearer token: %v", err)
-		} else if operator, err := ReadToken(a.TokenFile); a.TokenFile != "" && err == nil && operator == worker {
+		case seen[worker] != "":
 			p.add("admin.workerTokenFile", "must hold a token other than admin.tokenFile's: the worker token allows only Deregister")
+		default:
+			seen[worker] = "admin.workerTokenFile"
+		}
+	}
+	for i, w := range a.WorkerTokens {
+		at := fmt.Sprintf("admin.workerTokens[%d]", i)
+		checkGlobs(p, at+".streams", w.Streams, true)
+		token, err := ReadToken(w.TokenFile)
+		switch {
+		case w.TokenFile == "":
+			p.add(at+".tokenFile", "is required: the path of a file holding a workers' bearer token")
+		case err != nil:
+			p.add(at+".tokenFile", "must name a readable file holding a workers' bearer token: %v", err)
+		case seen[token] != "":
+			p.add(at+".tokenFile", "must hold a token other than %s's: each token has one scope", seen[token])
+		default:
+			seen[token] = at + ".tokenFile"
 		}
 	}
 	if w := a.WorkerIdentityPrefix; w != "" && (len(w) > 1024 || !strings.Contains(w, ":") || strings.ContainsFunc(w, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) })) {

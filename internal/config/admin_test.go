@@ -98,3 +98,15 @@ func TestAnEmptyIdentityInTheEnvListIsNamed(t *testing.T) {
 	_, err := config.Load(sources(map[string]string{"PELWARDEN_REDIS_ADDR": "r:6379", "PELWARDEN_ADMIN_ALLOWED_CLIENT_IDENTITIES": "ops,,ci"}, nil), nil)
 	require.ErrorContains(t, err, "admin.allowedClientIdentities[1]: must be")
 }
+
+func TestScopedWorkerTokensComeFromYAML(t *testing.T) {
+	t.Parallel()
+	jobs, mail := writeFile(t, "jobs-token", goodToken+"-jobs"), writeFile(t, "mail-token", goodToken+"-mail")
+	yaml := "admin:\n  workerTokens:\n    - tokenFile: " + jobs + "\n      streams: [\"jobs*\"]\n    - tokenFile: " + mail +
+		"\n      streams: [mail, \"mail:*\"]\nredis:\n  - name: default\n    addr: r:6379\n"
+	cfg, err := config.Load(sources(nil, map[string]string{"/c.yaml": yaml}), parseFlags(t, "--config=/c.yaml"))
+	require.NoError(t, err)
+	require.Equal(t, []config.WorkerToken{{TokenFile: jobs, Streams: []string{"jobs*"}}, {TokenFile: mail, Streams: []string{"mail", "mail:*"}}},
+		cfg.Admin.WorkerTokens)
+	require.True(t, cfg.Admin.Enabled())
+}

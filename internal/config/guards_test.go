@@ -36,6 +36,22 @@ func TestValidateRefusesWhatWouldRoundToZeroOrCollide(t *testing.T) {
 		}, `admin.workerTokenFile: must hold a token other than admin.tokenFile's`},
 		"an unreadable worker token file": {func(c *config.Config) { c.Admin.WorkerTokenFile = "/nonexistent/worker-token" },
 			`admin.workerTokenFile: must name a readable file holding the workers' bearer token`},
+		"a scoped worker token that is the operator's": {func(c *config.Config) {
+			c.Admin.TokenFile = sameToken
+			c.Admin.WorkerTokens = []config.WorkerToken{{TokenFile: sameToken, Streams: []string{"jobs*"}}}
+		}, `admin.workerTokens[0].tokenFile: must hold a token other than admin.tokenFile's`},
+		"two scoped worker tokens that are one": {func(c *config.Config) {
+			c.Admin.WorkerTokens = []config.WorkerToken{{TokenFile: sameToken, Streams: []string{"jobs*"}}, {TokenFile: sameToken, Streams: []string{"mail"}}}
+		}, `admin.workerTokens[1].tokenFile: must hold a token other than admin.workerTokens[0].tokenFile's: each token has one scope`},
+		"a scoped worker token without streams": {func(c *config.Config) {
+			c.Admin.WorkerTokens = []config.WorkerToken{{TokenFile: sameToken}}
+		}, `admin.workerTokens[0].streams: must list at least one name or glob`},
+		"a scoped worker token with a broken glob": {func(c *config.Config) {
+			c.Admin.WorkerTokens = []config.WorkerToken{{TokenFile: sameToken, Streams: []string{"jobs["}}}
+		}, `admin.workerTokens[0].streams[0]: must be a name or a path.Match glob`},
+		"a scoped worker token without a file": {func(c *config.Config) {
+			c.Admin.WorkerTokens = []config.WorkerToken{{Streams: []string{"jobs"}}}
+		}, `admin.workerTokens[0].tokenFile: is required`},
 		"a worker identity prefix that is no URI": {func(c *config.Config) { c.Admin.WorkerIdentityPrefix = "worker-" },
 			`admin.workerIdentityPrefix: must be the start of a URI SAN`},
 		"a carry field that a dead-letter record writes": {func(c *config.Config) { c.Hygiene.Targets = target("deliveryCountField", "pelwarden-origin-id") },

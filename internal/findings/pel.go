@@ -162,7 +162,8 @@ func (s pelScan) tombstoneDetail(n int64) string {
 
 func (s pelScan) collisionDetail(n int64, fields []string) string {
 	return fmt.Sprintf("%d pending %s hold their own field %s, which a reclaim would write (deliveryCountField, its marker pelwarden-carried, "+
-		"or a dead-letter record's field): pelwarden never writes over a field of a job, so reclaims leave them pending; "+
+		"a copy's pelwarden-original-stream or -id, or a dead-letter record's field), or a marker pelwarden-carried naming a field of the job: "+
+		"pelwarden never writes over or drops a field of a job, so reclaims leave them pending; "+
 		"choose a deliveryCountField the jobs do not use, or have a worker process them%s",
 		n, plural(n, "entry", "entries"), strings.Join(fields, ", "), s.suffix(n))
 }

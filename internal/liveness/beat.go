@@ -20,6 +20,16 @@ import (
 // date (SET hb:x 9999999999 would be Alive forever).
 const FutureTolerance = 5 * time.Second
 
+// PlausibleAge is how long before Redis's clock a heartbeat may be dated
+// and still be read as one. A worker beats every few seconds and pelwarden
+// judges it Ghost once its beat is older than the max age (seconds to
+// minutes), so a value dated further back than a week is not a heartbeat
+// anyone is still judged by: it is some other value under the key (a PIN,
+// a counter) that happens to parse as a number, and its age would give
+// that value away to whoever reads DescribeTarget. Such a value is Unknown,
+// with no age.
+const PlausibleAge = 7 * 24 * time.Hour
+
 // Bounds on what one heartbeat value may make pelwarden keep: the reasons
 // are shown in every snapshot, so a worker cannot inflate them.
 const (
@@ -63,6 +73,11 @@ type jsonBeat struct {
 // as above, or a string holding such a number or an RFC 3339 time), an
 // optional boolean "degraded", and optional string lists "degradedReasons"
 // or "reasons". Other fields are ignored, so a heartbeat may carry more.
+//
+// Its errors describe the value by its size and shape, never by its
+// content: the key may hold something other than a heartbeat (a password,
+// a token), and the reasons they end up in are open to whoever reaches
+// the gRPC port.
 func ParseHeartbeat(v string) (Beat, error) {
 	s := strings.TrimSpace(v)
 	if len(s) > maxBeatLen {
@@ -73,9 +88,35 @@ func ParseHeartbeat(v string) (Beat, error) {
 	}
 	at, err := parseUnix(s)
 	if err != nil {
-		return Beat{}, fmt.Errorf("heartbeat value %q %w; a heartbeat is a Unix time in seconds or milliseconds, or a JSON object with a time", clip.String(v, 64), err)
+		return Beat{}, fmt.Errorf("heartbeat value (%s) %w; a heartbeat is a Unix time in seconds or milliseconds, or a JSON object with a time", Describe(v), err)
 	}
 	return Beat{At: at}, nil
+}
+
+// NotAString is the read of a heartbeat key that holds another type than
+// a string (a hash, a list, ...): named by its type, never its content.
+type NotAString struct {
+	// Type is what Redis's TYPE answered, or empty when it could not say.
+	Type string
+}
+
+func (e NotAString) Error() string {
+	if e.Type == "" {
+		return "the key holds a value that is not a string"
+	}
+	return "the key holds a value of type " + e.Type + ", not a string"
+}
+
+// Describe names a string value by its size alone, for a reason or a log
+// line that must not show it.
+func Describe(v string) string {
+	if v == "" {
+		return "an empty string"
+	}
+	if len(v) == 1 {
+		return "a string of 1 byte"
+	}
+	return fmt.Sprintf("a string of %d bytes", len(v))
 }
 
 func parseJSONBeat(s string) (Beat, error) {
@@ -89,7 +130,13 @@ func parseJSONBeat(s string) (Beat, error) {
 			}
 			return Beat{}, fmt.Errorf("heartbeat JSON field %q must be %s, got a %s", te.Field, want, te.Value)
 		}
-		return Beat{}, fmt.Errorf("heartbeat value %q is not valid JSON: %w", clip.String(s, 64), err)
+		// The decoder's own message quotes the character it stopped at;
+		// the offset says where without showing it.
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			return Beat{}, fmt.Errorf("heartbeat value (%s) is not valid JSON: a syntax error at byte %d", Describe(s), se.Offset)
+		}
+		return Beat{}, fmt.Errorf("heartbeat value (%s) is not valid JSON", Describe(s))
 	}
 	var name string
 	var raw json.RawMessage
@@ -110,7 +157,7 @@ func parseJSONBeat(s string) (Beat, error) {
 	}
 	at, err := jsonTime(raw)
 	if err != nil {
-		return Beat{}, fmt.Errorf("heartbeat JSON field %q must be a Unix time in seconds or milliseconds, or an RFC 3339 string: %s %w", name, clip.String(string(raw), 64), err)
+		return Beat{}, fmt.Errorf("heartbeat JSON field %q must be a Unix time in seconds or milliseconds, or an RFC 3339 string: its value (%s) %w", name, jsonShape(raw), err)
 	}
 	b := Beat{At: at, Degraded: jb.Degraded}
 	if b.Degraded {
@@ -124,6 +171,22 @@ func parseJSONBeat(s string) (Beat, error) {
 		}
 	}
 	return b, nil
+}
+
+// jsonShape names a JSON value's type and size, not its content.
+func jsonShape(raw json.RawMessage) string {
+	kind := "a number"
+	switch raw[0] {
+	case '"':
+		kind = "a string"
+	case 't', 'f':
+		kind = "a boolean"
+	case '{':
+		kind = "an object"
+	case '[':
+		kind = "a list"
+	}
+	return fmt.Sprintf("%s of %d bytes", kind, len(raw))
 }
 
 // jsonTime reads a JSON time: a number, or a string holding a number or an
@@ -197,7 +260,9 @@ func heartbeatFor(spec Spec, consumer string, obs Observation) (Heartbeat, strin
 
 // readHeartbeat judges one key's read against Redis's clock: fresh within
 // the max age, stale past it, and not trusted when dated in the future
-// beyond FutureTolerance.
+// beyond FutureTolerance or further back than PlausibleAge. An age is kept
+// only for a plausible time, so no other number under the key can be read
+// back from it.
 func readHeartbeat(spec Spec, key string, obs Observation) Heartbeat {
 	r, ok := obs.Heartbeats[key]
 	switch {
@@ -216,7 +281,10 @@ func readHeartbeat(spec Spec, key string, obs Observation) Heartbeat {
 	age := obs.ServerTime.Sub(b.At)
 	switch {
 	case age < -FutureTolerance:
-		hb.State, hb.Ahead = HeartbeatFuture, -age
+		hb.State = HeartbeatFuture
+	case age > PlausibleAge:
+		return Heartbeat{State: HeartbeatError, Key: key, Err: fmt.Sprintf("the value (%s) is not a plausible heartbeat time: "+
+			"it reads as a time more than %s before Redis's clock", Describe(r.Value), PlausibleAge)}
 	case age > spec.HeartbeatMaxAge:
 		hb.State, hb.Age = HeartbeatStale, age
 	default:

@@ -1,6 +1,7 @@
 package liveness
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -108,15 +109,85 @@ func TestReadHeartbeatJudgesAgeOnRedisClock(t *testing.T) {
 		"a stale JSON heartbeat that says degraded":   {HeartbeatObs{Exists: true, Value: `{"time":` + beat(time.Hour).Value + `,"degraded":true}`}, HeartbeatStale},
 		"a fresh JSON heartbeat that says degraded":   {HeartbeatObs{Exists: true, Value: `{"time":` + beat(0).Value + `,"degraded":true}`}, HeartbeatFresh},
 		"a JSON heartbeat from the future is flagged": {HeartbeatObs{Exists: true, Value: `{"time":` + beat(-time.Hour).Value + `}`}, HeartbeatFuture},
+		"a week old is still a heartbeat":             {beat(PlausibleAge), HeartbeatStale},
+		"older than a week is no heartbeat":           {beat(PlausibleAge + time.Millisecond), HeartbeatError},
+		"a PIN read as seconds is no heartbeat":       {HeartbeatObs{Exists: true, Value: "4711"}, HeartbeatError},
+		"a hash is no heartbeat":                      {HeartbeatObs{Exists: true, Err: NotAString{Type: "hash"}}, HeartbeatError},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			hb := readHeartbeat(spec, "hb:x", Observation{ServerTime: serverNow, Heartbeats: map[string]HeartbeatObs{"hb:x": tc.obs}})
 			require.Equal(t, tc.state, hb.State, "%+v", hb)
-			if tc.state == HeartbeatFuture {
-				require.Greater(t, hb.Ahead, FutureTolerance)
-			}
 		})
 	}
+}
+
+// TestNoHeartbeatReasonShowsTheValue: whatever a heartbeat key holds, the
+// reason a caller without credentials reads names its size and type, and
+// an age is given only for a plausible time. The values are ones a
+// heartbeat key might hold by mistake: a password, a PIN that parses as a
+// time, a token in JSON, and numbers far in the past or future.
+func TestNoHeartbeatReasonShowsTheValue(t *testing.T) {
+	t.Parallel()
+	spec := heartbeatSpec()
+	cases := map[string]struct {
+		value string
+		// mention is a part of the reason.
+		mention string
+	}{
+		"a password":                    {"Sup3r-S3cret-Passw0rd!", "a string of 22 bytes"},
+		"a PIN read as seconds":         {"4711", "not a plausible heartbeat time"},
+		"a PIN read as milliseconds":    {"1747396800123", "not a plausible heartbeat time"},
+		"a number far ahead":            {"9999999999", "not a plausible heartbeat time"},
+		"a number just past the window": {strconv.FormatInt(serverNow.Add(-PlausibleAge-time.Second).Unix(), 10), "not a plausible heartbeat time"},
+		"JSON that is broken":           {`{"token":"Sup3r-S3cret-Passw0rd!"`, "a syntax error at byte"},
+		"JSON with a secret for a time": {`{"time":"Sup3r-S3cret-Passw0rd!"}`, "a string of 24 bytes"},
+		"JSON with no time":             {`{"token":"Sup3r-S3cret-Passw0rd!"}`, "no time"},
+		"JSON with an old time":         {`{"time":4711,"degraded":true,"reasons":["Sup3r-S3cret-Passw0rd!"]}`, "not a plausible heartbeat time"},
+		"JSON dated ahead, degraded":    {`{"time":9999999999,"degraded":true,"reasons":["Sup3r-S3cret-Passw0rd!"]}`, "not a plausible heartbeat time"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			hb := readHeartbeat(spec, "hb:x", Observation{ServerTime: serverNow, Heartbeats: map[string]HeartbeatObs{"hb:x": {Exists: true, Value: tc.value}}})
+			require.NotEqual(t, HeartbeatFresh, hb.State)
+			require.NotEqual(t, HeartbeatStale, hb.State, "an age is given only for a plausible time")
+			r := heartbeatReason(spec, hb)
+			require.Contains(t, r.String(), tc.mention)
+			require.Negative(t, r.Age, "no age: it would give the number away")
+			for _, secret := range []string{"Sup3r", "4711", "1747396800123", "9999999999", tc.value} {
+				require.NotContains(t, r.String(), secret)
+			}
+			j := Judge(spec, Evidence{Listed: true, Inactive: -1, Heartbeat: hb})
+			require.Equal(t, Unknown, j.Verdict, "a value that is no heartbeat is no evidence: %s", ReasonsString(j.Reasons))
+		})
+	}
+}
+
+// FuzzHeartbeatReasonNeverQuotesTheValue: no value under a heartbeat key
+// reaches its reason, whatever it holds, unless it is a plausible time
+// (whose age is then the point); and no value panics the parser.
+func FuzzHeartbeatReasonNeverQuotesTheValue(f *testing.F) {
+	for _, seed := range []string{"Sup3r-S3cret-Passw0rd!", "4711", "1747396800123", "9999999999", `{"time":"x-secret-x"}`,
+		`{"time":1,"reasons":["x-secret-x"],"degraded":true}`, `{"ts":"x-secret-x","time":1}`, `{"time":`, "{\"time\":\"2023-11-14T22:13:20Z\"}", ""} {
+		f.Add(seed)
+	}
+	spec := heartbeatSpec()
+	f.Fuzz(func(t *testing.T, v string) {
+		hb := readHeartbeat(spec, "hb:x", Observation{ServerTime: serverNow, Heartbeats: map[string]HeartbeatObs{"hb:x": {Exists: true, Value: v}}})
+		if hb.State == HeartbeatFresh || hb.State == HeartbeatStale {
+			require.LessOrEqual(t, hb.Age, PlausibleAge)
+			return
+		}
+		// Any run of letters may occur in a reason's own words, so the
+		// check is on characters no reason uses: one from the value that
+		// shows up in the reason came from the value.
+		r := heartbeatReason(spec, hb).String()
+		for _, c := range "~^|$&*!#@" {
+			if strings.ContainsRune(v, c) {
+				require.NotContains(t, r, string(c), "the reason quotes the value")
+			}
+		}
+	})
 }

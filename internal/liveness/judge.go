@@ -167,10 +167,14 @@ func heartbeatReason(spec Spec, hb Heartbeat) Reason {
 	case HeartbeatMissing:
 		return Reason{Source: SourceHeartbeat, Detail: "no heartbeat at " + hb.Key, Age: -1}
 	case HeartbeatError:
-		return Reason{Source: SourceHeartbeat, Detail: "heartbeat unreadable: " + hb.Err, Age: -1}
+		if hb.Key == "" {
+			return Reason{Source: SourceHeartbeat, Detail: "heartbeat unreadable: " + hb.Err, Age: -1}
+		}
+		return Reason{Source: SourceHeartbeat, Detail: fmt.Sprintf("heartbeat at %s unreadable: %s", hb.Key, hb.Err), Age: -1}
 	case HeartbeatFuture:
-		return Reason{Source: SourceHeartbeat, Age: -1, Detail: fmt.Sprintf("heartbeat at %s is dated %s ahead of Redis's clock, past the %s tolerance: a broken clock or writer, not trusted",
-			hb.Key, hb.Ahead.Round(time.Millisecond), FutureTolerance)}
+		// How far ahead is not said: that would give the value away.
+		return Reason{Source: SourceHeartbeat, Age: -1, Detail: fmt.Sprintf("heartbeat at %s is not a plausible heartbeat time: "+
+			"it is dated more than the %s tolerance ahead of Redis's clock (a broken clock or writer), not trusted", hb.Key, FutureTolerance)}
 	default:
 		return Reason{Source: SourceHeartbeat, Detail: "heartbeat not read yet", Age: -1}
 	}

@@ -108,8 +108,6 @@ type Heartbeat struct {
 	State HeartbeatState
 	// Age of the newest heartbeat (Fresh or Stale), measured on Redis's clock.
 	Age time.Duration
-	// Ahead is how far ahead of Redis's clock a HeartbeatFuture is dated.
-	Ahead time.Duration
 	// Key that was read, for the reasons.
 	Key string
 	// Err says why the state is HeartbeatError.

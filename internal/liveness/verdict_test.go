@@ -105,8 +105,8 @@ func TestJudgeFollowsTheLivenessTable(t *testing.T) {
 		},
 		"a heartbeat an hour in the future is Unknown": {
 			spec: heartbeatSpec(),
-			ev:   Evidence{Listed: true, Seen: time.Hour, Inactive: -1, Known: time.Hour, Heartbeat: Heartbeat{State: HeartbeatFuture, Ahead: time.Hour, Key: "hb:w"}},
-			want: Unknown, reason: "1h0m0s ahead of Redis's clock",
+			ev:   Evidence{Listed: true, Seen: time.Hour, Inactive: -1, Known: time.Hour, Heartbeat: Heartbeat{State: HeartbeatFuture, Key: "hb:w"}},
+			want: Unknown, reason: "dated more than the 5s tolerance ahead of Redis's clock",
 		},
 		"a fresh heartbeat that says degraded is Degraded": {
 			spec: heartbeatSpec(),
@@ -260,7 +260,7 @@ func TestJudgeFollowsTheLivenessTableForPods(t *testing.T) {
 		},
 		"pod deleted and the heartbeat dated in the future is Unknown": {
 			spec: kubeSpec(true),
-			ev:   Evidence{Listed: true, Seen: 20 * time.Second, Inactive: -1, Pod: gone(10 * time.Second), Heartbeat: Heartbeat{State: HeartbeatFuture, Ahead: time.Hour}},
+			ev:   Evidence{Listed: true, Seen: 20 * time.Second, Inactive: -1, Pod: gone(10 * time.Second), Heartbeat: Heartbeat{State: HeartbeatFuture}},
 			want: Unknown,
 		},
 		"pod deleted in a group without heartbeat records is still Ghost: the pod is evidence of its own": {

@@ -164,13 +164,14 @@ func (t ClaimTally) Pick(consumers []liveness.ConsumerView, owner string) (strin
 }
 
 // ReservedFields are the fields pelwarden itself adds to an entry: the
-// marker of a requeued copy's carried count and a dead-letter record's
-// fields (internal/redisx/lua). A carry field (deliveryCountField) of one of these names would
-// collide with pelwarden's own; the default carry field,
-// pelwarden-deliveries, is the one a dead-letter record also writes, with
-// the same meaning, so it is allowed.
-var ReservedFields = []string{"pelwarden-carried", "pelwarden-origin-id", "pelwarden-origin-stream",
-	"pelwarden-group", "pelwarden-consumer", "pelwarden-reason"}
+// marker of a requeued copy's carried count, its lineage fields and a
+// dead-letter record's fields (internal/redisx/lua). A carry field
+// (deliveryCountField) of one of these names would collide with
+// pelwarden's own; the default carry field, pelwarden-deliveries, is the
+// one a dead-letter record also writes, with the same meaning, so it is
+// allowed.
+var ReservedFields = []string{"pelwarden-carried", "pelwarden-original-stream", "pelwarden-original-id", "pelwarden-origin-id",
+	"pelwarden-origin-stream", "pelwarden-group", "pelwarden-consumer", "pelwarden-reason"}
 
 // ReservedField reports whether name is one of ReservedFields.
 func ReservedField(name string) bool {

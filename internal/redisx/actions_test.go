@@ -98,7 +98,8 @@ func TestRequeueCopiesThenAcksAndIsIdempotent(t *testing.T) {
 		copyEntry, err := rdb.XRange(ctx, "jobs", o.Detail, o.Detail).Result()
 		require.NoError(t, err)
 		require.Len(t, copyEntry, 1)
-		require.Equal(t, map[string]any{"job": strconv.Itoa(i), "pelwarden-deliveries": "1", "pelwarden-carried": "pelwarden-deliveries"}, copyEntry[0].Values)
+		require.Equal(t, map[string]any{"job": strconv.Itoa(i), "pelwarden-deliveries": "1", "pelwarden-carried": "pelwarden-deliveries",
+			FieldOriginalStream: "jobs", FieldOriginalID: ids[i]}, copyEntry[0].Values)
 	}
 
 	again, err := reclaimIDs(ctx, rdb, requeue(ids))

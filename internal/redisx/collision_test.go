@@ -57,6 +57,22 @@ func TestReclaimNeverWritesOverAFieldOfTheJob(t *testing.T) {
 			fields: []any{"n", "1234567890123", "pelwarden-carried", "n"}, carry: "n", clash: "pelwarden-carried"},
 		"a dead-letter record field the job holds": {
 			fields: []any{"job", "a", "pelwarden-reason", "mine"}, carry: "pelwarden-deliveries", maxDeliveries: 1, clash: "pelwarden-reason"},
+		"a marker naming a field of the job that holds a number": {
+			fields: []any{"job", "a", "amount", "100", "pelwarden-carried", "amount"}, carry: "pelwarden-deliveries", clash: "pelwarden-carried"},
+		"a marker naming another field of pelwarden's": {
+			fields: []any{"job", "a", "pelwarden-group", "5", "pelwarden-carried", "pelwarden-group"}, carry: "pelwarden-deliveries", clash: "pelwarden-carried"},
+		"a marker naming a job's field named like a custom carry field was": {
+			fields: []any{"job", "a", "attempts", "2", "pelwarden-carried", "attempts"}, carry: "tries", clash: "pelwarden-carried"},
+		"the job's own field named like the original's id": {
+			fields: []any{"job", "a", "pelwarden-original-id", "order-17"}, carry: "pelwarden-deliveries", clash: "pelwarden-original-id"},
+		"the job's own original id, with the carry field off": {
+			fields: []any{"job", "a", "pelwarden-original-id", "order-17"}, carry: "", clash: "pelwarden-original-id"},
+		"lineage naming another stream": {
+			fields: []any{"job", "a", "pelwarden-original-stream", "payments", "pelwarden-original-id", "1-0"}, carry: "pelwarden-deliveries", clash: "pelwarden-original-stream"},
+		"an original id without its stream": {
+			fields: []any{"pelwarden-original-id", "1-0", "job", "a"}, carry: "pelwarden-deliveries", clash: "pelwarden-original-id"},
+		"lineage given twice": {
+			fields: []any{"pelwarden-original-stream", "jobs", "pelwarden-original-id", "1-0", "pelwarden-original-id", "2-0"}, carry: "pelwarden-deliveries", clash: "pelwarden-original-stream"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -77,6 +93,9 @@ func TestReclaimNeverWritesOverAFieldOfTheJob(t *testing.T) {
 				require.Equal(t, before, groupState(t, rdb), "entry, PEL and dead-letter stream unchanged (dry run %v)", dry)
 				require.Equal(t, raw, rawFields(t, rdb, id), "every field of the job kept, in order")
 			}
+			found, err := Collisions(ctx, rdb, "jobs", []string{id}, tc.carry, tc.maxDeliveries > 0)
+			require.NoError(t, err)
+			require.Equal(t, map[string]string{id: tc.clash}, found, "Findings finds it by the same rule")
 		})
 	}
 }
@@ -86,6 +105,7 @@ func TestARequeuedCopyCountsOnAcrossRequeuesAndKeepsEveryJobField(t *testing.T) 
 	rdb := redistest.Start(t).Client(t)
 	ctx := context.Background()
 	id := holdEntry(t, rdb, "job", "a", "payload", "data")
+	first := id
 	r := Reclaim{Stream: "jobs", Group: "workers", Consumer: "ghost", CarryField: "pelwarden-deliveries"}
 	for round, carry := range []string{"pelwarden-deliveries", "pelwarden-deliveries", "attempts"} {
 		r.IDs, r.CarryField = []string{id}, carry
@@ -93,8 +113,9 @@ func TestARequeuedCopyCountsOnAcrossRequeuesAndKeepsEveryJobField(t *testing.T) 
 		require.NoError(t, err)
 		require.Equal(t, Requeued, outs[0].Outcome, "round %d", round+1)
 		require.Equal(t, int64(round+1), outs[0].Deliveries, "round %d", round+1)
-		require.Equal(t, []any{"job", "a", "payload", "data", carry, []string{"1", "2", "3"}[round], "pelwarden-carried", carry},
-			rawFields(t, rdb, outs[0].Detail), "the job's fields, then the count once and its marker; a changed carry field takes the count over")
+		require.Equal(t, []any{"job", "a", "payload", "data", FieldOriginalStream, "jobs", FieldOriginalID, first,
+			carry, []string{"1", "2", "3"}[round], "pelwarden-carried", carry},
+			rawFields(t, rdb, outs[0].Detail), "the job's fields, its first original, then the count once and its marker; a carry field changed from the default takes the count over")
 		id = redistest.Read(t, rdb, "jobs", "workers", "ghost", 1)[0]
 		require.Equal(t, outs[0].Detail, id)
 	}
@@ -112,7 +133,7 @@ func TestACopyAnEarlierVersionRequeuedCountsOn(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, Requeued, outs[0].Outcome)
 	require.Equal(t, int64(3), outs[0].Deliveries)
-	require.Equal(t, []any{"job", "a", "pelwarden-deliveries", "3", "pelwarden-carried", "pelwarden-deliveries"},
+	require.Equal(t, []any{"job", "a", FieldOriginalStream, "jobs", FieldOriginalID, id, "pelwarden-deliveries", "3", "pelwarden-carried", "pelwarden-deliveries"},
 		rawFields(t, rdb, outs[0].Detail), "the earlier count goes on, now with its marker")
 }
 

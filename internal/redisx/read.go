@@ -119,7 +119,43 @@ func (r *Reader) Fetch(ctx context.Context, t liveness.Target, known []string) (
 	if err := r.second(ctx, c, t, &obs); err != nil {
 		return obs, err
 	}
+	nameWrongTypes(ctx, c, obs.Heartbeats)
 	return obs, nil
+}
+
+// maxTypeReads bounds the TYPE calls one read makes for heartbeat keys of
+// the wrong type; the rest are reported without their type.
+const maxTypeReads = 64
+
+// nameWrongTypes replaces the WRONGTYPE error of each heartbeat key that
+// holds another type than a string by that type, read with TYPE in one
+// more round trip. A heartbeat key of the wrong type is a misconfiguration
+// (or a key that was never a heartbeat), so the round trip is rare; its
+// reason names the type and never the value.
+func nameWrongTypes(ctx context.Context, c redis.UniversalClient, hbs map[string]liveness.HeartbeatObs) {
+	var keys []string
+	for k, r := range hbs {
+		if r.Err != nil && redis.HasErrorPrefix(r.Err, "WRONGTYPE") {
+			hbs[k] = liveness.HeartbeatObs{Exists: true, Err: liveness.NotAString{}}
+			if len(keys) < maxTypeReads {
+				keys = append(keys, k)
+			}
+		}
+	}
+	if len(keys) == 0 {
+		return
+	}
+	pipe := c.Pipeline()
+	cmds := make([]*redis.StatusCmd, len(keys))
+	for i, k := range keys {
+		cmds[i] = pipe.Type(ctx, k)
+	}
+	_ = exec(ctx, pipe)
+	for i, k := range keys {
+		if typ, err := cmds[i].Result(); err == nil {
+			hbs[k] = liveness.HeartbeatObs{Exists: true, Err: liveness.NotAString{Type: typ}}
+		}
+	}
 }
 
 // second reads what the first round trip could not know to ask for.

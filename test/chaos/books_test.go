@@ -7,7 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+
+	"github.com/pelwarden/pelwarden/internal/redisx"
 )
 
 // waitForBooks waits until every job is acknowledged or dead-lettered and
@@ -55,17 +58,22 @@ func checkBooks(t *testing.T, s *setup) {
 	}
 
 	// The producer retries through the Redis restart, and a retried
-	// pipeline can add an entry twice: count the originals (entries without
-	// pelwarden's delivery-count field) so each entry, not each job number,
-	// must be processed once.
+	// pipeline can add an entry twice: count the originals (entries that
+	// name no original of their own: pelwarden's copies name the first
+	// one) so each entry, not each job number, must be processed once.
 	originals := map[string]int{}
+	originalIDs := map[string]bool{}
+	var copies []redis.XMessage
 	for start := "-"; ; {
 		page, err := rdb.XRangeN(ctx, s.stream, start, "+", 5000).Result()
 		require.NoError(t, err)
 		for _, e := range page {
-			if _, isCopy := e.Values["pelwarden-deliveries"]; !isCopy {
-				originals[e.Values["job"].(string)]++
+			if _, isCopy := e.Values[redisx.FieldOriginalID]; isCopy {
+				copies = append(copies, e)
+				continue
 			}
+			originals[e.Values["job"].(string)]++
+			originalIDs[s.stream+"/"+e.ID] = true
 		}
 		if len(page) < 5000 {
 			break
@@ -123,6 +131,7 @@ func checkBooks(t *testing.T, s *setup) {
 		poisonEntries += originals[job]
 	}
 	require.Len(t, deadRecords, poisonEntries, "one dead-letter record per poison entry")
+	checkLineage(t, s, counts, originalIDs, copies)
 	p, err := rdb.XPending(ctx, s.stream, group).Result()
 	require.NoError(t, err)
 	require.Zero(t, p.Count, "nothing is left pending")
@@ -136,4 +145,43 @@ func checkBooks(t *testing.T, s *setup) {
 		// delivered again; its job is counted once in the ledger above.
 		t.Logf("jobs processed from a delivery the failover undid, then delivered again: %v", strays)
 	}
+}
+
+// checkLineage counts the duplicates pelwarden made by the lineage its
+// copies carry: every copy names an original in the stream (the first
+// one, not a copy), and no original was acknowledged twice, through
+// itself or any of its copies. The workers count each acknowledged entry
+// under the original it names, in the script that acknowledges it.
+func checkLineage(t *testing.T, s *setup, counts map[string]string, originalIDs map[string]bool, copies []redis.XMessage) {
+	t.Helper()
+	var orphans []string
+	for _, c := range copies {
+		name := fmt.Sprint(c.Values[redisx.FieldOriginalStream], "/", c.Values[redisx.FieldOriginalID])
+		if !originalIDs[name] {
+			orphans = append(orphans, c.ID+" names "+name)
+		}
+	}
+	require.Empty(t, orphans, "every copy names an original of the stream, never a copy")
+	acked, err := s.rdb.HGetAll(context.Background(), s.ledger+":lineage").Result()
+	require.NoError(t, err)
+	var dupes []string
+	total, processed := 0, 0
+	for name, v := range acked {
+		n, _ := strconv.Atoi(v)
+		total += n
+		if n > 1 {
+			dupes = append(dupes, fmt.Sprintf("%s (%d acknowledged deliveries)", name, n))
+		}
+		if !originalIDs[name] {
+			orphans = append(orphans, name)
+		}
+	}
+	for _, v := range counts {
+		n, _ := strconv.Atoi(v)
+		processed += n
+	}
+	require.Empty(t, dupes, "duplicates made by pelwarden: two acknowledged entries naming one original")
+	require.Empty(t, orphans, "every acknowledged entry names an original of the stream")
+	require.Equal(t, processed, total, "each acknowledged entry is counted under its original once")
+	t.Logf("lineage: %d copies, %d originals acknowledged once each, no duplicate", len(copies), len(acked))
 }

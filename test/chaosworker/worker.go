@@ -171,7 +171,7 @@ func (w *worker) handle(ctx context.Context, m redis.XMessage) error {
 			return nil
 		}
 	}
-	if err := w.ack(ctx, m.ID, field); err != nil {
+	if err := w.ack(ctx, m.ID, field, original(w.cfg.Stream, m)); err != nil {
 		return fmt.Errorf("entry %s processed but left unacked: %w", m.ID, err)
 	}
 	w.log.Debug("processed", "id", m.ID, "ledger_field", field)
@@ -189,16 +189,33 @@ func jobOf(values map[string]any) (int64, error) {
 
 func isPoison(job, every int64) bool { return every > 0 && job%every == 0 }
 
+// original names the entry a delivery is of: the first original a
+// requeued copy names in pelwarden's lineage fields, or the entry itself.
+// Every delivery of one produced entry has the same name, however often
+// pelwarden requeued it.
+func original(stream string, m redis.XMessage) string {
+	s, okS := m.Values["pelwarden-original-stream"].(string)
+	id, okID := m.Values["pelwarden-original-id"].(string)
+	if okS && okID {
+		return s + "/" + id
+	}
+	return stream + "/" + m.ID
+}
+
 // ackScript acknowledges an entry and counts the job: in the ledger when
 // the XACK acknowledged it, in the ledger's ":stray" hash when the entry was
 // no longer pending here. A stray is a job processed from a delivery the
 // server no longer knows: after a failover to a replica that missed the
 // delivery (the entry is then delivered again), or an entry taken from a
 // live worker past hardTimeoutSeconds. The books tell those apart from a
-// duplicate: two acknowledged entries of one job. KEYS: stream, ledger,
-// stray ledger (one slot). ARGV: group, id, field.
+// duplicate: two acknowledged entries of one job. An acknowledged entry
+// is also counted under the original it names (lineage), in the ledger's
+// ":lineage" hash: two acknowledged entries naming one original are a
+// duplicate pelwarden made. KEYS: stream, ledger, stray ledger, lineage
+// ledger (one slot). ARGV: group, id, field, original.
 var ackScript = redis.NewScript(`
 if redis.call('XACK', KEYS[1], ARGV[1], ARGV[2]) == 1 then
+  redis.call('HINCRBY', KEYS[4], ARGV[4], 1)
   return redis.call('HINCRBY', KEYS[2], ARGV[3], 1)
 end
 redis.call('HINCRBY', KEYS[3], ARGV[3], 1)
@@ -209,7 +226,7 @@ return 0`)
 // then died before replying), and resending it would count the job twice.
 // So before each resend ack asks Redis whether id is still pending: if
 // not, the earlier call ran.
-func (w *worker) ack(ctx context.Context, id, field string) error {
+func (w *worker) ack(ctx context.Context, id, field, orig string) error {
 	sent := false
 	return w.retry(ctx, "ack", func(ctx context.Context) error {
 		if sent {
@@ -225,7 +242,8 @@ func (w *worker) ack(ctx context.Context, id, field string) error {
 			}
 		}
 		sent = true
-		return ackScript.Run(ctx, w.rdb, []string{w.cfg.Stream, w.cfg.Ledger, w.cfg.Ledger + ":stray"}, w.cfg.Group, id, field).Err()
+		return ackScript.Run(ctx, w.rdb, []string{w.cfg.Stream, w.cfg.Ledger, w.cfg.Ledger + ":stray", w.cfg.Ledger + ":lineage"},
+			w.cfg.Group, id, field, orig).Err()
 	})
 }
 

@@ -315,3 +315,10 @@ func TestCancelMakesRunReturnPromptly(t *testing.T) {
 		})
 	}
 }
+
+func TestADeliveryIsCountedUnderTheOriginalItNames(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "jobs/1-0", original("jobs", redis.XMessage{ID: "1-0", Values: map[string]any{"job": "7"}}), "an original names itself")
+	require.Equal(t, "jobs/1-0", original("jobs", redis.XMessage{ID: "9-0", Values: map[string]any{"job": "7",
+		"pelwarden-original-stream": "jobs", "pelwarden-original-id": "1-0"}}), "a copy names its first original")
+}

@@ -25,6 +25,13 @@ builds, under pelwarden.configDir.
 {{- if .Values.admin.workerToken.existingSecret -}}
 {{- $_ := set $admin "workerTokenFile" (printf "%s/admin/worker-token" $dir) -}}
 {{- end -}}
+{{- with .Values.admin.workerTokens -}}
+{{- $scoped := list -}}
+{{- range $i, $w := . -}}
+{{- $scoped = append $scoped (dict "tokenFile" (printf "%s/admin/worker-tokens/%d" $dir $i) "streams" $w.streams) -}}
+{{- end -}}
+{{- $_ := set $admin "workerTokens" $scoped -}}
+{{- end -}}
 {{- with .Values.admin.workerIdentityPrefix }}{{ $_ := set $admin "workerIdentityPrefix" . }}{{ end -}}
 {{- $redis := list -}}
 {{- range $r := .Values.redis -}}
@@ -100,6 +107,13 @@ running pod.
     items:
       - key: {{ $.Values.admin.workerToken.key }}
         path: admin/worker-token
+{{- end }}
+{{- range $i, $w := .Values.admin.workerTokens }}
+- secret:
+    name: {{ $w.existingSecret }}
+    items:
+      - key: {{ default "token" $w.key }}
+        path: admin/worker-tokens/{{ $i }}
 {{- end }}
 {{- range $r := .Values.redis }}
 {{- if and $r.existingSecret $r.existingSecret.name }}

@@ -1,5 +1,6 @@
 -- collisions finds, with the reclaim script's own rule (job_fields,
--- dead_tags), the entries a reclaim would skip as field collisions. It
+-- lineage, dead_tags), the entries a reclaim would skip as field
+-- collisions. It
 -- only reads. KEYS[1] stream. ARGV: carry_field ('' = off), dead (0|1:
 -- dead-lettering is on), then ids. Returns {id, field, ...} for each
 -- entry that collides; a deleted entry does not.
@@ -10,6 +11,8 @@ for i = 3, #ARGV do
   local entry = redis.call('XRANGE', key, ARGV[i], ARGV[i])
   if #entry == 1 then
     local fields, _, clash = job_fields(entry[1][2], carry)
+    local _, lclash = lineage(fields, key)
+    clash = clash or lclash
     if dead then clash = clash or first_of(fields, tags) end
     if clash then
       out[#out + 1] = ARGV[i]

@@ -24,9 +24,11 @@ end
 -- A requeued copy carries its delivery count in the carry field and, next
 -- to it, the marker field pelwarden-carried naming that field. The pair is
 -- pelwarden's own only when the marker occurs once and names a field that
--- occurs once with a decimal count; everything else in an entry is the
--- job's, and pelwarden never writes over a field of the job: an entry whose
--- own fields hold the carry field or the marker is a field collision.
+-- holds a count pelwarden writes (see counted) and occurs once with a
+-- decimal count; everything else in an entry is the job's, and pelwarden
+-- never writes over or drops a field of the job: an entry whose own fields
+-- hold the carry field or the marker, or whose marker names a field of the
+-- job (pelwarden-carried: amount), is a field collision.
 local marker = 'pelwarden-carried'
 
 -- legacy is the carry field copies had before the marker: the default
@@ -35,6 +37,48 @@ local marker = 'pelwarden-carried'
 -- count goes on; without this rule such an entry, once stuck again, would
 -- stay pending for good. Another unmarked carry field is the job's.
 local legacy = 'pelwarden-deliveries'
+
+-- counted says a marker may name f: the carry field in use, or the
+-- default one, whose counts copies keep carrying after deliveryCountField
+-- is changed from it. Any other field a marker names is the job's, and
+-- taking it for a count would drop it from the copy.
+local function counted(f, name)
+  return f == name or f == legacy
+end
+
+-- The lineage fields: a requeued copy names the entry it is a copy of, the
+-- first original of its job, by its stream and id, so a worker can tell
+-- two deliveries of one job apart from two jobs.
+local original_stream, original_id = 'pelwarden-original-stream', 'pelwarden-original-id'
+
+-- lineage reads the lineage fields of an entry that is to be copied:
+-- whether it is itself a copy (both fields once, the stream its own, the
+-- id a stream id), in which case the copy keeps naming that first
+-- original; or, when they hold anything else, the field a copy would have
+-- to write over (a field collision).
+local function lineage(fields, key)
+  local stream, id, n, first = nil, nil, 0, nil
+  for i = 1, #fields, 2 do
+    local f = fields[i]
+    if f == original_stream or f == original_id then
+      n, first = n + 1, first or f
+      if f == original_stream then stream = fields[i + 1] else id = fields[i + 1] end
+    end
+  end
+  if n == 0 then return false, nil end
+  if n == 2 and stream == key and id and string.match(id, '^%d+%-%d+$') then return true, nil end
+  return false, first
+end
+
+-- with_lineage returns a first copy's fields: the job's, then the stream
+-- and id of the entry it copies. A copy of a copy is returned unchanged.
+local function with_lineage(fields, copied, key, id)
+  if copied then return fields end
+  local out = {}
+  for i = 1, #fields do out[i] = fields[i] end
+  for _, v in ipairs({original_stream, key, original_id, id}) do out[#out + 1] = v end
+  return out
+end
 
 -- job_fields splits an entry's fields into the job's own and the count an
 -- earlier requeue carried, and names the first field of the job a requeue
@@ -52,6 +96,9 @@ local function job_fields(fields, name)
   end
   local unmarked = markers == 0 and name == legacy and legacies == 1
   if unmarked then own, markers = legacy, 1 end
+  if markers == 1 and not counted(own, name) then
+    return fields, 0, marker
+  end
   local count, seen, out = nil, 0, {}
   for i = 1, #fields, 2 do
     local f, v = fields[i], fields[i + 1]

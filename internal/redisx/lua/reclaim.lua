@@ -17,15 +17,18 @@
 -- Returns {last_id, {outcome, n, ...}, {{id, outcome, detail, deliveries}, ...}}
 -- where the last list holds every entry whose outcome is not the mode's
 -- plain one (requeued / claimed), and, with ids, every entry.
---   requeued       detail = id of the copy ('' in a dry run)
+--   requeued       detail = id of the copy ('' in a dry run); the copy is
+--                  the job's fields, the lineage fields naming the first
+--                  original (see lineage), the carried count and marker
 --   claimed        detail = the consumer it went to
 --   dead-lettered  detail = id of the dead-letter record ('' in a dry run)
 --   dead-letter-held  detail = the holding consumer
 --   tombstoned     the stream entry was deleted; the PEL id was acked
 --   failed         a write failed (detail says why); the entry is untouched
 --   field-collision  the entry holds a field the requeue or the dead-letter
---                  record would write (detail names it; see job_fields):
---                  the entry is untouched. A claim writes no field.
+--                  record would write (detail names it; see job_fields and
+--                  lineage): the entry is untouched. A claim writes no
+--                  field.
 --   not-pending | owner-changed | not-idle | duplicate-id   nothing was done
 -- Each entry is finished (copy written and original acknowledged) before
 -- the next is touched, and a failing write is caught, so an error can never
@@ -109,10 +112,16 @@ local function act(id, pel_deliveries)
   elseif claim_to ~= '' then
     claims[#claims + 1] = id
     record(id, 'claimed', claim_to, deliveries)
-  elseif clash then
-    record(id, 'field-collision', clash, deliveries)
   else
-    local copy, err = write(key, with_count(fields, carry, deliveries))
+    -- A copy names its original; a dead-letter record keeps the lineage
+    -- as the job's fields, beside its own origin fields.
+    local copied, lclash = lineage(fields, key)
+    clash = clash or lclash
+    if clash then
+      record(id, 'field-collision', clash, deliveries)
+      return
+    end
+    local copy, err = write(key, with_count(with_lineage(fields, copied, key, id), carry, deliveries))
     if not copy then
       record(id, 'failed', 'requeue: ' .. err, deliveries)
       return

@@ -947,7 +947,7 @@ func (x *TriggerRefusal) GetMessage() string {
 	return ""
 }
 
-// MetricValue is one metric as last reported to KEDA.
+// MetricValue is one metric of one target as last reported to KEDA.
 type MetricValue struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	MetricName string                 `protobuf:"bytes,1,opt,name=metric_name,json=metricName,proto3" json:"metric_name,omitempty"`
@@ -958,7 +958,10 @@ type MetricValue struct {
 	Activation  float64 `protobuf:"fixed64,5,opt,name=activation,proto3" json:"activation,omitempty"`
 	Active      bool    `protobuf:"varint,6,opt,name=active,proto3" json:"active,omitempty"`
 	// Age of the report in milliseconds.
-	AgeMs         int64 `protobuf:"varint,7,opt,name=age_ms,json=ageMs,proto3" json:"age_ms,omitempty"`
+	AgeMs int64 `protobuf:"varint,7,opt,name=age_ms,json=ageMs,proto3" json:"age_ms,omitempty"`
+	// The liveness settings the value was judged by (as in Target.liveness):
+	// each target on a group reports its own values.
+	Liveness      string `protobuf:"bytes,8,opt,name=liveness,proto3" json:"liveness,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1040,6 +1043,13 @@ func (x *MetricValue) GetAgeMs() int64 {
 		return x.AgeMs
 	}
 	return 0
+}
+
+func (x *MetricValue) GetLiveness() string {
+	if x != nil {
+		return x.Liveness
+	}
+	return ""
 }
 
 // ListPendingRequest pages through a group's pending entries.
@@ -2567,7 +2577,7 @@ const file_pelwarden_v1_admin_proto_rawDesc = "" +
 	"\atrigger\x18\x01 \x01(\tR\atrigger\x12\x12\n" +
 	"\x04code\x18\x02 \x01(\tR\x04code\x12\x10\n" +
 	"\x03key\x18\x03 \x01(\tR\x03key\x12\x18\n" +
-	"\amessage\x18\x04 \x01(\tR\amessage\"\xce\x01\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\"\xea\x01\n" +
 	"\vMetricValue\x12\x1f\n" +
 	"\vmetric_name\x18\x01 \x01(\tR\n" +
 	"metricName\x12\x16\n" +
@@ -2578,7 +2588,8 @@ const file_pelwarden_v1_admin_proto_rawDesc = "" +
 	"activation\x18\x05 \x01(\x01R\n" +
 	"activation\x12\x16\n" +
 	"\x06active\x18\x06 \x01(\bR\x06active\x12\x15\n" +
-	"\x06age_ms\x18\a \x01(\x03R\x05ageMs\"\xbd\x01\n" +
+	"\x06age_ms\x18\a \x01(\x03R\x05ageMs\x12\x1a\n" +
+	"\bliveness\x18\b \x01(\tR\bliveness\"\xbd\x01\n" +
 	"\x12ListPendingRequest\x12/\n" +
 	"\x06target\x18\x01 \x01(\v2\x17.pelwarden.v1.TargetRefR\x06target\x12\x1a\n" +
 	"\bconsumer\x18\x02 \x01(\tR\bconsumer\x12\x1e\n" +
