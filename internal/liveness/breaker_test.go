@@ -70,12 +70,12 @@ func TestDisruptionBreaker(t *testing.T) {
 		held    int
 	}{
 		"every worker's heartbeat goes stale at once: all held Unknown": {
-			rounds:  []round{{0, fresh4, nil}, {2 * s, []time.Duration{7 * s, 7 * s, 7 * s, 7 * s}, nil}},
-			want:    "UUUU", tripped: true, held: 4,
+			rounds: []round{{0, fresh4, nil}, {2 * s, []time.Duration{7 * s, 7 * s, 7 * s, 7 * s}, nil}},
+			want:   "UUUU", tripped: true, held: 4,
 		},
 		"every worker's key expires at once: the same evidence, held": {
-			rounds:  []round{{0, fresh4, nil}, {2 * s, []time.Duration{noKey, noKey, noKey, 7 * s}, nil}},
-			want:    "UUUU", tripped: true, held: 4,
+			rounds: []round{{0, fresh4, nil}, {2 * s, []time.Duration{noKey, noKey, noKey, 7 * s}, nil}},
+			want:   "UUUU", tripped: true, held: 4,
 		},
 		"one of four dies: a death, not a disruption": {
 			rounds: []round{{0, fresh4, nil}, {2 * s, []time.Duration{7 * s, s, s, s}, nil}},
@@ -86,8 +86,8 @@ func TestDisruptionBreaker(t *testing.T) {
 			want:   "GG",
 		},
 		"three of five die together: past the fraction": {
-			rounds:  []round{{0, []time.Duration{s, s, s, s, s}, nil}, {2 * s, []time.Duration{7 * s, 7 * s, 7 * s, s, s}, nil}},
-			want:    "UUUAA", tripped: true, held: 3,
+			rounds: []round{{0, []time.Duration{s, s, s, s, s}, nil}, {2 * s, []time.Duration{7 * s, 7 * s, 7 * s, s, s}, nil}},
+			want:   "UUUAA", tripped: true, held: 3,
 		},
 		"three of six die together: below the fraction": {
 			rounds: []round{{0, []time.Duration{s, s, s, s, s, s}, nil}, {2 * s, []time.Duration{7 * s, 7 * s, 7 * s, s, s, s}, nil}},
