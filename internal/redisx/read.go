@@ -118,6 +118,9 @@ func (r *Reader) Fetch(ctx context.Context, t liveness.Target, known []string) (
 	if err := r.second(ctx, c, t, &obs); err != nil {
 		return obs, err
 	}
+	if w := r.Conns.conns[t.Conn].watch; w != nil {
+		w.stamp(ctx, c, t.Stream, &obs, obs.ReadAt)
+	}
 	return obs, nil
 }
 

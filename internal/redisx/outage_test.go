@@ -1,0 +1,131 @@
+package redisx
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pelwarden/pelwarden/internal/config"
+	"github.com/pelwarden/pelwarden/internal/liveness"
+	"github.com/pelwarden/pelwarden/internal/redistest"
+)
+
+func heartbeatTarget(stream string) liveness.Target {
+	return liveness.Target{GroupRef: liveness.GroupRef{Conn: "default", Stream: stream, Group: "workers"},
+		Spec: liveness.Spec{Heartbeat: true, HeartbeatKey: "hb:{consumer}", HeartbeatMaxAge: time.Second}}
+}
+
+// TestFetchSaysSinceWhenEachKeysNodeIsReadable: a first read starts the
+// stretch; reads go on without moving it; a restart between two reads,
+// which no command saw fail, starts a new one (a new run_id), and so does
+// a read that failed while the server was down.
+func TestFetchSaysSinceWhenEachKeysNodeIsReadable(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, redistest.Options{AOF: true})
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	redistest.CreateGroup(t, rdb, "jobs", "workers")
+	require.NoError(t, rdb.XGroupCreateConsumer(ctx, "jobs", "workers", "w-0").Err())
+	cfg := config.DefaultRedis("default", srv.Addr())
+	cfg.ReadTimeout = 300 * time.Millisecond
+	conns, err := Open([]config.Redis{cfg})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conns.Close() })
+	r := &Reader{Conns: conns, LagEstimateCap: 10}
+	target := heartbeatTarget("jobs")
+
+	before := time.Now()
+	obs, err := r.Fetch(ctx, target, nil)
+	require.NoError(t, err)
+	first := obs.Heartbeats["hb:w-0"].ReadableSince
+	require.WithinRange(t, first, before, obs.ReadAt, "pelwarden's first read starts the stretch")
+	require.Equal(t, first, obs.StreamReadableSince, "one server holds the stream and the key")
+	obs, err = r.Fetch(ctx, target, []string{"w-0"})
+	require.NoError(t, err)
+	require.Equal(t, first, obs.Heartbeats["hb:w-0"].ReadableSince, "an unbroken stretch keeps its start")
+
+	srv.Kill()
+	srv.Restart(t)
+	restarted := time.Now()
+	obs, err = r.Fetch(ctx, target, []string{"w-0"})
+	require.NoError(t, err, "the pool redials the restarted server without an error")
+	require.True(t, obs.Heartbeats["hb:w-0"].ReadableSince.After(restarted), "a new run_id starts a new stretch")
+
+	// A hung server keeps its run_id: only the failed read tells.
+	srv.Pause(time.Minute)
+	_, err = r.Fetch(ctx, target, []string{"w-0"})
+	require.Error(t, err, "the server answers nothing")
+	srv.Resume()
+	back := time.Now()
+	obs, err = r.Fetch(ctx, target, []string{"w-0"})
+	require.NoError(t, err)
+	require.True(t, obs.StreamReadableSince.After(back), "the stretch starts after the outage")
+}
+
+// TestAClusterSlotWhoseMasterChangedStartsAStretchOfItsOwn kills the
+// master of one heartbeat key's slot: once its replica serves, that key's
+// stretch starts at the takeover, while a key on another master keeps its
+// own.
+func TestAClusterSlotWhoseMasterChangedStartsAStretchOfItsOwn(t *testing.T) {
+	t.Parallel()
+	c := redistest.StartCluster(t, redistest.ClusterOptions{ReplicasPerMaster: 1})
+	rdb := c.Client(t)
+	ctx := context.Background()
+	const stream = "{s}:jobs"
+	redistest.CreateGroup(t, rdb, stream, "workers")
+	names := []string{}
+	// Two consumers whose keys sit on masters other than the stream's.
+	streamMaster := c.MasterForKey(t, stream)
+	var doomed, other string
+	for i := 0; doomed == "" || other == ""; i++ {
+		name := "w-" + string(rune('a'+i%26)) + string(rune('a'+i/26))
+		m := c.MasterForKey(t, "hb:"+name)
+		switch {
+		case m == streamMaster:
+			continue
+		case doomed == "":
+			doomed = name
+		case m.Addr() != c.MasterForKey(t, "hb:"+doomed).Addr() && other == "":
+			other = name
+		default:
+			continue
+		}
+		names = append(names, name)
+		require.NoError(t, rdb.XGroupCreateConsumer(ctx, stream, "workers", name).Err())
+	}
+	cfg := config.DefaultRedis("default", "")
+	cfg.Mode, cfg.Addr, cfg.Cluster = config.RedisCluster, "", config.RedisClusterConfig{Addrs: c.Addrs()}
+	conns, err := Open([]config.Redis{cfg})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conns.Close() })
+	r := &Reader{Conns: conns, LagEstimateCap: 10}
+	target := heartbeatTarget(stream)
+	obs, err := r.Fetch(ctx, target, names)
+	require.NoError(t, err)
+	otherSince := obs.Heartbeats["hb:"+other].ReadableSince
+	// go-redis reads the slot map from any node, replicas too: the replica
+	// about to take over has answered long before it serves the slot.
+	primary, _ := conns.Get("default")
+	require.NoError(t, primary.(*redis.ClusterClient).ForEachShard(ctx, func(ctx context.Context, n *redis.Client) error {
+		return n.Ping(ctx).Err()
+	}))
+
+	m := c.MasterForKey(t, "hb:"+doomed)
+	require.NotNil(t, c.KillMaster(t, m), "the replica takes over")
+	tookOver := time.Now()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		obs, err = r.Fetch(ctx, target, names)
+		if err == nil && obs.Heartbeats["hb:"+doomed].Err == nil {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the key's slot serves again: %v %v", err, obs.Heartbeats["hb:"+doomed].Err)
+		time.Sleep(50 * time.Millisecond)
+	}
+	require.True(t, obs.Heartbeats["hb:"+doomed].ReadableSince.After(tookOver.Add(-time.Second)),
+		"the key whose slot changed master starts over: %s", obs.Heartbeats["hb:"+doomed].ReadableSince)
+	require.Equal(t, otherSince, obs.Heartbeats["hb:"+other].ReadableSince, "a key on a master that stayed keeps its stretch")
+}
