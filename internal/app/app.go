@@ -142,6 +142,7 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 		FetchTimeout:    cfg.Scaler.RequestTimeout,
 		Expiry:          cfg.Scaler.TargetIdleExpiry,
 		MaxTargets:      cfg.Scaler.MaxTargets,
+		Breaker:         liveness.Breaker{Fraction: float64(cfg.Scaler.BreakerPercent) / 100, MinConsumers: cfg.Scaler.BreakerMinConsumers},
 		OnRefresh: func(t liveness.Target, s *liveness.Snapshot, err error, took time.Duration) {
 			if err == nil {
 				a.hygiene.Observe(t, s)

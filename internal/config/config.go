@@ -167,6 +167,18 @@ type Scaler struct {
 	// XINFO GROUPS reports it as NULL (after deletions). Default 10000; must
 	// be at least 1.
 	LagEstimateCap int64 `yaml:"lagEstimateCap"`
+	// BreakerPercent is the disruption breaker's share, in percent: when
+	// at least this share of a group's consumers that were Alive within
+	// one threshold of their evidence turn Ghost together on that evidence
+	// alone (not on a pod seen to go), they are held Unknown as a fault of
+	// the evidence. Default 55, kube-controller-manager's
+	// --unhealthy-zone-threshold; 1-100.
+	BreakerPercent int `yaml:"breakerPercent"`
+	// BreakerMinConsumers is the fewest consumers that must turn Ghost
+	// together to trip the breaker. Default 3 (the node lifecycle
+	// controller's "more than 2"); at least 1. Set it above any group's
+	// size to turn the breaker off.
+	BreakerMinConsumers int `yaml:"breakerMinConsumers"`
 }
 
 // Redis is one named Redis connection.
@@ -280,6 +292,8 @@ func Default() Config {
 			ActiveResendInterval: 5 * time.Second,
 			MaxTargets:           10000,
 			LagEstimateCap:       10000,
+			BreakerPercent:       55,
+			BreakerMinConsumers:  3,
 		},
 		Triggers: defaultTriggers(),
 	}

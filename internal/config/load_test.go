@@ -220,6 +220,8 @@ func TestEveryScalerSettingHasAnEnvVariable(t *testing.T) {
 		"PELWARDEN_SCALER_ACTIVE_RESEND_INTERVAL": "9s",
 		"PELWARDEN_SCALER_MAX_TARGETS":            "12",
 		"PELWARDEN_SCALER_LAG_ESTIMATE_CAP":       "34",
+		"PELWARDEN_SCALER_BREAKER_PERCENT":        "80",
+		"PELWARDEN_SCALER_BREAKER_MIN_CONSUMERS":  "5",
 	}
 	cfg, err := config.Load(sources(env, nil), nil)
 	require.NoError(t, err)
@@ -233,6 +235,8 @@ func TestEveryScalerSettingHasAnEnvVariable(t *testing.T) {
 		ActiveResendInterval: 9 * time.Second,
 		MaxTargets:           12,
 		LagEstimateCap:       34,
+		BreakerPercent:       80,
+		BreakerMinConsumers:  5,
 	}, cfg.Scaler)
 }
 

@@ -124,6 +124,8 @@ var settings = []setting{
 	durationSetting("scaler.activeResendInterval", func(c *Config) *time.Duration { return &c.Scaler.ActiveResendInterval }),
 	intSetting("scaler.maxTargets", 1, func(c *Config) *int { return &c.Scaler.MaxTargets }),
 	intSetting("scaler.lagEstimateCap", 1, func(c *Config) *int64 { return &c.Scaler.LagEstimateCap }),
+	intSetting("scaler.breakerPercent", 1, func(c *Config) *int { return &c.Scaler.BreakerPercent }),
+	intSetting("scaler.breakerMinConsumers", 1, func(c *Config) *int { return &c.Scaler.BreakerMinConsumers }),
 
 	boolSetting("kubernetes.enabled", func(c *Config) *bool { return &c.Kubernetes.Enabled }).
 		withFlagNamed("kubernetes", "watch pods through the Kubernetes API (liveness: kubernetes)"),
