@@ -150,6 +150,9 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 			if m.refreshed(t, s, err, took) {
 				log.Warn("consumer group not found; reporting 0", "target", t.String())
 			}
+			if err == nil {
+				logBreaker(log, t, s)
+			}
 			if err == nil && s.LagEstimated && s.Lag > 0 {
 				log.Debug("lag is NULL in XINFO GROUPS; reporting an estimate", "target", t.String(), "estimate", s.Lag)
 			}

@@ -2,7 +2,7 @@
 // consumer names, consumers with no pod or no owner, entries bouncing
 // between deliveries, tombstones, a NULL lag, a group without any heartbeat
 // record, heartbeats dated in the future, entries holding a field a reclaim
-// would write, and owner candidates cut. It is the detector behind
+// would write, owner candidates cut, and a disruption breaker that holds. It is the detector behind
 // pelwarden.v1.Admin/Findings.
 //
 // It reads and never writes: no finding is acted on here, and Detect sends
@@ -57,6 +57,10 @@ const (
 	// HeartbeatCandidatesCut is a consumer whose ownerMatch gave more owner
 	// candidates than liveness.MaxCandidates: only the longest were read.
 	HeartbeatCandidatesCut Kind = 11
+	// Disruption is a group whose disruption breaker holds consumers
+	// Unknown: most of those Alive turned Ghost together on evidence no
+	// pod confirmed.
+	Disruption Kind = 12
 )
 
 func (k Kind) String() string {
@@ -83,6 +87,8 @@ func (k Kind) String() string {
 		return "field-collision"
 	case HeartbeatCandidatesCut:
 		return "heartbeat-candidates-cut"
+	case Disruption:
+		return "disruption"
 	default:
 		return fmt.Sprintf("kind(%d)", int(k))
 	}

@@ -30,6 +30,8 @@ func (k Kind) Proto() pelwardenv1.FindingKind {
 		return pelwardenv1.FindingKind_FINDING_KIND_FIELD_COLLISION
 	case HeartbeatCandidatesCut:
 		return pelwardenv1.FindingKind_FINDING_KIND_HEARTBEAT_CANDIDATES_CUT
+	case Disruption:
+		return pelwardenv1.FindingKind_FINDING_KIND_DISRUPTION
 	default:
 		return pelwardenv1.FindingKind_FINDING_KIND_UNSPECIFIED
 	}
