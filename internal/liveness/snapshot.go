@@ -98,7 +98,10 @@ type Observation struct {
 	// Pods is what the kubernetes source saw; nil where it was not asked.
 	Pods *PodsObs
 	// StreamReadableSince is HeartbeatObs.ReadableSince for the node
-	// holding the stream, whose idle times the idle source reads.
+	// holding the stream, whose idle times the idle source reads, but only
+	// after a break pelwarden saw: Redis counts idle times itself, so
+	// pelwarden's own start casts no doubt on them. Zero where there was
+	// none, or the fetcher does not follow nodes.
 	StreamReadableSince time.Time
 }
 

@@ -27,6 +27,9 @@ type nodeWatch struct {
 	runID string
 	// since is the start of the current stretch; zero while broken.
 	since time.Time
+	// broken says a break was seen: the stretch is not the first,
+	// which began with pelwarden's own start.
+	broken bool
 }
 
 // answered records a command the node answered at at.
@@ -40,7 +43,7 @@ func (n *nodeWatch) answered(at time.Time) {
 
 func (n *nodeWatch) broke() {
 	n.mu.Lock()
-	n.since = time.Time{}
+	n.since, n.broken = time.Time{}, true
 	n.mu.Unlock()
 }
 
@@ -50,6 +53,7 @@ func (n *nodeWatch) connected(runID string, at time.Time) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if runID != "" && runID != n.runID {
+		n.broken = n.broken || n.runID != ""
 		n.runID, n.since = runID, at
 		return
 	}
@@ -67,6 +71,19 @@ func (n *nodeWatch) readableSince(at time.Time) time.Time {
 		return at
 	}
 	return n.since
+}
+
+// brokenSince is readableSince for a stretch that began with a break
+// pelwarden saw, zero for the first: idle times are Redis's own count, so
+// pelwarden's start says nothing of them.
+func (n *nodeWatch) brokenSince(at time.Time) time.Time {
+	since := n.readableSince(at)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !n.broken {
+		return time.Time{}
+	}
+	return since
 }
 
 // onConnect is the node's OnConnect: INFO server names the process behind
@@ -233,7 +250,7 @@ func (w *connWatch) newNode(opt *redis.Options) *redis.Client {
 func (w *connWatch) stamp(ctx context.Context, c redis.UniversalClient, stream string, obs *liveness.Observation, at time.Time) {
 	if w.single != nil {
 		since := w.single.readableSince(at)
-		obs.StreamReadableSince = since
+		obs.StreamReadableSince = w.single.brokenSince(at)
 		for k, h := range obs.Heartbeats {
 			h.ReadableSince = since
 			obs.Heartbeats[k] = h
@@ -244,22 +261,25 @@ func (w *connWatch) stamp(ctx context.Context, c redis.UniversalClient, stream s
 	if !ok {
 		return
 	}
-	bySlot := make(map[int]time.Time)
-	obs.StreamReadableSince = w.slotSince(ctx, cc, stream, at, bySlot)
+	bySlot := make(map[int]slotSince)
+	obs.StreamReadableSince = w.slotSince(ctx, cc, stream, at, bySlot).broken
 	for k, h := range obs.Heartbeats {
-		h.ReadableSince = w.slotSince(ctx, cc, k, at, bySlot)
+		h.ReadableSince = w.slotSince(ctx, cc, k, at, bySlot).readable
 		obs.Heartbeats[k] = h
 	}
 }
 
+// slotSince is a slot's readableSince and brokenSince.
+type slotSince struct{ readable, broken time.Time }
+
 // slotSince is since when key's slot has been readable: since its master
 // answered without a break, and since that master took the slot over.
-func (w *connWatch) slotSince(ctx context.Context, cc *redis.ClusterClient, key string, at time.Time, memo map[int]time.Time) time.Time {
+func (w *connWatch) slotSince(ctx context.Context, cc *redis.ClusterClient, key string, at time.Time, memo map[int]slotSince) slotSince {
 	slot := HashSlot(key)
 	if since, ok := memo[slot]; ok {
 		return since
 	}
-	since := at
+	since := slotSince{readable: at, broken: at}
 	if master, err := cc.MasterForKey(ctx, key); err == nil {
 		addr := master.Options().Addr
 		w.mu.Lock()
@@ -270,9 +290,13 @@ func (w *connWatch) slotSince(ctx context.Context, cc *redis.ClusterClient, key 
 		sm.addr = addr
 		w.slots[slot] = sm
 		w.mu.Unlock()
-		since = w.node(addr).readableSince(at)
-		if sm.changed.After(since) {
-			since = sm.changed
+		n := w.node(addr)
+		since = slotSince{readable: n.readableSince(at), broken: n.brokenSince(at)}
+		if sm.changed.After(since.readable) {
+			since.readable = sm.changed
+		}
+		if sm.changed.After(since.broken) {
+			since.broken = sm.changed
 		}
 	}
 	memo[slot] = since
