@@ -61,11 +61,10 @@ func newClient(c config.Redis, replicas bool, w *connWatch) (redis.UniversalClie
 			ReadBufferSize: bufferSize, WriteBufferSize: bufferSize,
 			PipelineReadBufferSize: pipelineBufferSize, PipelineWriteBufferSize: pipelineBufferSize,
 			ClientName: clientName, ContextTimeoutEnabled: true, DisableIdentity: true,
-			OnConnect: w.onConnect(),
 		})), nil
 	case config.RedisCluster:
 		cl := c.Cluster
-		return redis.NewClusterClient(&redis.ClusterOptions{
+		return w.followCluster(redis.NewClusterClient(&redis.ClusterOptions{
 			Addrs:          cl.Addrs,
 			ReadOnly:       replicas && cl.ReadOnly,
 			RouteByLatency: replicas && cl.RouteByLatency,
@@ -77,8 +76,7 @@ func newClient(c config.Redis, replicas bool, w *connWatch) (redis.UniversalClie
 			PipelineReadBufferSize: pipelineBufferSize, PipelineWriteBufferSize: pipelineBufferSize,
 			ClusterStateReloadInterval: clusterStateReload,
 			ClientName:                 clientName, ContextTimeoutEnabled: true, DisableIdentity: true,
-			NewClient: w.newNodeFunc(),
-		}), nil
+		})), nil
 	case config.RedisStandalone, "":
 	}
 	return w.follow(redis.NewClient(&redis.Options{
@@ -102,7 +100,6 @@ func newClient(c config.Redis, replicas bool, w *connWatch) (redis.UniversalClie
 		// CLIENT SETINFO is unknown before Redis 7.2; skip the extra call.
 		DisableIdentity:       true,
 		ContextTimeoutEnabled: true,
-		OnConnect:             w.onConnect(),
 	})), nil
 }
 

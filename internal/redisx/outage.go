@@ -7,6 +7,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -19,11 +20,18 @@ import (
 // commands meet it: since when it has answered without a break. A break
 // is a failed command (the node refused the connection, dropped it, timed
 // out, or answered LOADING, MASTERDOWN or CLUSTERDOWN) or a new server
-// behind the connection: another run_id on a new connection, after a
+// behind the connection: another run_id after a new connection, after a
 // restart or a failover, even if no command failed. It records and
 // decides nothing; liveness decides what a stretch is worth.
 type nodeWatch struct {
+	// client is the node's client, which asks INFO server after a dial.
+	client atomic.Pointer[redis.Client]
+
 	mu    sync.Mutex
+	// asking counts the INFO server calls under way: until they answer,
+	// the server behind the new connections may be another, so the
+	// stretch starts now.
+	asking int
 	runID string
 	// since is the start of the current stretch; zero while broken.
 	since time.Time
@@ -67,7 +75,7 @@ func (n *nodeWatch) connected(runID string, at time.Time) {
 func (n *nodeWatch) readableSince(at time.Time) time.Time {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.since.IsZero() || n.since.After(at) {
+	if n.since.IsZero() || n.since.After(at) || n.asking > 0 {
 		return at
 	}
 	return n.since
@@ -80,22 +88,33 @@ func (n *nodeWatch) brokenSince(at time.Time) time.Time {
 	since := n.readableSince(at)
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if !n.broken {
+	// A new connection to a server pelwarden knew may reach another.
+	if !n.broken && (n.asking == 0 || n.runID == "") {
 		return time.Time{}
 	}
 	return since
 }
 
-// onConnect is the node's OnConnect: INFO server names the process behind
-// the new connection. A refused INFO (a user without +info) leaves the
-// connection usable; a restart then shows only through failed commands.
-func (n *nodeWatch) onConnect(ctx context.Context, cn *redis.Conn) error {
-	info, err := cn.Info(ctx, "server").Result()
+// identify asks, after a new connection was dialed, which server process
+// answers: a run_id other than the last is a restart or a failover. It
+// runs apart from the dial (whose handshake its hooks see too), on the
+// node's own client: a sentinel's connections are never asked. A refused
+// INFO (a user without +info) leaves only failed commands to show a
+// break.
+func (n *nodeWatch) identify() {
+	ctx, cancel := context.WithTimeout(context.Background(), identifyTimeout)
+	defer cancel()
+	info, err := n.client.Load().Info(ctx, "server").Result()
 	if err == nil {
 		n.connected(infoField(info, "run_id"), time.Now())
 	}
-	return nil
+	n.mu.Lock()
+	n.asking--
+	n.mu.Unlock()
 }
+
+// identifyTimeout bounds the INFO server after a dial.
+const identifyTimeout = 2 * time.Second
 
 func infoField(info, key string) string {
 	for line := range strings.SplitSeq(info, "\n") {
@@ -106,9 +125,20 @@ func infoField(info, key string) string {
 	return ""
 }
 
-// DialHook leaves dialing to go-redis: a failed dial fails the command
-// that needed it, which ProcessHook sees.
-func (n *nodeWatch) DialHook(next redis.DialHook) redis.DialHook { return next }
+// DialHook notes a new connection; a failed dial fails the command that
+// needed it, which ProcessHook sees.
+func (n *nodeWatch) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := next(ctx, network, addr)
+		if err == nil && n.client.Load() != nil {
+			n.mu.Lock()
+			n.asking++
+			n.mu.Unlock()
+			go n.identify()
+		}
+		return c, err
+	}
+}
 
 // ProcessHook records each command's answer.
 func (n *nodeWatch) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
@@ -208,39 +238,27 @@ func (w *connWatch) node(addr string) *nodeWatch {
 }
 
 // follow hooks a standalone or sentinel client into the watch; a nil
-// watch follows nothing.
+// watch follows nothing. A FailoverClient's hooks see its master's
+// connections only, never a sentinel's.
 func (w *connWatch) follow(c *redis.Client) *redis.Client {
 	if w != nil && w.single != nil {
+		w.single.client.Store(c)
 		c.AddHook(w.single)
 	}
 	return c
 }
 
-// onConnect is the OnConnect of a standalone or sentinel client; nil for
-// a nil watch.
-func (w *connWatch) onConnect() func(context.Context, *redis.Conn) error {
-	if w == nil || w.single == nil {
-		return nil
-	}
-	return w.single.onConnect
-}
-
-// newNodeFunc is a cluster's NewClient; nil (go-redis's own) for a nil
-// watch.
-func (w *connWatch) newNodeFunc() func(*redis.Options) *redis.Client {
+// followCluster hooks each node client of a cluster into the watch of
+// its address, as go-redis creates it.
+func (w *connWatch) followCluster(c *redis.ClusterClient) *redis.ClusterClient {
 	if w == nil || w.single != nil {
-		return nil
+		return c
 	}
-	return w.newNode
-}
-
-// newNode builds a cluster node's client with the node's watch: its
-// OnConnect and hooks. go-redis's own NewClient otherwise.
-func (w *connWatch) newNode(opt *redis.Options) *redis.Client {
-	n := w.node(opt.Addr)
-	opt.OnConnect = n.onConnect
-	c := redis.NewClient(opt)
-	c.AddHook(n)
+	c.OnNewNode(func(node *redis.Client) {
+		n := w.node(node.Options().Addr)
+		n.client.Store(node)
+		node.AddHook(n)
+	})
 	return c
 }
 
