@@ -27,12 +27,12 @@ type nodeWatch struct {
 	// client is the node's client, which asks INFO server after a dial.
 	client atomic.Pointer[redis.Client]
 
-	mu    sync.Mutex
+	mu sync.Mutex
 	// asking counts the INFO server calls under way: until they answer,
 	// the server behind the new connections may be another, so the
 	// stretch starts now.
 	asking int
-	runID string
+	runID  string
 	// since is the start of the current stretch; zero while broken.
 	since time.Time
 	// broken says a break was seen: the stretch is not the first,
