@@ -84,7 +84,7 @@ func newOutageGroup(t *testing.T, rdb, workers redis.UniversalClient, stream str
 // beat is one worker: a heartbeat every 200 ms, and after a failed write a
 // backoff, as examples/worker and the chaos workers do.
 func (g *outageGroup) beat(ctx context.Context, consumer string) {
-	for ctx.Err() == nil && !(consumer == g.doomed && g.dead.Load()) {
+	for ctx.Err() == nil && (consumer != g.doomed || !g.dead.Load()) {
 		wait := 200 * time.Millisecond
 		switch {
 		case time.Now().UnixNano() < g.quiet.Load():

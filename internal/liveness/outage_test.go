@@ -99,7 +99,7 @@ func TestBuildMeasuresTheRecoveryFromWhenTheNodeWasReadableAgain(t *testing.T) {
 	idle := &Target{Spec: idleSpec()}
 	obs.StreamReadableSince = now.Add(-10 * time.Second)
 	s = Build(idle, obs, nil, now)
-	require.Equal(t, 3, len(s.Consumers))
+	require.Len(t, s.Consumers, 3)
 	require.Zero(t, s.GhostConsumers, "an hour idle, but the stream's node is readable again for 10s only")
 }
 

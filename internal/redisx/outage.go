@@ -97,12 +97,13 @@ func (n *nodeWatch) brokenSince(at time.Time) time.Time {
 
 // identify asks, after a new connection was dialed, which server process
 // answers: a run_id other than the last is a restart or a failover. It
-// runs apart from the dial (whose handshake its hooks see too), on the
+// runs apart from the dial (whose handshake its hooks see too), past the
+// dial's deadline (ctx carries no cancellation), on the
 // node's own client: a sentinel's connections are never asked. A refused
 // INFO (a user without +info) leaves only failed commands to show a
 // break.
-func (n *nodeWatch) identify() {
-	ctx, cancel := context.WithTimeout(context.Background(), identifyTimeout)
+func (n *nodeWatch) identify(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, identifyTimeout)
 	defer cancel()
 	info, err := n.client.Load().Info(ctx, "server").Result()
 	if err == nil {
@@ -134,7 +135,7 @@ func (n *nodeWatch) DialHook(next redis.DialHook) redis.DialHook {
 			n.mu.Lock()
 			n.asking++
 			n.mu.Unlock()
-			go n.identify()
+			go n.identify(context.WithoutCancel(ctx))
 		}
 		return c, err
 	}
