@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -117,6 +118,9 @@ func TestAReadingConsumerWhoseOwnerWentSilentGivesBackItsStaleEntriesOnce(t *tes
 				c.Hygiene.ScanInterval, c.Hygiene.LeaseTTL = 200*time.Millisecond, time.Second
 			}))
 			leftOut := false // the metric has been seen to leave the silent owner's entries out
+			// A heartbeat stale before pelwarden's first read is evidence
+			// a max age (2 s) after it; until then its owner is Unknown.
+			fromStart := time.Now().Add(3 * time.Second)
 			deadline := time.Now().Add(7 * time.Second)
 			for time.Now().Before(deadline) {
 				v, err := metric(ctx, t, p.client, md)
@@ -124,7 +128,7 @@ func TestAReadingConsumerWhoseOwnerWentSilentGivesBackItsStaleEntriesOnce(t *tes
 				held, err := rdb.XPending(ctx, "jobs", "workers").Result()
 				require.NoError(t, err)
 				switch {
-				case tc.outFromStart || leftOut:
+				case tc.outFromStart && time.Now().After(fromStart) || leftOut:
 					require.Equal(t, int64(len(liveIDs)), v, "the metric counts the live owner's entries only (XPENDING: %v)", held.Consumers)
 				case v == int64(len(liveIDs)) && held.Consumers[silent] > 0:
 					leftOut = true
@@ -278,18 +282,34 @@ func TestClaimModeSpreadsOverLiveConsumersFreshestFirst(t *testing.T) {
 	for _, c := range []string{"live-a", "live-b", "live-c"} {
 		require.NoError(t, rdb.XGroupCreateConsumer(ctx, "jobs", "workers", c).Err())
 	}
-	heartbeat(t, rdb, "hb:stale-1", time.Now().Add(-time.Hour))
-	heartbeat(t, rdb, "hb:stale-2", time.Now().Add(-time.Hour))
 	beatEvery(t, rdb, map[string]func() string{
 		"hb:live-a": msAgo(0), "hb:live-b": msAgo(time.Second), "hb:live-c": msAgo(2 * time.Second),
-		"hb:deg": func() string {
-			return fmt.Sprintf(`{"time":%d,"degraded":true,"degradedReasons":["codex_quota_exhausted_until_%s"]}`,
-				time.Now().UnixMilli(), time.Now().Add(time.Hour).UTC().Format(time.RFC3339))
-		},
 	})
-	time.Sleep(300 * time.Millisecond) // the owners' entries pass entryStaleSeconds
+	// The owners beat until pelwarden has read Redis for a max age (5 s):
+	// a heartbeat stale before then is not yet evidence. Then, in one
+	// write, one says it is degraded and two go an hour stale, so that one
+	// scan finds the three.
+	owning, turn := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(owning)
+		for {
+			now := strconv.FormatInt(time.Now().UnixMilli(), 10)
+			select {
+			case <-turn:
+				hourAgo := strconv.FormatInt(time.Now().Add(-time.Hour).UnixMilli(), 10)
+				_ = rdb.MSet(ctx, "hb:stale-1", hourAgo, "hb:stale-2", hourAgo, "hb:deg", fmt.Sprintf(
+					`{"time":%s,"degraded":true,"degradedReasons":["codex_quota_exhausted_until_%s"]}`, now, time.Now().Add(time.Hour).UTC().Format(time.RFC3339))).Err()
+				return
+			case <-time.After(100 * time.Millisecond):
+				_ = rdb.MSet(ctx, "hb:stale-1", now, "hb:stale-2", now, "hb:deg", now).Err()
+			}
+		}
+	}()
 
 	_, admin := startAdmin(t, srv.Addr(), hygieneTarget("reclaim", "claim", "liveness", "heartbeat", "heartbeatKey", "hb:{consumer}", "heartbeatMaxAgeSeconds", "5"))
+	time.Sleep(5500 * time.Millisecond)
+	close(turn)
+	<-owning
 	eventually(t, 5*time.Second, func() error {
 		for _, o := range owners {
 			if err := holds(t, rdb, o, 0); err != nil {

@@ -153,12 +153,16 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 		FetchTimeout:    cfg.Scaler.RequestTimeout,
 		Expiry:          cfg.Scaler.TargetIdleExpiry,
 		MaxTargets:      cfg.Scaler.MaxTargets,
+		Breaker:         liveness.Breaker{Fraction: float64(cfg.Scaler.BreakerPercent) / 100, MinConsumers: cfg.Scaler.BreakerMinConsumers},
 		OnRefresh: func(t liveness.Target, s *liveness.Snapshot, err error, took time.Duration) {
 			if err == nil {
 				a.hygiene.Observe(t, s)
 			}
 			if m.refreshed(t, s, err, took) {
 				log.Warn("consumer group not found; reporting 0", "target", t.String())
+			}
+			if err == nil {
+				logBreaker(log, t, s)
 			}
 			if err == nil && s.LagEstimated && s.Lag > 0 {
 				log.Debug("lag is NULL in XINFO GROUPS; reporting an estimate", "target", t.String(), "estimate", s.Lag)

@@ -211,6 +211,18 @@ type Scaler struct {
 	// one ScaledObject namespace, so one namespace cannot take every
 	// stream. Default 200; from 1 to maxActiveStreams.
 	MaxActiveStreamsPerNamespace int `yaml:"maxActiveStreamsPerNamespace"`
+	// BreakerPercent is the disruption breaker's share, in percent: when
+	// at least this share of a group's consumers that were Alive within
+	// one threshold of their evidence turn Ghost together on that evidence
+	// alone (not on a pod seen to go), they are held Unknown as a fault of
+	// the evidence. Default 55, kube-controller-manager's
+	// --unhealthy-zone-threshold; 1-100.
+	BreakerPercent int `yaml:"breakerPercent"`
+	// BreakerMinConsumers is the fewest consumers that must turn Ghost
+	// together to trip the breaker. Default 3 (the node lifecycle
+	// controller's "more than 2"); at least 1. Set it above any group's
+	// size to turn the breaker off.
+	BreakerMinConsumers int `yaml:"breakerMinConsumers"`
 }
 
 // Redis is one named Redis connection.
@@ -346,6 +358,8 @@ func Default() Config {
 
 			MaxActiveStreams:             1000,
 			MaxActiveStreamsPerNamespace: 200,
+			BreakerPercent:               55,
+			BreakerMinConsumers:          3,
 		},
 		Kubernetes: Kubernetes{MaxPodWatches: 100, MaxPodWatchesPerNamespace: 20, APIQPS: 50, APIBurst: 200},
 		Triggers:   defaultTriggers(),

@@ -111,6 +111,10 @@ func (c *Config) validate(p *problems) {
 	checkAtLeastOne(p, "scaler.maxTargets", int64(s.MaxTargets))
 	checkAtLeastOne(p, "scaler.lagEstimateCap", s.LagEstimateCap)
 	checkShare(p, "scaler.maxActiveStreams", s.MaxActiveStreams, "scaler.maxActiveStreamsPerNamespace", s.MaxActiveStreamsPerNamespace)
+	if s.BreakerPercent < 1 || s.BreakerPercent > 100 {
+		p.add("scaler.breakerPercent", "must be a percentage from 1 to 100, such as 55, got %d", s.BreakerPercent)
+	}
+	checkAtLeastOne(p, "scaler.breakerMinConsumers", int64(s.BreakerMinConsumers))
 
 	c.validateHygiene(p)
 	c.validateKubernetes(p)

@@ -2,7 +2,7 @@
 // consumer names, consumers with no pod or no owner, entries bouncing
 // between deliveries, tombstones, a NULL lag, a group without any heartbeat
 // record, heartbeats dated in the future, entries holding a field a reclaim
-// would write, and owner candidates cut. It is the detector behind
+// would write, owner candidates cut, and a disruption breaker that holds. It is the detector behind
 // pelwarden.v1.Admin/Findings.
 //
 // It reads and never writes: no finding is acted on here, and Detect sends
@@ -61,6 +61,10 @@ const (
 	// could judge, on a server whose idle counts delivering reads only
 	// (Redis before 7.2): it is Unknown.
 	IdleUndecided Kind = 12
+	// Disruption is a group whose disruption breaker holds consumers
+	// Unknown: most of those Alive turned Ghost together on evidence no
+	// pod confirmed.
+	Disruption Kind = 13
 )
 
 func (k Kind) String() string {
@@ -89,6 +93,8 @@ func (k Kind) String() string {
 		return "heartbeat-candidates-cut"
 	case IdleUndecided:
 		return "idle-undecided"
+	case Disruption:
+		return "disruption"
 	default:
 		return fmt.Sprintf("kind(%d)", int(k))
 	}

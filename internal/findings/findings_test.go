@@ -281,7 +281,7 @@ func TestAMissingGroupHasNothingToReport(t *testing.T) {
 func TestKindsKeepTheProtoNumbers(t *testing.T) {
 	t.Parallel()
 	for _, k := range []Kind{SharedName, NoPod, Bouncing, NoOwner, Tombstone, NullLag, PodsUnobserved, NoHeartbeatRecords, HeartbeatInFuture,
-		FieldCollision, HeartbeatCandidatesCut, IdleUndecided} {
+		FieldCollision, HeartbeatCandidatesCut, IdleUndecided, Disruption} {
 		require.Equal(t, int32(k), int32(k.Proto()), "kind %s", k)
 		require.NotContains(t, k.String(), "kind(")
 	}

@@ -32,6 +32,8 @@ func (k Kind) Proto() pelwardenv1.FindingKind {
 		return pelwardenv1.FindingKind_FINDING_KIND_HEARTBEAT_CANDIDATES_CUT
 	case IdleUndecided:
 		return pelwardenv1.FindingKind_FINDING_KIND_IDLE_UNDECIDED
+	case Disruption:
+		return pelwardenv1.FindingKind_FINDING_KIND_DISRUPTION
 	default:
 		return pelwardenv1.FindingKind_FINDING_KIND_UNSPECIFIED
 	}

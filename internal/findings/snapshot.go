@@ -3,6 +3,7 @@ package findings
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/pelwarden/pelwarden/internal/liveness"
 )
@@ -52,6 +53,9 @@ func fromSnapshot(s *liveness.Snapshot) []Finding {
 	if s.NoHeartbeatRecords {
 		out = append(out, Finding{Kind: NoHeartbeatRecords, Detail: noRecordsDetail(s)})
 	}
+	if s.Breaker.Tripped() {
+		out = append(out, Finding{Kind: Disruption, Detail: disruptionDetail(s.Breaker)})
+	}
 	if s.LagEstimated {
 		out = append(out, Finding{Kind: NullLag, Detail: fmt.Sprintf("XINFO GROUPS reports the lag as NULL, so Redis cannot count the "+
 			"unread entries: entries after last-delivered-id %s were deleted (XDEL, XTRIM), or the group was created or moved "+
@@ -100,4 +104,16 @@ func noRecordsDetail(s *liveness.Snapshot) string {
 		"wrong (or every worker's key expired at once): all %d consumers are judged Unknown, their entries count as live and "+
 		"hygiene takes none; check the pattern against the key the workers write (redis-cli --scan --pattern)",
 		spec.HeartbeatKey, example, len(s.Consumers))
+}
+
+func disruptionDetail(b liveness.BreakerState) string {
+	d := fmt.Sprintf("the disruption breaker tripped at %s: %d of the %d consumers Alive shortly before turned Ghost together on %s "+
+		"evidence that no pod going confirmed, which a fault of the evidence (heartbeat writers down, workers cut off from Redis, "+
+		"a jump of Redis's clock) explains better than that many deaths; it holds %d consumers Unknown, counted as live, nothing of "+
+		"theirs taken, until a consumer shows evidence written after the trip, and one threshold more",
+		b.TrippedAt.UTC().Format(time.RFC3339), b.Turned, b.Of, b.Source, b.Held)
+	if !b.ReleasedAt.IsZero() {
+		d += fmt.Sprintf("; that evidence came at %s", b.ReleasedAt.UTC().Format(time.RFC3339))
+	}
+	return d + ". Check the workers' heartbeats; Reclaim with force takes a held consumer's entries by hand"
 }

@@ -31,7 +31,10 @@ import (
 //     whether or not the name is still read (seed 000: a pod alive enough
 //     to XREADGROUP whose worker went silent) and whether or not its pod
 //     runs. A missing key is Ghost because workers write heartbeats with an
-//     expiry: a dead worker's key disappears.
+//     expiry: a dead worker's key disappears. But while the key's node has
+//     been readable for less than the max age (it was unreachable, failed
+//     over or restarted, or pelwarden had not read it yet), the worker may
+//     not have been able to write it: Unknown, naming the outage.
 //
 // Without heartbeats:
 //  9. A read attempt within ghostIdle is Alive (before Redis 7.2: a read
@@ -40,12 +43,15 @@ import (
 //     or running pod is Alive (idle time alone does not outweigh a pod: the
 //     worker may be busy with a long job).
 //  11. Otherwise (idle source, or no pod of that name), idle past ghostIdle
-//     is Ghost; except, before Redis 7.2, for a consumer holding entries:
-//     there idle counts from the last read that delivered, so a worker
-//     polling an empty stream while it works on what it holds ages like a
-//     dead one, and idle cannot tell them apart: Unknown (unless the
-//     operator says its workers never read while holding entries).
+//     is Ghost, unless the stream's node has been readable for less than
+//     ghostIdle (as in rule 8): Unknown; and except, before Redis 7.2, for
+//     a consumer holding entries: there idle counts from the last read that
+//     delivered, so a worker polling an empty stream while it works on what
+//     it holds ages like a dead one, and idle cannot tell them apart:
+//     Unknown (unless the operator says its workers never read while
+//     holding entries).
 //
+// Build then applies the disruption breaker (breaker.go) over the group.
 // A recent read thus counts where heartbeats are configured only for a
 // starting worker (rule 7) and to detect a shared name after its pod went
 // (rule 2). Listing idle next to heartbeat adds its reason, not a verdict.
@@ -81,6 +87,9 @@ func Judge(spec Spec, ev Evidence) Judgement {
 		j.Verdict = Unknown
 	case spec.Kubernetes && (ev.Pod.State == PodTerminating || ev.Pod.State == PodRunning):
 		j.Verdict = Alive
+	case ev.IdleRecovering > 0:
+		j.Verdict = Unknown
+		j.Reasons = append(j.Reasons, outageReason(SourceIdle, "ghostIdle", spec.GhostIdle, ev.IdleRecovering))
 	case ev.IdleFromDeliveries && ev.Pending > 0 && !ev.IdleJudgesHolders:
 		j.Verdict, j.IdleUndecided = Unknown, true
 		j.Reasons = append(j.Reasons, Reason{Source: SourceIdle, Age: -1, Detail: fmt.Sprintf(
@@ -116,6 +125,9 @@ func judgeHeartbeat(spec Spec, ev Evidence, j Judgement) Judgement {
 		j.Verdict = Alive
 		j.Reasons = append(j.Reasons, Reason{Source: SourceHeartbeat, Age: ev.Known, Detail: fmt.Sprintf(
 			"a starting worker: no heartbeat yet, read within the start grace %s, known for", spec.StartGrace)})
+	case hb.Recovering > 0 && (hb.State == HeartbeatStale || hb.State == HeartbeatMissing):
+		j.Verdict = Unknown
+		j.Reasons = append(j.Reasons, outageReason(SourceHeartbeat, "heartbeatMaxAge", spec.HeartbeatMaxAge, hb.Recovering))
 	case hb.State == HeartbeatMissing:
 		j.Verdict = Ghost
 		j.Reasons = append(j.Reasons, Reason{Source: SourceHeartbeat, Age: -1, Detail: fmt.Sprintf(

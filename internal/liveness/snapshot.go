@@ -81,6 +81,12 @@ type HeartbeatObs struct {
 	Exists bool
 	// Err is set when the read of this key failed.
 	Err error
+	// ReadableSince is when the Redis node holding the key became readable
+	// again, on this process's clock: the start of the stretch in which
+	// pelwarden read it without an error, a failover or a restart (or
+	// since pelwarden first read it). Zero where the fetcher does not
+	// follow nodes: the key is judged as if its node never broke.
+	ReadableSince time.Time
 }
 
 // Observation is what one refresh read from Redis, raw.
@@ -119,6 +125,12 @@ type Observation struct {
 	// IdleJudgesHolders says the operator lets idle alone judge consumers
 	// holding entries even so (redis[].idleBefore72: ghost).
 	IdleJudgesHolders bool
+	// StreamReadableSince is HeartbeatObs.ReadableSince for the node
+	// holding the stream, whose idle times the idle source reads, but only
+	// after a break pelwarden saw: Redis counts idle times itself, so
+	// pelwarden's own start casts no doubt on them. Zero where there was
+	// none, or the fetcher does not follow nodes.
+	StreamReadableSince time.Time
 }
 
 // PodsObs is the kubernetes source's view of a target's owner candidates.
@@ -173,6 +185,13 @@ type ConsumerView struct {
 	// its own clock; it is carried from snapshot to snapshot and forgotten
 	// with the consumer.
 	FirstSeen time.Time
+	// AliveAt is when pelwarden last judged the consumer Alive or Degraded
+	// on its own evidence, carried like FirstSeen; zero if never. The
+	// disruption breaker counts who turned Ghost together by it.
+	AliveAt time.Time
+	// Held says the disruption breaker holds the consumer Unknown: its
+	// evidence alone would make it a Ghost.
+	Held bool
 }
 
 // Snapshot is the judged state of one target at one moment. It is immutable
@@ -218,6 +237,9 @@ type Snapshot struct {
 	// read (its cache not current, RBAC refusing); empty when it answered
 	// or is not configured.
 	PodsErr string
+	// Breaker is the target's disruption breaker, carried from snapshot to
+	// snapshot.
+	Breaker BreakerState
 }
 
 // gathered is one consumer's evidence before the group-wide guard is known.
@@ -228,9 +250,16 @@ type gathered struct {
 
 // Build judges every consumer of an observation. prev is the target's
 // previous snapshot (nil for the first): it carries when each consumer was
-// first seen, for the start grace. Build is pure; the snapshot keeps t,
-// which must not change afterwards (the view's entry never changes it).
+// first seen, for the start grace, when each was last Alive and the
+// disruption breaker. Build is pure; the snapshot keeps t, which must not
+// change afterwards (the view's entry never changes it). It trips the
+// breaker at DefaultBreaker; BuildWith takes another.
 func Build(t *Target, obs Observation, prev *Snapshot, now time.Time) *Snapshot {
+	return BuildWith(t, obs, prev, now, DefaultBreaker)
+}
+
+// BuildWith is Build with the disruption breaker's threshold b.
+func BuildWith(t *Target, obs Observation, prev *Snapshot, now time.Time, b Breaker) *Snapshot {
 	s := &Snapshot{
 		Target:          t,
 		At:              now,
@@ -251,12 +280,14 @@ func Build(t *Target, obs Observation, prev *Snapshot, now time.Time) *Snapshot 
 		s.PodsErr = obs.Pods.Err
 	}
 	var before []ConsumerView
+	var breaker BreakerState
 	if prev != nil {
-		before = prev.Consumers
+		before, breaker = prev.Consumers, prev.Breaker
 	}
 	all := gather(t.Spec, obs, before, now)
 	s.NoHeartbeatRecords = noHeartbeatRecords(t.Spec, all)
 	s.Consumers = make([]ConsumerView, 0, len(all))
+	judged := all[:0]
 	for _, g := range all {
 		if IsHolder(g.view.Name) {
 			s.addHolder(g.view)
@@ -264,12 +295,16 @@ func Build(t *Target, obs Observation, prev *Snapshot, now time.Time) *Snapshot 
 		}
 		g.ev.NoGroupHeartbeats = s.NoHeartbeatRecords
 		j := Judge(t.Spec, g.ev)
-		cv := g.view
+		cv := &g.view
 		cv.Verdict, cv.Reasons, cv.SharedName, cv.IdleUndecided = j.Verdict, j.Reasons, j.SharedName, j.IdleUndecided
 		if j.Verdict == Ghost && g.ev.Pod.State == PodGone {
 			cv.GoneAt = now.Add(-g.ev.Pod.GoneFor)
 		}
-		s.add(cv)
+		judged = append(judged, g)
+	}
+	s.Breaker = b.apply(t.Spec, breaker, judged, obs.ServerTime, now)
+	for _, g := range judged {
+		s.add(g.view)
 	}
 	return s
 }
@@ -325,9 +360,12 @@ func gather(spec Spec, obs Observation, before []ConsumerView, now time.Time) []
 			b++
 		}
 		if b < len(before) && before[b].Name == name {
-			cv.FirstSeen = before[b].FirstSeen
+			cv.FirstSeen, cv.AliveAt = before[b].FirstSeen, before[b].AliveAt
 		}
 		hb, owner := heartbeatFor(spec, name, obs)
+		if spec.Heartbeat {
+			hb.Recovering = recovering(spec.HeartbeatMaxAge, obs.Heartbeats[hb.Key].ReadableSince, now)
+		}
 		pod := podFor(spec, name, obs, now)
 		if pod.Name != "" {
 			owner = pod.Name
@@ -337,7 +375,8 @@ func gather(spec Spec, obs Observation, before []ConsumerView, now time.Time) []
 			cv.HeartbeatAge = hb.Age
 		}
 		ev := Evidence{Seen: c.Idle, Inactive: cv.Inactive, Listed: ok, Heartbeat: hb, Pod: pod, Known: max(now.Sub(cv.FirstSeen), 0), ReadLag: lag,
-			Pending: cv.Pending, IdleFromDeliveries: obs.IdleFromDeliveries, IdleJudgesHolders: obs.IdleJudgesHolders}
+			Pending: cv.Pending, IdleFromDeliveries: obs.IdleFromDeliveries, IdleJudgesHolders: obs.IdleJudgesHolders,
+			IdleRecovering: recovering(spec.GhostIdle, obs.StreamReadableSince, now)}
 		out = append(out, gathered{view: cv, ev: ev})
 	}
 	return out

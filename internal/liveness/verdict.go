@@ -116,6 +116,12 @@ type Heartbeat struct {
 	// worker's health.
 	Degraded        bool
 	DegradedReasons []string
+	// Recovering is how much longer the key's node must stay readable
+	// before a stale or missing heartbeat is evidence: the max age less
+	// the time since the node became readable again after an outage, a
+	// failover, a restart or pelwarden's start. 0 once a whole max age
+	// has passed, or where nodes are not followed.
+	Recovering time.Duration
 }
 
 // Evidence is everything the sources say about one consumer.
@@ -153,6 +159,10 @@ type Evidence struct {
 	// record at all (Build decides it over the whole group): the key
 	// pattern is probably wrong, so no consumer is judged by it.
 	NoGroupHeartbeats bool
+	// IdleRecovering is Heartbeat.Recovering for the idle source: how
+	// much longer the stream's node must stay readable before an idle
+	// time past ghostIdle is evidence.
+	IdleRecovering time.Duration
 }
 
 // PodState is what the kubernetes source saw of the pod behind a consumer.

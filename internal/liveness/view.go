@@ -37,6 +37,9 @@ type ViewOptions struct {
 	OnRefresh func(t Target, s *Snapshot, err error, took time.Duration)
 	// OnExpire, when set, is called when a target is dropped.
 	OnExpire func(t Target)
+	// Breaker is the disruption breaker's threshold; DefaultBreaker when
+	// zero.
+	Breaker Breaker
 }
 
 // View holds the latest snapshot of every registered target and keeps it
@@ -85,6 +88,9 @@ func NewView(fetch Fetcher, opts ViewOptions) *View {
 	}
 	if opts.Concurrency <= 0 {
 		opts.Concurrency = 32
+	}
+	if opts.Breaker == (Breaker{}) {
+		opts.Breaker = DefaultBreaker
 	}
 	return &View{fetch: fetch, opts: opts, groups: make(map[GroupRef][]*entry)}
 }
@@ -387,7 +393,7 @@ func (v *View) read(ctx context.Context, e *entry, c *call, prev *Snapshot) {
 	obs, err := v.fetch(fctx, e.target, consumerNames(prev))
 	now := v.opts.Now()
 	if err == nil {
-		c.snap = Build(&e.target, obs, prev, now)
+		c.snap = BuildWith(&e.target, obs, prev, now, v.opts.Breaker)
 	} else {
 		c.err = err
 	}

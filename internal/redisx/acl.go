@@ -13,6 +13,9 @@ package redisx
 //   - client|setname: every connection is named "pelwarden" for CLIENT LIST.
 //   - select: a connection with db other than 0.
 //   - time: heartbeat ages are measured on Redis's clock.
+//   - info: INFO server on each new connection; its run_id tells a
+//     restarted or failed-over server, whose heartbeats workers could not
+//     write while it was away, even when no command failed.
 //   - get: heartbeat keys, and the lease.
 //   - set, pexpire, del: the hygiene lease (a script).
 //   - xinfo|groups, xinfo|consumers, xpending: the snapshot read and the
@@ -27,7 +30,7 @@ package redisx
 //   - wait: waitReplicas, after each guarded write.
 //
 // HELLO and AUTH need no grant: Redis lets any connection run them.
-const ACLCommands = "-@all +ping +client|setname +select +time +get +set +pexpire +del " +
+const ACLCommands = "-@all +ping +client|setname +select +time +info +get +set +pexpire +del " +
 	"+xinfo|groups +xinfo|consumers +xpending +xrange " +
 	"+xrevrange +xread +client|id +client|unblock " +
 	"+xadd +xack +xdel +xclaim +xgroup|delconsumer +evalsha +eval +wait"

@@ -34,12 +34,13 @@ const clusterStateReload = 2 * time.Second
 // honored on every socket operation, so a caller's deadline bounds a call
 // even while Redis is unreachable.
 func NewClient(c config.Redis) (redis.UniversalClient, error) {
-	return newClient(c, false)
+	return newClient(c, false, nil)
 }
 
 // newClient builds the connection's client; replicas lets read-only
-// commands go to replicas where the configuration allows it.
-func newClient(c config.Redis, replicas bool) (redis.UniversalClient, error) {
+// commands go to replicas where the configuration allows it. w, when not
+// nil, follows its nodes (outage.go).
+func newClient(c config.Redis, replicas bool, w *connWatch) (redis.UniversalClient, error) {
 	var tc *tls.Config
 	if c.TLS.Enabled {
 		var err error
@@ -50,7 +51,7 @@ func newClient(c config.Redis, replicas bool) (redis.UniversalClient, error) {
 	switch c.Mode {
 	case config.RedisSentinel:
 		s := c.Sentinel
-		return redis.NewFailoverClient(&redis.FailoverOptions{
+		return w.follow(redis.NewFailoverClient(&redis.FailoverOptions{
 			MasterName: s.MasterName, SentinelAddrs: s.Addrs,
 			SentinelUsername: s.Username, SentinelPassword: s.Password,
 			ReplicaOnly: replicas && s.ReplicaReads,
@@ -60,10 +61,10 @@ func newClient(c config.Redis, replicas bool) (redis.UniversalClient, error) {
 			ReadBufferSize: bufferSize, WriteBufferSize: bufferSize,
 			PipelineReadBufferSize: pipelineBufferSize, PipelineWriteBufferSize: pipelineBufferSize,
 			ClientName: clientName, ContextTimeoutEnabled: true, DisableIdentity: true,
-		}), nil
+		})), nil
 	case config.RedisCluster:
 		cl := c.Cluster
-		return redis.NewClusterClient(&redis.ClusterOptions{
+		return w.followCluster(redis.NewClusterClient(&redis.ClusterOptions{
 			Addrs:          cl.Addrs,
 			ReadOnly:       replicas && cl.ReadOnly,
 			RouteByLatency: replicas && cl.RouteByLatency,
@@ -75,10 +76,10 @@ func newClient(c config.Redis, replicas bool) (redis.UniversalClient, error) {
 			PipelineReadBufferSize: pipelineBufferSize, PipelineWriteBufferSize: pipelineBufferSize,
 			ClusterStateReloadInterval: clusterStateReload,
 			ClientName:                 clientName, ContextTimeoutEnabled: true, DisableIdentity: true,
-		}), nil
+		})), nil
 	case config.RedisStandalone, "":
 	}
-	return redis.NewClient(&redis.Options{
+	return w.follow(redis.NewClient(&redis.Options{
 		Addr:         c.Addr,
 		Username:     c.Username,
 		Password:     c.Password,
@@ -99,7 +100,7 @@ func newClient(c config.Redis, replicas bool) (redis.UniversalClient, error) {
 		// CLIENT SETINFO is unknown before Redis 7.2; skip the extra call.
 		DisableIdentity:       true,
 		ContextTimeoutEnabled: true,
-	}), nil
+	})), nil
 }
 
 // The connections' buffer sizes. A reply or a pipeline larger than its
@@ -155,6 +156,8 @@ type conn struct {
 	// connection lets them read replicas (sentinel.replicaReads,
 	// cluster.readOnly and the route options).
 	replica redis.UniversalClient
+	// watch follows primary's nodes.
+	watch *connWatch
 }
 
 // Open builds a client for every configured connection. It does not dial:
@@ -163,16 +166,17 @@ type conn struct {
 func Open(cfgs []config.Redis) (*Conns, error) {
 	cs := &Conns{conns: make(map[string]conn, len(cfgs))}
 	for _, c := range cfgs {
-		primary, err := NewClient(c)
+		w := newConnWatch(c.Mode == config.RedisCluster)
+		primary, err := newClient(c, false, w)
 		if err != nil {
 			_ = cs.Close()
 			return nil, err
 		}
-		cn := conn{primary: primary, replica: primary, idleGhost: c.IdleBefore72 == config.IdleGhost}
+		cn := conn{primary: primary, replica: primary, idleGhost: c.IdleBefore72 == config.IdleGhost, watch: w}
 		if c.ReplicaReads() {
 			// Built from the same config, so no error newClient could
 			// return is left.
-			cn.replica, _ = newClient(c, true)
+			cn.replica, _ = newClient(c, true, nil)
 		}
 		cs.conns[c.Name] = cn
 	}

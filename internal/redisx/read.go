@@ -120,6 +120,9 @@ func (r *Reader) Fetch(ctx context.Context, t liveness.Target, known []string) (
 		return obs, err
 	}
 	nameWrongTypes(ctx, c, obs.Heartbeats)
+	if w := r.Conns.conns[t.Conn].watch; w != nil {
+		w.stamp(ctx, c, t.Stream, &obs, obs.ReadAt)
+	}
 	return obs, nil
 }
 

@@ -119,6 +119,11 @@ const (
 	// delivered entries: a worker polling an empty stream looks dead there,
 	// so the consumer is Unknown and its entries are never taken.
 	FindingKind_FINDING_KIND_IDLE_UNDECIDED FindingKind = 12
+	// The disruption breaker holds a group: most of its consumers that were
+	// Alive turned Ghost together on evidence no pod confirmed, which a
+	// fault of the evidence explains better than a mass death; they are
+	// Unknown until evidence written after the trip comes.
+	FindingKind_FINDING_KIND_DISRUPTION FindingKind = 13
 )
 
 // Enum value maps for FindingKind.
@@ -137,6 +142,7 @@ var (
 		10: "FINDING_KIND_FIELD_COLLISION",
 		11: "FINDING_KIND_HEARTBEAT_CANDIDATES_CUT",
 		12: "FINDING_KIND_IDLE_UNDECIDED",
+		13: "FINDING_KIND_DISRUPTION",
 	}
 	FindingKind_value = map[string]int32{
 		"FINDING_KIND_UNSPECIFIED":              0,
@@ -152,6 +158,7 @@ var (
 		"FINDING_KIND_FIELD_COLLISION":          10,
 		"FINDING_KIND_HEARTBEAT_CANDIDATES_CUT": 11,
 		"FINDING_KIND_IDLE_UNDECIDED":           12,
+		"FINDING_KIND_DISRUPTION":               13,
 	}
 )
 
@@ -2698,7 +2705,7 @@ const file_pelwarden_v1_admin_proto_rawDesc = "" +
 	"\x0fVERDICT_UNKNOWN\x10\x01\x12\x11\n" +
 	"\rVERDICT_ALIVE\x10\x02\x12\x11\n" +
 	"\rVERDICT_GHOST\x10\x03\x12\x14\n" +
-	"\x10VERDICT_DEGRADED\x10\x04*\xac\x03\n" +
+	"\x10VERDICT_DEGRADED\x10\x04*\xc9\x03\n" +
 	"\vFindingKind\x12\x1c\n" +
 	"\x18FINDING_KIND_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18FINDING_KIND_SHARED_NAME\x10\x01\x12\x17\n" +
@@ -2713,7 +2720,8 @@ const file_pelwarden_v1_admin_proto_rawDesc = "" +
 	"\x1cFINDING_KIND_FIELD_COLLISION\x10\n" +
 	"\x12)\n" +
 	"%FINDING_KIND_HEARTBEAT_CANDIDATES_CUT\x10\v\x12\x1f\n" +
-	"\x1bFINDING_KIND_IDLE_UNDECIDED\x10\f2\xb9\x06\n" +
+	"\x1bFINDING_KIND_IDLE_UNDECIDED\x10\f\x12\x1b\n" +
+	"\x17FINDING_KIND_DISRUPTION\x10\r2\xb9\x06\n" +
 	"\x05Admin\x12R\n" +
 	"\vListTargets\x12 .pelwarden.v1.ListTargetsRequest\x1a!.pelwarden.v1.ListTargetsResponse\x12[\n" +
 	"\x0eDescribeTarget\x12#.pelwarden.v1.DescribeTargetRequest\x1a$.pelwarden.v1.DescribeTargetResponse\x12R\n" +

@@ -1,0 +1,323 @@
+package redisx
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/pelwarden/pelwarden/internal/liveness"
+)
+
+// nodeWatch follows one Redis node (a server address in a cluster; the
+// server a standalone or sentinel connection reaches) as pelwarden's
+// commands meet it: since when it has answered without a break. A break
+// is a failed command (the node refused the connection, dropped it, timed
+// out, or answered LOADING, MASTERDOWN or CLUSTERDOWN) or a new server
+// behind the connection: another run_id after a new connection, after a
+// restart or a failover, even if no command failed. It records and
+// decides nothing; liveness decides what a stretch is worth.
+type nodeWatch struct {
+	// client is the node's client, which asks INFO server after a dial.
+	client atomic.Pointer[redis.Client]
+
+	mu sync.Mutex
+	// asking counts the INFO server calls under way: until they answer,
+	// the server behind the new connections may be another, so the
+	// stretch starts now.
+	asking int
+	runID  string
+	// since is the start of the current stretch; zero while broken.
+	since time.Time
+	// broken says a break was seen: the stretch is not the first,
+	// which began with pelwarden's own start.
+	broken bool
+}
+
+// answered records a command the node answered at at.
+func (n *nodeWatch) answered(at time.Time) {
+	n.mu.Lock()
+	if n.since.IsZero() {
+		n.since = at
+	}
+	n.mu.Unlock()
+}
+
+func (n *nodeWatch) broke() {
+	n.mu.Lock()
+	n.since, n.broken = time.Time{}, true
+	n.mu.Unlock()
+}
+
+// connected records the run_id of the server a new connection reached;
+// empty where INFO is refused, when only errors can show a break.
+func (n *nodeWatch) connected(runID string, at time.Time) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if runID != "" && runID != n.runID {
+		n.broken = n.broken || n.runID != ""
+		n.runID, n.since = runID, at
+		return
+	}
+	if n.since.IsZero() {
+		n.since = at
+	}
+}
+
+// readableSince is the start of the node's current stretch, at at the
+// latest: a key just read from it was readable then.
+func (n *nodeWatch) readableSince(at time.Time) time.Time {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.since.IsZero() || n.since.After(at) || n.asking > 0 {
+		return at
+	}
+	return n.since
+}
+
+// brokenSince is readableSince for a stretch that began with a break
+// pelwarden saw, zero for the first: idle times are Redis's own count, so
+// pelwarden's start says nothing of them.
+func (n *nodeWatch) brokenSince(at time.Time) time.Time {
+	since := n.readableSince(at)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	// A new connection to a server pelwarden knew may reach another.
+	if !n.broken && (n.asking == 0 || n.runID == "") {
+		return time.Time{}
+	}
+	return since
+}
+
+// identify asks, after a new connection was dialed, which server process
+// answers: a run_id other than the last is a restart or a failover. It
+// runs apart from the dial (whose handshake its hooks see too), past the
+// dial's deadline (ctx carries no cancellation), on the
+// node's own client: a sentinel's connections are never asked. A refused
+// INFO (a user without +info) leaves only failed commands to show a
+// break.
+func (n *nodeWatch) identify(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, identifyTimeout)
+	defer cancel()
+	info, err := n.client.Load().Info(ctx, "server").Result()
+	if err == nil {
+		n.connected(infoField(info, "run_id"), time.Now())
+	}
+	n.mu.Lock()
+	n.asking--
+	n.mu.Unlock()
+}
+
+// identifyTimeout bounds the INFO server after a dial.
+const identifyTimeout = 2 * time.Second
+
+func infoField(info, key string) string {
+	for line := range strings.SplitSeq(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), key+":"); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// DialHook notes a new connection; a failed dial fails the command that
+// needed it, which ProcessHook sees.
+func (n *nodeWatch) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := next(ctx, network, addr)
+		if err == nil && n.client.Load() != nil {
+			n.mu.Lock()
+			n.asking++
+			n.mu.Unlock()
+			go n.identify(context.WithoutCancel(ctx))
+		}
+		return c, err
+	}
+}
+
+// ProcessHook records each command's answer.
+func (n *nodeWatch) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		n.saw(cmd.Err())
+		return err
+	}
+}
+
+// ProcessPipelineHook records a pipeline's answers: any command the node
+// failed breaks the stretch.
+func (n *nodeWatch) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		var failed error
+		for _, c := range cmds {
+			if nodeDown(c.Err()) {
+				failed = c.Err()
+				break
+			}
+		}
+		if failed == nil && nodeDown(err) {
+			failed = err
+		}
+		n.saw(failed)
+		return err
+	}
+}
+
+func (n *nodeWatch) saw(err error) {
+	switch {
+	case nodeDown(err):
+		n.broke()
+	case !unanswered(err):
+		n.answered(time.Now())
+	}
+}
+
+// nodeDown says err shows the node out of reach or not serving: the
+// transport failed, or Redis answered that it cannot serve yet.
+func nodeDown(err error) bool {
+	if err == nil || unanswered(err) {
+		return false
+	}
+	var re redis.Error
+	if errors.As(err, &re) {
+		return redis.HasErrorPrefix(err, "LOADING") || redis.HasErrorPrefix(err, "MASTERDOWN") || redis.HasErrorPrefix(err, "CLUSTERDOWN")
+	}
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+}
+
+// unanswered says err came before the command reached the node: a caller
+// that gave up, a full pool, a closed client. It proves nothing either way.
+func unanswered(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrClosed)
+}
+
+// connWatch follows the nodes of one connection. A standalone or sentinel
+// connection has one (a failover shows as a new run_id); a cluster has one
+// per node address, and a slot whose master changed starts a stretch of
+// its own, since its keys were out of reach between the two masters.
+type connWatch struct {
+	single *nodeWatch // nil for a cluster
+
+	mu    sync.Mutex
+	nodes map[string]*nodeWatch // cluster: by address
+	slots map[int]slotMaster    // cluster: the master each slot was read from
+}
+
+type slotMaster struct {
+	addr string
+	// changed is when another master was first seen serving the slot;
+	// zero if none was.
+	changed time.Time
+}
+
+func newConnWatch(cluster bool) *connWatch {
+	if cluster {
+		return &connWatch{nodes: make(map[string]*nodeWatch), slots: make(map[int]slotMaster)}
+	}
+	return &connWatch{single: &nodeWatch{}}
+}
+
+// node is the watch of the cluster node at addr.
+func (w *connWatch) node(addr string) *nodeWatch {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n, ok := w.nodes[addr]
+	if !ok {
+		n = &nodeWatch{}
+		w.nodes[addr] = n
+	}
+	return n
+}
+
+// follow hooks a standalone or sentinel client into the watch; a nil
+// watch follows nothing. A FailoverClient's hooks see its master's
+// connections only, never a sentinel's.
+func (w *connWatch) follow(c *redis.Client) *redis.Client {
+	if w != nil && w.single != nil {
+		w.single.client.Store(c)
+		c.AddHook(w.single)
+	}
+	return c
+}
+
+// followCluster hooks each node client of a cluster into the watch of
+// its address, as go-redis creates it.
+func (w *connWatch) followCluster(c *redis.ClusterClient) *redis.ClusterClient {
+	if w == nil || w.single != nil {
+		return c
+	}
+	c.OnNewNode(func(node *redis.Client) {
+		n := w.node(node.Options().Addr)
+		n.client.Store(node)
+		node.AddHook(n)
+	})
+	return c
+}
+
+// stamp sets, in obs, since when the node of the stream and of each
+// heartbeat key read has been readable, as of at. In a cluster that is
+// per slot, from go-redis's slot map: no command is sent.
+func (w *connWatch) stamp(ctx context.Context, c redis.UniversalClient, stream string, obs *liveness.Observation, at time.Time) {
+	if w.single != nil {
+		since := w.single.readableSince(at)
+		obs.StreamReadableSince = w.single.brokenSince(at)
+		for k, h := range obs.Heartbeats {
+			h.ReadableSince = since
+			obs.Heartbeats[k] = h
+		}
+		return
+	}
+	cc, ok := c.(*redis.ClusterClient)
+	if !ok {
+		return
+	}
+	bySlot := make(map[int]slotSince)
+	obs.StreamReadableSince = w.slotSince(ctx, cc, stream, at, bySlot).broken
+	for k, h := range obs.Heartbeats {
+		h.ReadableSince = w.slotSince(ctx, cc, k, at, bySlot).readable
+		obs.Heartbeats[k] = h
+	}
+}
+
+// slotSince is a slot's readableSince and brokenSince.
+type slotSince struct{ readable, broken time.Time }
+
+// slotSince is since when key's slot has been readable: since its master
+// answered without a break, and since that master took the slot over.
+func (w *connWatch) slotSince(ctx context.Context, cc *redis.ClusterClient, key string, at time.Time, memo map[int]slotSince) slotSince {
+	slot := HashSlot(key)
+	if since, ok := memo[slot]; ok {
+		return since
+	}
+	since := slotSince{readable: at, broken: at}
+	if master, err := cc.MasterForKey(ctx, key); err == nil {
+		addr := master.Options().Addr
+		w.mu.Lock()
+		sm, seen := w.slots[slot]
+		if seen && sm.addr != addr {
+			sm.changed = at
+		}
+		sm.addr = addr
+		w.slots[slot] = sm
+		w.mu.Unlock()
+		n := w.node(addr)
+		since = slotSince{readable: n.readableSince(at), broken: n.brokenSince(at)}
+		if sm.changed.After(since.readable) {
+			since.readable = sm.changed
+		}
+		if sm.changed.After(since.broken) {
+			since.broken = sm.changed
+		}
+	}
+	memo[slot] = since
+	return since
+}
