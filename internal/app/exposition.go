@@ -233,7 +233,7 @@ var (
 )
 
 func reportLabelValues(r admin.Report) []string {
-	return r.Target.Labels(r.Target.Spec.String(), r.Metric.Key(), strconv.FormatFloat(r.TargetValue, 'g', -1, 64))
+	return r.Target.Labels(liveness.LabelValue(r.Target.Spec.String()), r.Metric.Key(), strconv.FormatFloat(r.TargetValue, 'g', -1, 64))
 }
 
 // judged is a target's latest good snapshot with its liveness label.
