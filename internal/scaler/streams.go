@@ -84,3 +84,12 @@ func (q *streamQuota) Open() int {
 	defer q.mu.Unlock()
 	return q.open
 }
+
+// ActiveStats are the StreamIsActive groups' figures: groups is how many
+// distinct answers are kept (one per target, metric and activation with a
+// stream open), answers how many times one was computed, wakes how many
+// times a stream's goroutine woke to send (a changed answer, or its
+// resend).
+func (s *Server) ActiveStats() (groups int, answers, wakes uint64) {
+	return s.active.Len(), s.active.answers.Load(), s.active.wakes.Load()
+}
