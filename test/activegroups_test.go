@@ -1,0 +1,156 @@
+package e2e
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kedacore/keda/v2/pkg/scalers/externalscaler"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/pelwarden/pelwarden/internal/config"
+	"github.com/pelwarden/pelwarden/internal/redistest"
+)
+
+// activeCounts reads the StreamIsActive groups' counters from a scrape.
+func activeCounts(t *testing.T, addr string) (answers, wakes float64) {
+	t.Helper()
+	return gauge(t, addr, "pelwarden_scaler_active_answers_total"), gauge(t, addr, "pelwarden_scaler_active_stream_wakes_total")
+}
+
+// TestStreamIsActiveFloodOnOneTargetIsAnsweredOncePerRead: a stranger
+// opens 200 StreamIsActive streams on one target with one activation, so
+// that they all have one answer, beside a legitimate ScaledObject's
+// stream. Each XADD then costs pelwarden a few computations of the answer
+// for each of the two groups, however many streams share one, and wakes
+// no stream whose answer stays false; the legitimate stream alone wakes,
+// to push true. When the flood's answer does turn true, every one of its
+// streams wakes once and pushes it. Redis is unchanged but for the
+// producer's entries, and no planted secret is shown.
+func TestStreamIsActiveFloodOnOneTargetIsAnsweredOncePerRead(t *testing.T) {
+	t.Parallel()
+	const streams, xadds = 200, 10
+	_, rdb := victim(t)
+	plantSecrets(t, rdb)
+	redistest.CreateGroup(t, rdb, "feed", "readers")
+	books, others := readBooks(t, rdb), otherKeys(t, rdb, "hb:", "feed")
+	cfg := testConfig(rdbAddr(rdb))
+	d := config.Default().Scaler
+	cfg.Scaler.RefreshInterval, cfg.Scaler.MaxSnapshotAge = d.RefreshInterval, d.MaxSnapshotAge
+	// No resend within the test: a wake is a changed answer.
+	cfg.Scaler.ActiveResendInterval = time.Hour
+	cfg.Scaler.MaxActiveStreamsPerNamespace = streams
+	s := startStranger(t, cfg)
+	addr := s.app.HTTPAddr()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	// Active once the lag passes the test's first XADDs.
+	flood := map[string]string{"stream": "feed", "consumerGroup": "readers", "lagCount": "5", "activationLagCount": strconv.Itoa(xadds)}
+	opened := make([]externalscaler.ExternalScaler_StreamIsActiveClient, streams)
+	var wg sync.WaitGroup
+	for i := range opened {
+		wg.Go(func() {
+			st, err := openActive(ctx, t, s.client, soObj("intruder", "flood-"+strconv.Itoa(i), flood))
+			require.NoError(t, err, "stream %d", i)
+			opened[i] = st
+		})
+	}
+	wg.Wait()
+	legit, err := openActive(ctx, t, s.client, soObj("jobs", "feed-readers", map[string]string{"stream": "feed", "consumerGroup": "readers", "lagCount": "1"}))
+	require.NoError(t, err)
+	require.InDelta(t, float64(streams+1), gauge(t, addr, "pelwarden_scaler_active_streams"), 0)
+	require.InDelta(t, 2, gauge(t, addr, "pelwarden_scaler_active_groups"), 0, "one group for the flood, one for the legitimate stream")
+
+	answers0, wakes0 := activeCounts(t, addr)
+	for range xadds {
+		require.NoError(t, rdb.XAdd(ctx, &redis.XAddArgs{Stream: "feed", Values: []string{"job", "1"}}).Err())
+		time.Sleep(200 * time.Millisecond) // each group woken, read and armed again
+	}
+	answers1, wakes1 := activeCounts(t, addr)
+	// Per XADD and group: the answer after the wake and after the arming,
+	// and after each read the view signals; plus the view's refreshes.
+	perXAdd := (answers1 - answers0) / xadds
+	t.Logf("answers computed per XADD with %d streams in 2 groups: %.1f", streams+1, perXAdd)
+	require.LessOrEqual(t, perXAdd, 2*4.0+2, "answers follow the groups, not the %d streams", streams)
+	require.InDelta(t, 1, wakes1-wakes0, 0, "only the legitimate stream woke, to push true")
+	got, err := legit.Recv()
+	require.NoError(t, err)
+	require.True(t, got.GetResult(), "the legitimate stream pushed true on the XADD")
+
+	require.NoError(t, rdb.XAdd(ctx, &redis.XAddArgs{Stream: "feed", Values: []string{"job", "1"}}).Err())
+	for i, st := range opened {
+		got, err := st.Recv()
+		require.NoError(t, err, "stream %d", i)
+		require.True(t, got.GetResult(), "stream %d pushed its group's true", i)
+	}
+	_, wakes2 := activeCounts(t, addr)
+	require.InDelta(t, streams, wakes2-wakes1, 0, "each flood stream woke once, for its group's change")
+
+	require.Equal(t, books, readBooks(t, rdb), "the victim's streams, pending entries and consumers are unchanged")
+	require.Equal(t, others, otherKeys(t, rdb, "hb:", "feed"), "keys beside the streams are unchanged")
+	n, err := rdb.XLen(ctx, "feed").Result()
+	require.NoError(t, err)
+	require.Equal(t, int64(xadds+1), n, "feed holds the producer's entries and nothing else")
+	s.requireNoSecret(t)
+
+	cancel()
+	eventually(t, 5*time.Second, func() error {
+		if n := gauge(t, addr, "pelwarden_scaler_active_groups"); n != 0 {
+			return status.Errorf(codes.Unknown, "%v groups left with every stream closed", n)
+		}
+		return nil
+	})
+}
+
+// TestStreamIsActiveGroupEndsEveryStreamWithTheRedisError: when Redis
+// goes away, every stream of a group ends with Unavailable, never a false
+// that would scale to zero; once Redis is back, a stream opened again
+// gets a fresh answer rather than the failed group's error.
+func TestStreamIsActiveGroupEndsEveryStreamWithTheRedisError(t *testing.T) {
+	t.Parallel()
+	const streams = 20
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	redistest.CreateGroup(t, rdb, "jobs", "workers")
+	p := startPelwarden(t, srv.Addr(), nil)
+	// A stream that never ends fails the test rather than hanging it.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	md := map[string]string{"stream": "jobs", "consumerGroup": "workers", "lagCount": "1"}
+	opened := make([]externalscaler.ExternalScaler_StreamIsActiveClient, streams)
+	for i := range opened {
+		st, err := openActive(ctx, t, p.client, soObj("jobs", "w-"+strconv.Itoa(i), md))
+		require.NoError(t, err)
+		opened[i] = st
+	}
+
+	srv.Kill()
+	for i, st := range opened {
+		_, err := st.Recv()
+		require.Equal(t, codes.Unavailable, status.Code(err), "stream %d ends with the read's error, not an answer: %v", i, err)
+	}
+
+	srv.Restart(t)
+	redistest.CreateGroup(t, rdb, "jobs", "workers")
+	redistest.AddJobs(t, rdb, "jobs", "", 1)
+	eventually(t, 5*time.Second, func() error {
+		st, err := p.client.StreamIsActive(ctx, soObj("jobs", "again", md))
+		if err != nil {
+			return err
+		}
+		got, err := st.Recv()
+		if err != nil {
+			return err
+		}
+		if !got.GetResult() {
+			return status.Error(codes.Unknown, "the entry added after the restart is not seen")
+		}
+		return nil
+	})
+}
