@@ -26,7 +26,9 @@ func floodClasses() []floodClass {
 	return []floodClass{
 		{name: "bytes", callers: 4, flood: floodBytes},
 		{name: "regex", callers: 4, flood: floodRegex},
-		{name: "stream-is-active", callers: 4, flood: floodActiveStreams},
+		{name: "stream-is-active", callers: 4, flood: floodActiveStreams, perXAdd: map[string]string{
+			"answers/xadd": "pelwarden_scaler_active_answers_total", "stream-wakes/xadd": "pelwarden_scaler_active_stream_wakes_total",
+		}},
 		{name: "pod-watches", callers: 4, kube: true, config: floodKubeConfig, setup: legitPod, flood: floodSelectors, during: legitSelectorCurrent},
 		// The same with client-go's default rate limit, as before
 		// kubernetes.apiQPS and apiBurst.

@@ -47,6 +47,12 @@ func floodRows(l *lookup) []Row {
 			l.row(Row{What: "Redis commands per producer XADD (every 20 ms) during the " + c + " flood", Workload: load,
 				Pelwarden: plainf(l.get(b, "cmds/xadd-flood"), "commands"), Against: quiet, Baseline: ptr(plainf(l.get(b, "cmds/xadd-quiet"), "commands"))}),
 		)
+		if _, ok := l.res[b].metrics["answers/xadd"]; ok {
+			answers, wakes := l.get(b, "answers/xadd"), l.get(b, "stream-wakes/xadd")
+			rows = append(rows, l.row(Row{What: "StreamIsActive answers computed and streams woken per producer XADD during the " + c + " flood (one answer per group of streams alike, a wake only to send)",
+				Workload: load, Pelwarden: Figure{Labels: []string{"answers", "stream wakes"}, Values: []float64{answers, wakes}, Unit: "per XADD",
+					Text: fmt.Sprintf("%s answers, %s stream wakes", trim(fmt.Sprintf("%.2f", answers)), trim(fmt.Sprintf("%.2f", wakes)))}}))
+		}
 		if _, ok := l.res[b].metrics["legit-current-ms"]; ok {
 			rows = append(rows, l.row(Row{What: "a legitimate ScaledObject's new podSelector, beside the flood's pod watches, until its pod is judged",
 				Workload: load, Pelwarden: plain(l.get(b, "legit-current-ms"), "ms")}))
