@@ -154,3 +154,33 @@ func TestStreamIsActiveGroupEndsEveryStreamWithTheRedisError(t *testing.T) {
 		return nil
 	})
 }
+
+// TestStreamIsActiveStreamsOfOneGroupEachResendTheAnswer: the answer
+// holds, so only the resend brings more, and each stream of the group
+// re-sends it on its own interval, which a KEDA that missed one needs.
+func TestStreamIsActiveStreamsOfOneGroupEachResendTheAnswer(t *testing.T) {
+	t.Parallel()
+	const streams, resends = 5, 2
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	redistest.CreateGroup(t, rdb, "jobs", "workers")
+	p := startPelwarden(t, srv.Addr(), func(c *config.Config) { c.Scaler.ActiveResendInterval = 200 * time.Millisecond })
+	// A stream that sends nothing more fails the test rather than hanging it.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	md := map[string]string{"stream": "jobs", "consumerGroup": "workers", "lagCount": "1"}
+	opened := make([]externalscaler.ExternalScaler_StreamIsActiveClient, streams)
+	for i := range opened {
+		st, err := openActive(ctx, t, p.client, soObj("jobs", "w-"+strconv.Itoa(i), md))
+		require.NoError(t, err)
+		opened[i] = st
+	}
+	require.InDelta(t, 1, gauge(t, p.app.HTTPAddr(), "pelwarden_scaler_active_groups"), 0)
+	for i, st := range opened {
+		for range resends {
+			got, err := st.Recv()
+			require.NoError(t, err, "stream %d re-sends its answer", i)
+			require.False(t, got.GetResult(), "stream %d re-sends the answer that holds", i)
+		}
+	}
+}
