@@ -7,248 +7,282 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pelwarden/pelwarden/internal/liveness"
 	"github.com/pelwarden/pelwarden/internal/metadata"
 	"github.com/pelwarden/pelwarden/internal/policy"
 	"github.com/pelwarden/pelwarden/internal/rpcstatus"
 )
 
-// activeKey is what decides a StreamIsActive answer: streams with equal
-// keys always have the same answer, so it is computed once for them all.
-type activeKey struct {
-	target string // liveness.Target.Key
+// answerKey is what, beside its target's snapshot, decides a
+// StreamIsActive answer: streams with equal keys on one target always
+// have the same answer.
+type answerKey struct {
 	metric policy.Metric
 	// activation as bits: a NaN key would never find itself in the map,
-	// and its group would never leave it.
+	// and its answer would never leave it.
 	activation uint64
 }
 
-func activeKeyOf(r metadata.Request) activeKey {
-	return activeKey{target: r.Target.Key(), metric: r.Metric, activation: math.Float64bits(r.Activation)}
-}
-
-// activeGroups holds one activeGroup per activeKey with a stream open.
-// A flood of StreamIsActive streams on one target then costs one
-// goroutine woken per XADD and per read of the target, not one per
-// stream: a stream's own goroutine wakes only when its group's answer
+// activeTargets holds one activeTarget per target with a StreamIsActive
+// stream open. A flood of streams on one target then costs one goroutine
+// woken per XADD and per read of the target, whatever their number and
+// their thresholds: a stream's own goroutine wakes only when its answer
 // changes or its resend is due.
-type activeGroups struct {
+type activeTargets struct {
 	s *Server
 
-	mu     sync.Mutex
-	groups map[activeKey]*activeGroup
+	mu      sync.Mutex
+	targets map[string]*activeTarget // by liveness.Target.Key
 
-	// answers counts answers computed; wakes counts streams woken to send.
-	answers, wakes atomic.Uint64
+	// evaluations counts reads of a target evaluated for its answers;
+	// wakes counts streams woken to send.
+	evaluations, wakes atomic.Uint64
 }
 
-func newActiveGroups(s *Server) *activeGroups {
-	return &activeGroups{s: s, groups: make(map[activeKey]*activeGroup)}
+func newActiveTargets(s *Server) *activeTargets {
+	return &activeTargets{s: s, targets: make(map[string]*activeTarget)}
 }
 
-// activeGroup is the streams of one activeKey: one goroutine reads the
-// target, holds the armed watch while the answer is false, and publishes
-// each answer.
-type activeGroup struct {
-	all *activeGroups
-	key activeKey
-	r   metadata.Request // the first stream's; every stream's decides the same answer
+// activeTarget is the streams of one target: one goroutine reads it,
+// holds the armed watch while any of its answers is false, and decides
+// every answer from each read.
+type activeTarget struct {
+	all *activeTargets
+	key string
+	r   metadata.Request // the first stream's; only its Target is read
 
 	streams int // guarded by all.mu
 	cancel  context.CancelFunc
+	poke    chan struct{}
+	wake    Wake // used by run alone
 
-	mu    sync.Mutex
-	state *activeState
+	mu      sync.Mutex
+	answers map[answerKey]*answer
+	// since: the latest read decided began no earlier than this; next is
+	// closed when a later read is decided.
+	since time.Time
+	next  chan struct{}
+	err   error // a failed read: every stream of the target ends with it
 	// want is the latest opening of a stream still waiting for an answer
 	// from a read begun after it.
 	want time.Time
-	poke chan struct{}
-	wake Wake // held by run while the answer is false
 }
 
-// activeState is one published answer. Streams wait on changed, which
-// the states with the same answer share, so a read that changes nothing
-// wakes none of them; a newly opened stream waits on next.
-type activeState struct {
-	active bool
-	err    error // a failed read: every stream of the group ends with it
-	read   bool  // false before the group's first answer
-	// since: the read that gave the answer began no earlier than this.
-	since   time.Time
-	changed chan struct{} // closed when an answer other than this one, or an error, is published
-	next    chan struct{} // closed when any state replaces this one
+// answer is one (metric, activation) of a target and the streams that
+// ask it. Its fields are guarded by its target's mu.
+type answer struct {
+	metric     policy.Metric
+	activation float64
+	streams    int
+	read       bool // false before its first read
+	active     bool
+	// changed is closed when active changes or the target fails, so a
+	// read that changes nothing wakes none of the streams.
+	changed chan struct{}
 }
 
-// join adds a stream to its key's group, starting the group on the first;
-// leave takes it out, and the last to leave stops the group.
-func (a *activeGroups) join(r metadata.Request) (g *activeGroup, leave func(), err error) {
-	key := activeKeyOf(r)
+// join adds a stream to its target, starting the target's goroutine on
+// the first; leave takes it out, and the last to leave stops the goroutine.
+func (a *activeTargets) join(r metadata.Request) (*activeTarget, *answer, func(), error) {
+	key := r.Target.Key()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	g = a.groups[key]
-	if g == nil {
-		// One subscription per group: the view signals each read of the
-		// target to the group, not to every stream.
+	t := a.targets[key]
+	if t == nil {
+		// One subscription per target: the view signals each read to the
+		// target's goroutine, not to every stream.
 		updates, unsubscribe, err := a.s.view.Subscribe(r.Target)
 		if err != nil {
-			return nil, nil, rpcstatus.Of(err, r.Target.GroupRef)
+			return nil, nil, nil, rpcstatus.Of(err, r.Target.GroupRef)
 		}
 		ctx, cancel := context.WithCancel(context.Background())
-		g = &activeGroup{
-			all: a, key: key, r: r, cancel: cancel, poke: make(chan struct{}, 1),
-			state: &activeState{changed: make(chan struct{}), next: make(chan struct{})},
-		}
-		a.groups[key] = g
-		go g.run(ctx, updates, unsubscribe)
+		t = &activeTarget{all: a, key: key, r: r, cancel: cancel, poke: make(chan struct{}, 1),
+			answers: make(map[answerKey]*answer), next: make(chan struct{})}
+		a.targets[key] = t
+		go t.run(ctx, updates, unsubscribe)
 	}
-	g.streams++
+	t.streams++
+	ak := answerKey{metric: r.Metric, activation: math.Float64bits(r.Activation)}
+	t.mu.Lock()
+	ans := t.answers[ak]
+	if ans == nil {
+		ans = &answer{metric: r.Metric, activation: r.Activation, changed: make(chan struct{})}
+		t.answers[ak] = ans
+	}
+	ans.streams++
+	t.mu.Unlock()
 	var once sync.Once
-	return g, func() { once.Do(func() { a.leave(g) }) }, nil
+	return t, ans, func() { once.Do(func() { a.leave(t, ak) }) }, nil
 }
 
-func (a *activeGroups) leave(g *activeGroup) {
+func (a *activeTargets) leave(t *activeTarget, ak answerKey) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if g.streams--; g.streams > 0 {
+	t.mu.Lock()
+	if ans := t.answers[ak]; ans != nil {
+		if ans.streams--; ans.streams <= 0 {
+			delete(t.answers, ak)
+		}
+	}
+	t.mu.Unlock()
+	if t.streams--; t.streams > 0 {
 		return
 	}
-	a.dropLocked(g)
-	g.cancel()
+	a.dropLocked(t)
+	t.cancel()
 }
 
-// dropLocked forgets g, unless a newer group of its key took its place.
-func (a *activeGroups) dropLocked(g *activeGroup) {
-	if a.groups[g.key] == g {
-		delete(a.groups, g.key)
+// dropLocked forgets t, unless a newer activeTarget of its key took its
+// place.
+func (a *activeTargets) dropLocked(t *activeTarget) {
+	if a.targets[t.key] == t {
+		delete(a.targets, t.key)
 	}
 }
 
-// Len is the number of groups.
-func (a *activeGroups) Len() int {
+// Len is the number of targets with a stream open.
+func (a *activeTargets) Len() int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return len(a.groups)
+	return len(a.targets)
 }
 
-// current is the latest published state.
-func (g *activeGroup) current() *activeState {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.state
+// state is an answer as a stream sees it, and what to wait on for the
+// next.
+func (t *activeTarget) state(ans *answer) (active bool, changed <-chan struct{}, err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return ans.active, ans.changed, t.err
 }
 
-// answerSince returns the first state whose read began no earlier than
-// opened, or an error state, asking the group for that read.
-func (g *activeGroup) answerSince(ctx context.Context, opened time.Time) (*activeState, error) {
-	g.mu.Lock()
-	if opened.After(g.want) {
-		g.want = opened
+// answerSince waits until ans is decided from a read begun no earlier
+// than opened, or the target failed, asking the target for that read.
+func (t *activeTarget) answerSince(ctx context.Context, ans *answer, opened time.Time) error {
+	t.mu.Lock()
+	if opened.After(t.want) {
+		t.want = opened
 	}
-	st := g.state
-	g.mu.Unlock()
+	t.mu.Unlock()
 	select {
-	case g.poke <- struct{}{}:
+	case t.poke <- struct{}{}:
 	default:
 	}
-	for st.err == nil && (!st.read || st.since.Before(opened)) {
+	for {
+		t.mu.Lock()
+		done := t.err != nil || (ans.read && !t.since.Before(opened))
+		next := t.next
+		t.mu.Unlock()
+		if done {
+			return nil
+		}
 		select {
-		case <-st.next:
-			st = g.current()
+		case <-next:
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return ctx.Err()
 		}
 	}
-	return st, nil
 }
 
-// run computes the group's answer until its last stream leaves or a read
-// fails: at once, after every read of the target, on a stream's opening,
-// and, while the answer is false, when an entry lands on the stream.
-func (g *activeGroup) run(ctx context.Context, updates <-chan struct{}, unsubscribe func()) {
+// run decides the target's answers until its last stream leaves or a
+// read fails: at once, after every read of the target, on a stream's
+// opening, and, while an answer is false, when an entry lands on the
+// stream.
+func (t *activeTarget) run(ctx context.Context, updates <-chan struct{}, unsubscribe func()) {
 	defer unsubscribe()
-	defer g.disarm()
+	defer t.disarm()
 	// since, when set, asks for a read that began after it: a stream's
-	// opening, the arming, or the entry that woke the group.
+	// opening, the arming, or the entry that woke the target.
 	var since time.Time
 	for {
-		since = later(since, g.takeWant())
-		active, err := g.compute(ctx, since)
+		since = later(since, t.takeWant())
+		t.all.evaluations.Add(1)
+		snap, err := t.all.s.snapshot(ctx, t.r, since)
 		if ctx.Err() != nil {
 			return
 		}
-		g.publish(active, err, since)
 		if err != nil {
+			t.fail(err)
 			return
 		}
-		if since = g.arm(ctx, active); !since.IsZero() {
+		allActive := t.decide(snap, since)
+		if since = t.arm(ctx, allActive); !since.IsZero() {
 			continue
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-g.fired():
-			since = g.wake.Fired()
-			g.disarm()
+		case <-t.fired():
+			since = t.wake.Fired()
+			t.disarm()
 		case <-updates:
-		case <-g.poke:
+		case <-t.poke:
 		}
 	}
 }
 
-func (g *activeGroup) takeWant() time.Time {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	w := g.want
-	g.want = time.Time{}
+func (t *activeTarget) takeWant() time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	w := t.want
+	t.want = time.Time{}
 	return w
 }
 
-func (g *activeGroup) compute(ctx context.Context, since time.Time) (bool, error) {
-	g.all.answers.Add(1)
-	snap, err := g.all.s.snapshot(ctx, g.r, since)
-	if err != nil {
-		return false, err
+// decide sets every answer from a read begun no earlier than since (a
+// zero since served the view's latest snapshot, whose read began no
+// earlier than the one before it), waking the streams of those that
+// changed, and reports whether all are true.
+func (t *activeTarget) decide(snap *liveness.Snapshot, since time.Time) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	allActive := true
+	for _, ans := range t.answers {
+		active := policy.Active(policy.Value(ans.metric, snap), ans.activation)
+		allActive = allActive && active
+		if ans.read && ans.active == active {
+			continue
+		}
+		if ans.read {
+			close(ans.changed)
+			ans.changed = make(chan struct{})
+		}
+		ans.read, ans.active = true, active
 	}
-	return policy.Active(policy.Value(g.r.Metric, snap), g.r.Activation), nil
+	t.since = later(t.since, since)
+	close(t.next)
+	t.next = make(chan struct{})
+	return allActive
 }
 
-// publish makes an answer the current state. Only an answer that differs
-// from the last, or an error, wakes the group's streams. A failed group
-// leaves the map at once, so a stream opened after it starts a new one.
-func (g *activeGroup) publish(active bool, err error, since time.Time) {
-	if err != nil {
-		g.all.mu.Lock()
-		g.all.dropLocked(g)
-		g.all.mu.Unlock()
+// fail ends every stream of the target with err. The target leaves the
+// map first, so a stream opened after it starts afresh.
+func (t *activeTarget) fail(err error) {
+	t.all.mu.Lock()
+	t.all.dropLocked(t)
+	t.all.mu.Unlock()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.err = err
+	for _, ans := range t.answers {
+		close(ans.changed)
+		ans.changed = make(chan struct{})
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	old := g.state
-	st := &activeState{active: active, err: err, read: true, next: make(chan struct{}),
-		// A zero since served the view's latest snapshot, whose read began
-		// no earlier than the one before it.
-		since: later(old.since, since)}
-	if old.read && old.err == nil && err == nil && old.active == active {
-		st.changed = old.changed
-	} else {
-		st.changed = make(chan struct{})
-		close(old.changed)
-	}
-	g.state = st
-	close(old.next)
+	close(t.next)
+	t.next = make(chan struct{})
 }
 
-// arm holds the stream's watch while the answer is false and lets go of it
-// once true. On a new hold it returns when the watch began: the answer
-// must be read once more from a read begun after it, so that an entry
-// added between the last read and the arming cannot slip by.
-func (g *activeGroup) arm(ctx context.Context, active bool) time.Time {
-	arm := g.all.s.opts.Arm
+// arm holds the stream's watch while an answer is false and lets go of it
+// once all are true. On a new hold it returns when the watch began: the
+// answers must be read once more from a read begun after it, so that an
+// entry added between the last read and the arming cannot slip by.
+func (t *activeTarget) arm(ctx context.Context, allActive bool) time.Time {
+	arm := t.all.s.opts.Arm
 	switch {
-	case active:
-		g.disarm()
-	case g.wake == nil && arm != nil:
-		if k, err := arm(ctx, g.r.Target.Conn, g.r.Target.Stream); err == nil {
-			g.wake = k
+	case allActive:
+		t.disarm()
+	case t.wake == nil && arm != nil:
+		if k, err := arm(ctx, t.r.Target.Conn, t.r.Target.Stream); err == nil {
+			t.wake = k
 			return k.Armed()
 		}
 	}
@@ -257,17 +291,17 @@ func (g *activeGroup) arm(ctx context.Context, active bool) time.Time {
 
 // fired is the held watch's channel; nil, which never fires, when none
 // is held.
-func (g *activeGroup) fired() <-chan struct{} {
-	if g.wake == nil {
+func (t *activeTarget) fired() <-chan struct{} {
+	if t.wake == nil {
 		return nil
 	}
-	return g.wake.C()
+	return t.wake.C()
 }
 
-func (g *activeGroup) disarm() {
-	if g.wake != nil {
-		g.wake.Stop()
-		g.wake = nil
+func (t *activeTarget) disarm() {
+	if t.wake != nil {
+		t.wake.Stop()
+		t.wake = nil
 	}
 }
 

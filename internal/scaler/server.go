@@ -62,13 +62,13 @@ type Server struct {
 	opts    Options
 	parsed  *parseCache
 	streams *streamQuota
-	active  *activeGroups
+	active  *activeTargets
 }
 
 // New returns a Server reading from view.
 func New(view *liveness.View, opts Options) *Server {
 	s := &Server{view: view, opts: opts, streams: newStreamQuota(opts.MaxActiveStreams, opts.MaxActiveStreamsPerNamespace)}
-	s.active = newActiveGroups(s)
+	s.active = newActiveTargets(s)
 	parse := opts.Parse
 	if parse == nil {
 		parse = s.parseMetadata
@@ -126,12 +126,12 @@ func (s *Server) IsActive(ctx context.Context, ref *externalscaler.ScaledObjectR
 
 // StreamIsActive pushes the activity of a target: at once when the stream
 // is opened, as soon as it changes, and again every ResendInterval. The
-// streams whose answer is decided alike (target, metric, activation)
-// share one computation of it (activeGroups): while the answer is false
-// their group holds the Redis stream's armed watch, so the first XADD is
-// seen within a round trip instead of at the next refresh, and a stream's
+// streams of one target share one goroutine that reads it and decides
+// every stream's answer from each read (activeTargets): while an answer is
+// false it holds the Redis stream's armed watch, so the first XADD is seen
+// within a round trip instead of at the next refresh, and a stream's own
 // goroutine wakes only to send. An XADD costs Redis a few commands per
-// stream and per target, and pelwarden one wake per group, never per
+// stream and per target, and pelwarden one wake per target, never per
 // caller.
 func (s *Server) StreamIsActive(ref *externalscaler.ScaledObjectRef, stream grpc.ServerStreamingServer[externalscaler.IsActiveResponse]) error {
 	opened := time.Now()
@@ -145,14 +145,13 @@ func (s *Server) StreamIsActive(ref *externalscaler.ScaledObjectRef, stream grpc
 	}
 	defer release()
 	ctx := stream.Context()
-	g, leave, err := s.active.join(r)
+	t, ans, leave, err := s.active.join(r)
 	if err != nil {
 		return err
 	}
 	defer leave()
 	// The first answer comes from a read begun after the opening.
-	st, err := g.answerSince(ctx, opened)
-	if err != nil {
+	if t.answerSince(ctx, ans, opened) != nil {
 		return nil // the stream ended
 	}
 	resend := time.NewTicker(s.opts.ResendInterval)
@@ -160,19 +159,20 @@ func (s *Server) StreamIsActive(ref *externalscaler.ScaledObjectRef, stream grpc
 	var sent, last bool
 	force := true
 	for {
-		if st.err != nil {
-			return st.err
+		active, changed, err := t.state(ans)
+		if err != nil {
+			return err
 		}
-		if force || st.active != last || !sent {
-			if err := stream.Send(&externalscaler.IsActiveResponse{Result: st.active}); err != nil {
+		if force || active != last || !sent {
+			if err := stream.Send(&externalscaler.IsActiveResponse{Result: active}); err != nil {
 				return err
 			}
-			sent, last, force = true, st.active, false
+			sent, last, force = true, active, false
 		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-st.changed:
+		case <-changed:
 		case <-resend.C:
 			// An open stream is a request too: with external-push at zero
 			// replicas KEDA sends nothing else, and hygiene must go on.
@@ -182,7 +182,6 @@ func (s *Server) StreamIsActive(ref *externalscaler.ScaledObjectRef, stream grpc
 			force = true
 		}
 		s.active.wakes.Add(1)
-		st = g.current()
 	}
 }
 

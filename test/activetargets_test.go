@@ -17,22 +17,22 @@ import (
 	"github.com/pelwarden/pelwarden/internal/redistest"
 )
 
-// activeCounts reads the StreamIsActive groups' counters from a scrape.
-func activeCounts(t *testing.T, addr string) (answers, wakes float64) {
+// activeCounts reads the StreamIsActive counters from a scrape.
+func activeCounts(t *testing.T, addr string) (evaluations, wakes float64) {
 	t.Helper()
-	return gauge(t, addr, "pelwarden_scaler_active_answers_total"), gauge(t, addr, "pelwarden_scaler_active_stream_wakes_total")
+	return gauge(t, addr, "pelwarden_scaler_active_evaluations_total"), gauge(t, addr, "pelwarden_scaler_active_stream_wakes_total")
 }
 
-// TestStreamIsActiveFloodOnOneTargetIsAnsweredOncePerRead: a stranger
-// opens 200 StreamIsActive streams on one target with one activation, so
-// that they all have one answer, beside a legitimate ScaledObject's
-// stream. Each XADD then costs pelwarden a few computations of the answer
-// for each of the two groups, however many streams share one, and wakes
-// no stream whose answer stays false; the legitimate stream alone wakes,
-// to push true. When the flood's answer does turn true, every one of its
-// streams wakes once and pushes it. Redis is unchanged but for the
-// producer's entries, and no planted secret is shown.
-func TestStreamIsActiveFloodOnOneTargetIsAnsweredOncePerRead(t *testing.T) {
+// TestStreamIsActiveFloodOnOneTargetIsEvaluatedOncePerRead: a stranger
+// opens 200 StreamIsActive streams on one target, each with an activation
+// of its own, beside a legitimate ScaledObject's stream on the same
+// target. Each XADD then costs pelwarden a few evaluations of the target,
+// however many streams and thresholds it has, and wakes no stream whose
+// answer stays false; the legitimate stream alone wakes, to push true.
+// When the lag passes every threshold, every stream wakes once and pushes
+// true. Redis is unchanged but for the producer's entries, and no planted
+// secret is shown.
+func TestStreamIsActiveFloodOnOneTargetIsEvaluatedOncePerRead(t *testing.T) {
 	t.Parallel()
 	const streams, xadds = 200, 10
 	_, rdb := victim(t)
@@ -50,13 +50,13 @@ func TestStreamIsActiveFloodOnOneTargetIsAnsweredOncePerRead(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
-	// Active once the lag passes the test's first XADDs.
-	flood := map[string]string{"stream": "feed", "consumerGroup": "readers", "lagCount": "5", "activationLagCount": strconv.Itoa(xadds)}
 	opened := make([]externalscaler.ExternalScaler_StreamIsActiveClient, streams)
 	var wg sync.WaitGroup
 	for i := range opened {
 		wg.Go(func() {
-			st, err := openActive(ctx, t, s.client, soObj("intruder", "flood-"+strconv.Itoa(i), flood))
+			// Active once the lag passes the test's first XADDs and i more.
+			md := map[string]string{"stream": "feed", "consumerGroup": "readers", "lagCount": "5", "activationLagCount": strconv.Itoa(xadds + i)}
+			st, err := openActive(ctx, t, s.client, soObj("intruder", "flood-"+strconv.Itoa(i), md))
 			require.NoError(t, err, "stream %d", i)
 			opened[i] = st
 		})
@@ -65,54 +65,59 @@ func TestStreamIsActiveFloodOnOneTargetIsAnsweredOncePerRead(t *testing.T) {
 	legit, err := openActive(ctx, t, s.client, soObj("jobs", "feed-readers", map[string]string{"stream": "feed", "consumerGroup": "readers", "lagCount": "1"}))
 	require.NoError(t, err)
 	require.InDelta(t, float64(streams+1), gauge(t, addr, "pelwarden_scaler_active_streams"), 0)
-	require.InDelta(t, 2, gauge(t, addr, "pelwarden_scaler_active_groups"), 0, "one group for the flood, one for the legitimate stream")
+	require.InDelta(t, 1, gauge(t, addr, "pelwarden_scaler_active_targets"), 0, "one target for every stream and threshold")
 
-	answers0, wakes0 := activeCounts(t, addr)
+	evaluations0, wakes0 := activeCounts(t, addr)
 	for range xadds {
 		require.NoError(t, rdb.XAdd(ctx, &redis.XAddArgs{Stream: "feed", Values: []string{"job", "1"}}).Err())
-		time.Sleep(200 * time.Millisecond) // each group woken, read and armed again
+		time.Sleep(200 * time.Millisecond) // the target woken, read and armed again
 	}
-	answers1, wakes1 := activeCounts(t, addr)
-	// Per XADD and group: the answer after the wake and after the arming,
-	// and after each read the view signals; plus the view's refreshes.
-	perXAdd := (answers1 - answers0) / xadds
-	t.Logf("answers computed per XADD with %d streams in 2 groups: %.1f", streams+1, perXAdd)
-	require.LessOrEqual(t, perXAdd, 2*4.0+2, "answers follow the groups, not the %d streams", streams)
+	evaluations1, wakes1 := activeCounts(t, addr)
+	// Per XADD: the read after the wake and after the arming, and each
+	// read the view signals; plus the view's own refreshes.
+	perXAdd := (evaluations1 - evaluations0) / xadds
+	t.Logf("evaluations per XADD with %d streams on one target: %.1f", streams+1, perXAdd)
+	require.LessOrEqual(t, perXAdd, 6.0, "evaluations follow the target, not its %d streams and thresholds", streams+1)
 	require.InDelta(t, 1, wakes1-wakes0, 0, "only the legitimate stream woke, to push true")
 	got, err := legit.Recv()
 	require.NoError(t, err)
 	require.True(t, got.GetResult(), "the legitimate stream pushed true on the XADD")
 
-	require.NoError(t, rdb.XAdd(ctx, &redis.XAddArgs{Stream: "feed", Values: []string{"job", "1"}}).Err())
+	pipe := rdb.Pipeline()
+	for range streams {
+		pipe.XAdd(ctx, &redis.XAddArgs{Stream: "feed", Values: []string{"job", "1"}})
+	}
+	_, err = pipe.Exec(ctx)
+	require.NoError(t, err)
 	for i, st := range opened {
 		got, err := st.Recv()
 		require.NoError(t, err, "stream %d", i)
-		require.True(t, got.GetResult(), "stream %d pushed its group's true", i)
+		require.True(t, got.GetResult(), "stream %d pushed true once the lag passed its threshold", i)
 	}
 	_, wakes2 := activeCounts(t, addr)
-	require.InDelta(t, streams, wakes2-wakes1, 0, "each flood stream woke once, for its group's change")
+	require.InDelta(t, streams, wakes2-wakes1, 0, "each flood stream woke once, for its own change")
 
 	require.Equal(t, books, readBooks(t, rdb), "the victim's streams, pending entries and consumers are unchanged")
 	require.Equal(t, others, otherKeys(t, rdb, "hb:", "feed"), "keys beside the streams are unchanged")
 	n, err := rdb.XLen(ctx, "feed").Result()
 	require.NoError(t, err)
-	require.Equal(t, int64(xadds+1), n, "feed holds the producer's entries and nothing else")
+	require.Equal(t, int64(xadds+streams), n, "feed holds the producer's entries and nothing else")
 	s.requireNoSecret(t)
 
 	cancel()
 	eventually(t, 5*time.Second, func() error {
-		if n := gauge(t, addr, "pelwarden_scaler_active_groups"); n != 0 {
-			return status.Errorf(codes.Unknown, "%v groups left with every stream closed", n)
+		if n := gauge(t, addr, "pelwarden_scaler_active_targets"); n != 0 {
+			return status.Errorf(codes.Unknown, "%v targets left with every stream closed", n)
 		}
 		return nil
 	})
 }
 
-// TestStreamIsActiveGroupEndsEveryStreamWithTheRedisError: when Redis
-// goes away, every stream of a group ends with Unavailable, never a false
-// that would scale to zero; once Redis is back, a stream opened again
-// gets a fresh answer rather than the failed group's error.
-func TestStreamIsActiveGroupEndsEveryStreamWithTheRedisError(t *testing.T) {
+// TestStreamIsActiveTargetEndsEveryStreamWithTheRedisError: when Redis
+// goes away, every stream of a target ends with Unavailable, never a
+// false that would scale to zero; once Redis is back, a stream opened
+// again gets a fresh answer rather than the failed read's error.
+func TestStreamIsActiveTargetEndsEveryStreamWithTheRedisError(t *testing.T) {
 	t.Parallel()
 	const streams = 20
 	srv := redistest.Start(t)
@@ -155,10 +160,10 @@ func TestStreamIsActiveGroupEndsEveryStreamWithTheRedisError(t *testing.T) {
 	})
 }
 
-// TestStreamIsActiveStreamsOfOneGroupEachResendTheAnswer: the answer
-// holds, so only the resend brings more, and each stream of the group
+// TestStreamIsActiveStreamsOfOneTargetEachResendTheAnswer: the answer
+// holds, so only the resend brings more, and each stream of the target
 // re-sends it on its own interval, which a KEDA that missed one needs.
-func TestStreamIsActiveStreamsOfOneGroupEachResendTheAnswer(t *testing.T) {
+func TestStreamIsActiveStreamsOfOneTargetEachResendTheAnswer(t *testing.T) {
 	t.Parallel()
 	const streams, resends = 5, 2
 	srv := redistest.Start(t)
@@ -175,7 +180,7 @@ func TestStreamIsActiveStreamsOfOneGroupEachResendTheAnswer(t *testing.T) {
 		require.NoError(t, err)
 		opened[i] = st
 	}
-	require.InDelta(t, 1, gauge(t, p.app.HTTPAddr(), "pelwarden_scaler_active_groups"), 0)
+	require.InDelta(t, 1, gauge(t, p.app.HTTPAddr(), "pelwarden_scaler_active_targets"), 0)
 	for i, st := range opened {
 		for range resends {
 			got, err := st.Recv()
