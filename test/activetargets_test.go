@@ -189,3 +189,31 @@ func TestStreamIsActiveStreamsOfOneTargetEachResendTheAnswer(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamIsActiveOpenedBesideAnotherIsAnsweredFromAFreshRead: a
+// worker's read makes its group active without an XADD, so nothing wakes
+// the target and the answer its open stream holds is stale until the next
+// refresh; a stream opened beside it after the read is answered from a
+// read begun after its opening, not from that stale answer.
+func TestStreamIsActiveOpenedBesideAnotherIsAnsweredFromAFreshRead(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	redistest.CreateGroup(t, rdb, "jobs", "workers")
+	redistest.AddJobs(t, rdb, "jobs", "", 1)
+	p := startPelwarden(t, srv.Addr(), func(c *config.Config) {
+		c.Scaler.RefreshInterval, c.Scaler.MaxSnapshotAge = time.Hour, time.Hour
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	md := map[string]string{"stream": "jobs", "consumerGroup": "workers", "pendingEntriesCount": "1"}
+	_, err := openActive(ctx, t, p.client, soObj("jobs", "first", md))
+	require.NoError(t, err, "nothing is pending yet")
+
+	redistest.Read(t, rdb, "jobs", "workers", "w-0", 1)
+	st, err := p.client.StreamIsActive(ctx, soObj("jobs", "second", md))
+	require.NoError(t, err)
+	got, err := st.Recv()
+	require.NoError(t, err)
+	require.True(t, got.GetResult(), "the entry w-0 holds is seen by the stream opened after its read")
+}
