@@ -217,11 +217,11 @@ func TestBuildRowsPutsThePollDuringEachFloodNextToTheQuietOne(t *testing.T) {
 	require.Equal(t, "30.03 commands vs 0.01 commands", commands[2])
 	var perXAdd []string
 	for _, r := range rows {
-		if strings.HasPrefix(r.What, "StreamIsActive answers computed and streams woken per producer XADD") {
+		if strings.HasPrefix(r.What, "StreamIsActive evaluations of a target's answers and streams woken per producer XADD") {
 			perXAdd = append(perXAdd, r.Pelwarden.Text)
 		}
 	}
-	require.Equal(t, []string{"12.00 answers, 3.95 stream wakes"}, perXAdd, "the stream-is-active class alone reports them")
+	require.Equal(t, []string{"3.00 evaluations, 3.95 stream wakes"}, perXAdd, "the stream-is-active class alone reports them")
 	for _, r := range rows {
 		if strings.Contains(r.What, "new podSelector") {
 			require.Equal(t, "120 ms", r.Pelwarden.Text)
