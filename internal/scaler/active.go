@@ -2,7 +2,6 @@ package scaler
 
 import (
 	"context"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,10 +16,8 @@ import (
 // StreamIsActive answer: streams with equal keys on one target always
 // have the same answer.
 type answerKey struct {
-	metric policy.Metric
-	// activation as bits: a NaN key would never find itself in the map,
-	// and its answer would never leave it.
-	activation uint64
+	metric     policy.Metric
+	activation float64 // never NaN: metadata refuses it
 }
 
 // activeTargets holds one activeTarget per target with a StreamIsActive
@@ -102,7 +99,7 @@ func (a *activeTargets) join(r metadata.Request) (*activeTarget, *answer, func()
 		go t.run(ctx, updates, unsubscribe)
 	}
 	t.streams++
-	ak := answerKey{metric: r.Metric, activation: math.Float64bits(r.Activation)}
+	ak := answerKey{metric: r.Metric, activation: r.Activation}
 	t.mu.Lock()
 	ans := t.answers[ak]
 	if ans == nil {
