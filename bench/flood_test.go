@@ -54,6 +54,9 @@ type floodClass struct {
 	flood func(ctx context.Context, r *floodRig, caller int)
 	// during, when set, runs in the flooded window and adds its figures.
 	during func(r *floodRig)
+	// perXAdd names counters of pelwarden's /metrics whose growth in the
+	// flooded window is reported per producer XADD, by unit.
+	perXAdd map[string]string
 }
 
 // floodRig is pelwarden serve in a process of its own, the Redis it reads,
@@ -81,6 +84,7 @@ type floodRun struct {
 	goroutines   float64
 	callsPerSec  float64
 	refusedShare float64
+	perXAdd      map[string]float64 // by unit
 }
 
 // BenchmarkFlood: for each resource class a stranger without credentials
@@ -114,14 +118,14 @@ func benchFlood(b *testing.B, bin string, c floodClass) {
 	var r *floodRig
 	for b.Loop() {
 		r = startFlood(b, bin, c, kube)
-		quiet = r.window(nil)
+		quiet = r.window(nil, nil)
 		ctx, cancel := context.WithCancel(context.Background())
 		var wg sync.WaitGroup
 		for i := range c.callers {
 			wg.Go(func() { c.flood(ctx, r, i) })
 		}
 		time.Sleep(r.size.warm)
-		flooded = r.window(c.during)
+		flooded = r.window(c.during, c.perXAdd)
 		cancel()
 		wg.Wait()
 	}
@@ -138,6 +142,9 @@ func benchFlood(b *testing.B, bin string, c floodClass) {
 	b.ReportMetric(flooded.goroutines, "goroutines")
 	b.ReportMetric(flooded.callsPerSec, "flood-calls/s")
 	b.ReportMetric(flooded.refusedShare, "refused-share")
+	for unit, v := range flooded.perXAdd {
+		b.ReportMetric(v, unit)
+	}
 	for unit, v := range r.extra {
 		b.ReportMetric(v, unit)
 	}
@@ -196,9 +203,11 @@ func startFlood(b *testing.B, bin string, c floodClass, kube *floodKube) *floodR
 
 // window polls for the run's window while a producer XADDs every 20 ms
 // and, with during, while the class measures its own figures; it counts
-// Redis's commands and samples pelwarden's goroutines meanwhile.
-func (r *floodRig) window(during func(*floodRig)) floodRun {
-	var run floodRun
+// Redis's commands and perXAdd's counters, and samples pelwarden's
+// goroutines meanwhile.
+func (r *floodRig) window(during func(*floodRig), perXAdd map[string]string) floodRun {
+	run := floodRun{perXAdd: map[string]float64{}}
+	counters0 := r.counters(perXAdd)
 	ctx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	var xadds atomic.Int64
@@ -230,6 +239,9 @@ func (r *floodRig) window(during func(*floodRig)) floodRun {
 	by, total := redistest.CallsSince(before, redistest.CommandCalls(r.b, r.rdb))
 	if n := xadds.Load(); n > 0 {
 		run.cmdsPerXAdd = float64(total-by["xadd"]) / float64(n)
+		for unit, v := range r.counters(perXAdd) {
+			run.perXAdd[unit] = (v - counters0[unit]) / float64(n)
+		}
 	}
 	calls := r.calls.Load() - calls0
 	run.callsPerSec = float64(calls) / time.Since(t0).Seconds()
@@ -245,4 +257,14 @@ func (r *floodRig) count(err error) {
 	if err != nil {
 		r.refused.Add(1)
 	}
+}
+
+// counters reads pelwarden's counters named by unit; a scrape costs Redis
+// nothing.
+func (r *floodRig) counters(names map[string]string) map[string]float64 {
+	out := make(map[string]float64, len(names))
+	for unit, name := range names {
+		out[unit] = metricValue(r.b, r.http, name)
+	}
+	return out
 }

@@ -26,7 +26,9 @@ func floodClasses() []floodClass {
 	return []floodClass{
 		{name: "bytes", callers: 4, flood: floodBytes},
 		{name: "regex", callers: 4, flood: floodRegex},
-		{name: "stream-is-active", callers: 4, flood: floodActiveStreams},
+		{name: "stream-is-active", callers: 4, flood: floodActiveStreams(fewTargets), perXAdd: activeCounters},
+		{name: "stream-is-active-thresholds", callers: 4, flood: floodActiveStreams(ownThreshold), perXAdd: activeCounters},
+		{name: "stream-is-active-targets", callers: 4, flood: floodActiveStreams(ownTarget), perXAdd: activeCounters},
 		{name: "pod-watches", callers: 4, kube: true, config: floodKubeConfig, setup: legitPod, flood: floodSelectors, during: legitSelectorCurrent},
 		// The same with client-go's default rate limit, as before
 		// kubernetes.apiQPS and apiBurst.
@@ -84,24 +86,46 @@ func floodRegex(ctx context.Context, r *floodRig, _ int) {
 	}
 }
 
+// activeCounters are the StreamIsActive counters reported per XADD.
+var activeCounters = map[string]string{
+	"evaluations/xadd": "pelwarden_scaler_active_evaluations_total", "stream-wakes/xadd": "pelwarden_scaler_active_stream_wakes_total",
+}
+
+// The StreamIsActive floods differ in what their n-th stream asks: a
+// stranger picks the metadata that costs pelwarden most.
+var (
+	// fewTargets spreads the streams over 4 targets of one threshold.
+	fewTargets = func(n int64) (activation, ghostIdle int64) { return 100000000, 100 + n%4 }
+	// ownThreshold gives every stream a threshold of its own on those 4
+	// targets.
+	ownThreshold = func(n int64) (activation, ghostIdle int64) { return 100000000 + n, 100 + n%4 }
+	// ownTarget gives every stream a target of its own: the same group,
+	// judged with another ghostIdleSeconds.
+	ownTarget = func(n int64) (activation, ghostIdle int64) { return 100000000, 100 + n }
+)
+
 // floodActiveStreams opens StreamIsActive streams on the legitimate
-// stream, from ever new namespaces and a few targets, that stay inactive,
-// so that every XADD wakes them all; past the caps it keeps trying.
-func floodActiveStreams(ctx context.Context, r *floodRig, _ int) {
-	for ctx.Err() == nil {
-		n := r.next.Add(1)
-		trigger := map[string]string{"stream": "jobs", "consumerGroup": "workers", "lagCount": "5",
-			"activationLagCount": "100000000", "ghostIdleSeconds": strconv.FormatInt(100+n%4, 10)}
-		st, err := r.keda.StreamIsActive(ctx, &externalscaler.ScaledObjectRef{Name: "so", Namespace: "ns-" + strconv.FormatInt(n/50, 10), ScalerMetadata: trigger})
-		if err == nil {
-			_, err = st.Recv()
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		r.count(err)
-		if status.Code(err) == codes.ResourceExhausted {
-			time.Sleep(50 * time.Millisecond) // a stranger retries; the open ones stay open
+// stream, from ever new namespaces, that stay inactive, so that every
+// XADD wakes them all; past the caps it keeps trying. ask sets each
+// stream's activation and ghostIdleSeconds.
+func floodActiveStreams(ask func(n int64) (activation, ghostIdle int64)) func(context.Context, *floodRig, int) {
+	return func(ctx context.Context, r *floodRig, _ int) {
+		for ctx.Err() == nil {
+			n := r.next.Add(1)
+			activation, ghostIdle := ask(n)
+			trigger := map[string]string{"stream": "jobs", "consumerGroup": "workers", "lagCount": "5",
+				"activationLagCount": strconv.FormatInt(activation, 10), "ghostIdleSeconds": strconv.FormatInt(ghostIdle, 10)}
+			st, err := r.keda.StreamIsActive(ctx, &externalscaler.ScaledObjectRef{Name: "so", Namespace: "ns-" + strconv.FormatInt(n/50, 10), ScalerMetadata: trigger})
+			if err == nil {
+				_, err = st.Recv()
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			r.count(err)
+			if status.Code(err) == codes.ResourceExhausted {
+				time.Sleep(50 * time.Millisecond) // a stranger retries; the open ones stay open
+			}
 		}
 	}
 }

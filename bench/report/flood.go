@@ -16,7 +16,9 @@ const chartMemoryLimitMB = 256
 var floodLoads = map[string]string{
 	"bytes":                            "4 callers sending 3 MB metadata values, metric names and namespaces, each new",
 	"regex":                            "4 callers sending a new 1 MB ownerMatch regex on every call, to GetMetricSpec and the Admin API's CheckTrigger",
-	"stream-is-active":                 "4 callers opening StreamIsActive streams on the polled stream, from new namespaces, that stay inactive, and retrying past the caps",
+	"stream-is-active":                 "4 callers opening StreamIsActive streams on the polled stream, from new namespaces, over 4 targets, that stay inactive, and retrying past the caps",
+	"stream-is-active-thresholds":      "the same, every stream with an activation threshold of its own",
+	"stream-is-active-targets":         "the same, every stream a target of its own (its own ghostIdleSeconds on the polled group)",
 	"pod-watches":                      "4 callers naming a new podSelector on every call, each from a namespace of its own (its share of the watches), through a real kube-apiserver",
 	"pod-watches-client-go-rate-limit": "the same, with client-go's default rate limit (kubernetes.apiQPS 5, apiBurst 10)",
 	"namespaces":                       "4 callers sending triggers asking for reclaim, each from a new namespace and on a new stream; the most open trigger policy",
@@ -47,6 +49,12 @@ func floodRows(l *lookup) []Row {
 			l.row(Row{What: "Redis commands per producer XADD (every 20 ms) during the " + c + " flood", Workload: load,
 				Pelwarden: plainf(l.get(b, "cmds/xadd-flood"), "commands"), Against: quiet, Baseline: ptr(plainf(l.get(b, "cmds/xadd-quiet"), "commands"))}),
 		)
+		if _, ok := l.res[b].metrics["evaluations/xadd"]; ok {
+			evals, wakes := l.get(b, "evaluations/xadd"), l.get(b, "stream-wakes/xadd")
+			rows = append(rows, l.row(Row{What: "StreamIsActive evaluations of a target's answers and streams woken per producer XADD during the " + c + " flood (one evaluation a read per target, a wake only to send)",
+				Workload: load, Pelwarden: Figure{Labels: []string{"evaluations", "stream wakes"}, Values: []float64{evals, wakes}, Unit: "per XADD",
+					Text: fmt.Sprintf("%s evaluations, %s stream wakes", trim(fmt.Sprintf("%.2f", evals)), trim(fmt.Sprintf("%.2f", wakes)))}}))
+		}
 		if _, ok := l.res[b].metrics["legit-current-ms"]; ok {
 			rows = append(rows, l.row(Row{What: "a legitimate ScaledObject's new podSelector, beside the flood's pod watches, until its pod is judged",
 				Workload: load, Pelwarden: plain(l.get(b, "legit-current-ms"), "ms")}))
@@ -63,7 +71,7 @@ func plainf(v float64, unit string) Figure {
 // floodClassesFound lists the classes of BenchmarkFlood in the results, in
 // the order the benchmark runs them where known.
 func floodClassesFound(res results) []string {
-	order := []string{"bytes", "regex", "stream-is-active", "pod-watches", "pod-watches-client-go-rate-limit", "namespaces"}
+	order := []string{"bytes", "regex", "stream-is-active", "stream-is-active-thresholds", "stream-is-active-targets", "pod-watches", "pod-watches-client-go-rate-limit", "namespaces"}
 	var out []string
 	for name := range res {
 		if c, ok := strings.CutPrefix(name, "Flood/"); ok {

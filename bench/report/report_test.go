@@ -215,6 +215,13 @@ func TestBuildRowsPutsThePollDuringEachFloodNextToTheQuietOne(t *testing.T) {
 	}, polls, "one row a class, in the benchmark's order")
 	require.Equal(t, "peak RSS 65 MB, 1024 goroutines", memory[2])
 	require.Equal(t, "30.03 commands vs 0.01 commands", commands[2])
+	var perXAdd []string
+	for _, r := range rows {
+		if strings.HasPrefix(r.What, "StreamIsActive evaluations of a target's answers and streams woken per producer XADD") {
+			perXAdd = append(perXAdd, r.Pelwarden.Text)
+		}
+	}
+	require.Equal(t, []string{"3.00 evaluations, 3.95 stream wakes"}, perXAdd, "the stream-is-active class alone reports them")
 	for _, r := range rows {
 		if strings.Contains(r.What, "new podSelector") {
 			require.Equal(t, "120 ms", r.Pelwarden.Text)

@@ -237,6 +237,7 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 	}, func() float64 { return float64(sc.OpenStreams()) }), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "pelwarden_stream_waker_armed_streams", Help: "Redis streams armed for StreamIsActive: one each, however many streams wait on it.",
 	}, a.armedStreams))
+	registerActiveStats(reg, sc)
 
 	creds, err := a.grpcCredentials(reg)
 	if err != nil {

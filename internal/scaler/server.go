@@ -65,11 +65,13 @@ type Server struct {
 	opts    Options
 	parsed  *parseCache
 	streams *streamQuota
+	active  *activeTargets
 }
 
 // New returns a Server reading from view.
 func New(view *liveness.View, opts Options) *Server {
 	s := &Server{view: view, opts: opts, streams: newStreamQuota(opts.MaxActiveStreams, opts.MaxActiveStreamsPerNamespace)}
+	s.active = newActiveTargets(s)
 	parse := opts.Parse
 	if parse == nil {
 		parse = s.parseMetadata
@@ -133,13 +135,16 @@ func (s *Server) IsActive(ctx context.Context, ref *externalscaler.ScaledObjectR
 }
 
 // StreamIsActive pushes the activity of a target: at once when the stream
-// is opened, as soon as it changes, and again every ResendInterval. While
-// the answer is false the stream is armed, so the first XADD is seen
-// within a round trip instead of at the next refresh. Every StreamIsActive
-// on one stream shares its one armed watch and, per target, the read after
-// a wake: an XADD costs Redis a few commands per stream and per target,
-// never per caller.
+// is opened, as soon as it changes, and again every ResendInterval. The
+// streams of one target share one goroutine that reads it and decides
+// every stream's answer from each read (activeTargets): while an answer is
+// false it holds the Redis stream's armed watch, so the first XADD is seen
+// within a round trip instead of at the next refresh, and a stream's own
+// goroutine wakes only to send. An XADD costs Redis a few commands per
+// stream and per target, and pelwarden one wake per target, never per
+// caller.
 func (s *Server) StreamIsActive(ref *externalscaler.ScaledObjectRef, stream grpc.ServerStreamingServer[externalscaler.IsActiveResponse]) error {
+	opened := time.Now()
 	r, id, err := s.parse(ref)
 	if err != nil {
 		return err
@@ -150,39 +155,34 @@ func (s *Server) StreamIsActive(ref *externalscaler.ScaledObjectRef, stream grpc
 	}
 	defer release()
 	ctx := stream.Context()
-	updates, unsubscribe, err := s.view.Subscribe(r.Target)
+	t, ans, leave, err := s.active.join(r)
 	if err != nil {
-		return rpcstatus.Of(err, r.Target.GroupRef)
+		return err
 	}
-	defer unsubscribe()
+	defer leave()
+	// The first answer comes from a read begun after the opening.
+	if t.answerSince(ctx, ans, opened) != nil {
+		return nil // the stream ended
+	}
 	resend := time.NewTicker(s.opts.ResendInterval)
 	defer resend.Stop()
-	p := &push{s: s, r: r, stream: stream}
-	defer p.disarm()
-
-	// since, when set, asks for a read that began after it: the stream's
-	// opening, its arming, or the entry that woke it.
-	since, force := time.Now(), true
+	var sent, last bool
+	force := true
 	for {
-		active, err := p.answer(ctx, since, force)
+		active, changed, err := t.state(ans)
 		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
 			return err
 		}
-		if since = p.arm(ctx, active); !since.IsZero() {
-			force = false
-			continue
+		if force || active != last || !sent {
+			if err := stream.Send(&externalscaler.IsActiveResponse{Result: active}); err != nil {
+				return err
+			}
+			sent, last, force = true, active, false
 		}
-		force = false
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-p.fired():
-			since = p.wake.Fired()
-			p.disarm()
-		case <-updates:
+		case <-changed:
 		case <-resend.C:
 			// An open stream is a request too: with external-push at zero
 			// replicas KEDA sends nothing else, and hygiene must go on.
@@ -191,65 +191,7 @@ func (s *Server) StreamIsActive(ref *externalscaler.ScaledObjectRef, stream grpc
 			}
 			force = true
 		}
-	}
-}
-
-// push is one StreamIsActive's state between its answers.
-type push struct {
-	s          *Server
-	r          metadata.Request
-	stream     grpc.ServerStreamingServer[externalscaler.IsActiveResponse]
-	wake       Wake // held while the answer is false
-	sent, last bool
-}
-
-// answer reads the target (from a read begun after since, when set) and
-// sends its activity when forced, first, or changed.
-func (p *push) answer(ctx context.Context, since time.Time, force bool) (bool, error) {
-	snap, err := p.s.snapshot(ctx, p.r, since)
-	if err != nil {
-		return false, err
-	}
-	active := policy.Active(policy.Value(p.r.Metric, snap), p.r.Activation)
-	if force || !p.sent || active != p.last {
-		if err := p.stream.Send(&externalscaler.IsActiveResponse{Result: active}); err != nil {
-			return false, err
-		}
-		p.sent, p.last = true, active
-	}
-	return active, nil
-}
-
-// arm holds the stream's watch while the answer is false and lets go of it
-// once true. On a new hold it returns when the watch began: the answer
-// must be read once more from a read begun after it, so that an entry
-// added between the last read and the arming cannot slip by.
-func (p *push) arm(ctx context.Context, active bool) time.Time {
-	switch {
-	case active:
-		p.disarm()
-	case p.wake == nil && p.s.opts.Arm != nil:
-		if k, err := p.s.opts.Arm(ctx, p.r.Target.Conn, p.r.Target.Stream); err == nil {
-			p.wake = k
-			return k.Armed()
-		}
-	}
-	return time.Time{}
-}
-
-// fired is the held watch's channel; nil, which never fires, when none
-// is held.
-func (p *push) fired() <-chan struct{} {
-	if p.wake == nil {
-		return nil
-	}
-	return p.wake.C()
-}
-
-func (p *push) disarm() {
-	if p.wake != nil {
-		p.wake.Stop()
-		p.wake = nil
+		s.active.wakes.Add(1)
 	}
 }
 

@@ -84,3 +84,12 @@ func (q *streamQuota) Open() int {
 	defer q.mu.Unlock()
 	return q.open
 }
+
+// ActiveStats are the StreamIsActive figures beside the open streams:
+// targets is how many targets have a stream open, evaluations how many
+// times a read of one was evaluated for all its streams' answers at once,
+// wakes how many times a stream's goroutine woke to send (a changed
+// answer, or its resend).
+func (s *Server) ActiveStats() (targets int, evaluations, wakes uint64) {
+	return s.active.Len(), s.active.evaluations.Load(), s.active.wakes.Load()
+}
