@@ -117,7 +117,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzOwnerMatch -fuzztime 60s ./internal/liveness/
 	$(GO) test -run '^$$' -fuzz FuzzUnique -fuzztime 30s ./internal/clip/
 	$(GO) test -run '^$$' -fuzz FuzzCacheStaysWithinItsBounds -fuzztime 30s ./internal/bytecache/
-	$(GO) test -run '^$$' -fuzz FuzzParseHello -fuzztime 30s ./internal/redisx/
+	$(GO) test -run '^$$' -fuzz FuzzParseInfoServer -fuzztime 30s ./internal/redisx/
 	$(GO) test -run '^$$' -fuzz FuzzHeartbeatReasonNeverQuotesTheValue -fuzztime 60s ./internal/liveness/
 
 ## image: the container image $(IMAGE) (Dockerfile: static binary on

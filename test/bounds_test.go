@@ -43,9 +43,10 @@ const retainedBound = calls * attackBytes / 4
 // attacks: a handful of targets and refusals, not megabytes.
 const replyBound = 16 << 10
 
-// metricOnly is the victim's trigger as the default install serves it:
-// a metric, heartbeat liveness, no hygiene.
-func metricOnly() map[string]string { return withoutHygiene(legit()) }
+// metricOnly is the victim's trigger as the default install serves it: a
+// metric judged by idle time (the default policy has no liveness profile
+// for it to name), no hygiene.
+func metricOnly() map[string]string { return withoutHygiene(legit(metadata.ProfileKey, "")) }
 
 // onTheVictim starts a stranger against the victim's Redis with the
 // default trigger policy and its secrets planted, and returns what the

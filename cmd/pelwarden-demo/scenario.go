@@ -96,6 +96,7 @@ func startPelwarden(ctx context.Context, redisAddr, tokenFile string) (string, f
 	cfg.Triggers.Floors.HeartbeatMaxAge = time.Second
 	cfg.Triggers.Rules = []config.TriggerRule{{Namespaces: []string{"*"}, Redis: []string{"*"}, Profiles: []string{profile}}}
 	cfg.Admin.TokenFile = tokenFile // the workers' Deregister presents it
+	//nolint:contextcheck // New starts the configuration's pod watches, which run as long as the watcher, not as ctx
 	a, err := app.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		return "", nil, err

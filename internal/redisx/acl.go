@@ -15,7 +15,9 @@ package redisx
 //   - time: heartbeat ages are measured on Redis's clock.
 //   - info: INFO server on each new connection; its run_id tells a
 //     restarted or failed-over server, whose heartbeats workers could not
-//     write while it was away, even when no command failed.
+//     write while it was away, even when no command failed, and its
+//     version whether idle counts delivering reads only (before 7.2).
+//     Without it idle is read as before 7.2.
 //   - get: heartbeat keys, and the lease.
 //   - set, pexpire, del: the hygiene lease (a script).
 //   - xinfo|groups, xinfo|consumers, xpending: the snapshot read and the
@@ -29,7 +31,9 @@ package redisx
 //   - evalsha, eval: every script (EVALSHA, then EVAL after NOSCRIPT).
 //   - wait: waitReplicas, after each guarded write.
 //
-// HELLO and AUTH need no grant: Redis lets any connection run them.
+// HELLO and AUTH need no grant: Redis lets any connection run them (in
+// mode sentinel, HELLO tells a sentinel's new connection from the
+// master's, so that only the master's is asked INFO).
 const ACLCommands = "-@all +ping +client|setname +select +time +info +get +set +pexpire +del " +
 	"+xinfo|groups +xinfo|consumers +xpending +xrange " +
 	"+xrevrange +xread +client|id +client|unblock " +

@@ -61,10 +61,11 @@ func newClient(c config.Redis, replicas bool, w *connWatch) (redis.UniversalClie
 			ReadBufferSize: bufferSize, WriteBufferSize: bufferSize,
 			PipelineReadBufferSize: pipelineBufferSize, PipelineWriteBufferSize: pipelineBufferSize,
 			ClientName: clientName, ContextTimeoutEnabled: true, DisableIdentity: true,
+			OnConnect: w.connectHook(),
 		})), nil
 	case config.RedisCluster:
 		cl := c.Cluster
-		return w.followCluster(redis.NewClusterClient(&redis.ClusterOptions{
+		return redis.NewClusterClient(&redis.ClusterOptions{
 			Addrs:          cl.Addrs,
 			ReadOnly:       replicas && cl.ReadOnly,
 			RouteByLatency: replicas && cl.RouteByLatency,
@@ -76,7 +77,8 @@ func newClient(c config.Redis, replicas bool, w *connWatch) (redis.UniversalClie
 			PipelineReadBufferSize: pipelineBufferSize, PipelineWriteBufferSize: pipelineBufferSize,
 			ClusterStateReloadInterval: clusterStateReload,
 			ClientName:                 clientName, ContextTimeoutEnabled: true, DisableIdentity: true,
-		})), nil
+			NewClient: w.newNode(),
+		}), nil
 	case config.RedisStandalone, "":
 	}
 	return w.follow(redis.NewClient(&redis.Options{
@@ -100,6 +102,7 @@ func newClient(c config.Redis, replicas bool, w *connWatch) (redis.UniversalClie
 		// CLIENT SETINFO is unknown before Redis 7.2; skip the extra call.
 		DisableIdentity:       true,
 		ContextTimeoutEnabled: true,
+		OnConnect:             w.connectHook(),
 	})), nil
 }
 
@@ -143,8 +146,7 @@ func tlsConfig(t config.RedisTLS) (*tls.Config, error) {
 
 // Conns holds the configured connections by name.
 type Conns struct {
-	conns    map[string]conn
-	versions versions
+	conns map[string]conn
 }
 
 type conn struct {
@@ -166,7 +168,7 @@ type conn struct {
 func Open(cfgs []config.Redis) (*Conns, error) {
 	cs := &Conns{conns: make(map[string]conn, len(cfgs))}
 	for _, c := range cfgs {
-		w := newConnWatch(c.Mode == config.RedisCluster)
+		w := newConnWatch(c)
 		primary, err := newClient(c, false, w)
 		if err != nil {
 			_ = cs.Close()

@@ -4,14 +4,15 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/pelwarden/pelwarden/internal/config"
 	"github.com/pelwarden/pelwarden/internal/liveness"
 )
 
@@ -24,15 +25,13 @@ import (
 // restart or a failover, even if no command failed. It records and
 // decides nothing; liveness decides what a stretch is worth.
 type nodeWatch struct {
-	// client is the node's client, which asks INFO server after a dial.
-	client atomic.Pointer[redis.Client]
-
-	mu sync.Mutex
-	// asking counts the INFO server calls under way: until they answer,
-	// the server behind the new connections may be another, so the
-	// stretch starts now.
-	asking int
-	runID  string
+	mu    sync.Mutex
+	runID string
+	// version is the server's, from the same INFO server; zero until a
+	// connection's INFO answered.
+	version ServerVersion
+	// logged is the version last logged.
+	logged ServerVersion
 	// since is the start of the current stretch; zero while broken.
 	since time.Time
 	// broken says a break was seen: the stretch is not the first,
@@ -55,11 +54,15 @@ func (n *nodeWatch) broke() {
 	n.mu.Unlock()
 }
 
-// connected records the run_id of the server a new connection reached;
-// empty where INFO is refused, when only errors can show a break.
-func (n *nodeWatch) connected(runID string, at time.Time) {
+// connected records the server a new connection reached, as its INFO
+// server named it: a run_id other than the last is a restart or a
+// failover.
+func (n *nodeWatch) connected(runID string, v ServerVersion, at time.Time) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	if v != (ServerVersion{}) {
+		n.version = v
+	}
 	if runID != "" && runID != n.runID {
 		n.broken = n.broken || n.runID != ""
 		n.runID, n.since = runID, at
@@ -70,12 +73,31 @@ func (n *nodeWatch) connected(runID string, at time.Time) {
 	}
 }
 
+// serverVersion is the node's version; false until one was read.
+func (n *nodeWatch) serverVersion() (ServerVersion, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.version, n.version != ServerVersion{}
+}
+
+// toLog is the node's version if it has not been logged yet, marking it
+// logged.
+func (n *nodeWatch) toLog() (ServerVersion, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.version == (ServerVersion{}) || n.version == n.logged {
+		return ServerVersion{}, false
+	}
+	n.logged = n.version
+	return n.version, true
+}
+
 // readableSince is the start of the node's current stretch, at at the
 // latest: a key just read from it was readable then.
 func (n *nodeWatch) readableSince(at time.Time) time.Time {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.since.IsZero() || n.since.After(at) || n.asking > 0 {
+	if n.since.IsZero() || n.since.After(at) {
 		return at
 	}
 	return n.since
@@ -88,58 +110,15 @@ func (n *nodeWatch) brokenSince(at time.Time) time.Time {
 	since := n.readableSince(at)
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	// A new connection to a server pelwarden knew may reach another.
-	if !n.broken && (n.asking == 0 || n.runID == "") {
+	if !n.broken {
 		return time.Time{}
 	}
 	return since
 }
 
-// identify asks, after a new connection was dialed, which server process
-// answers: a run_id other than the last is a restart or a failover. It
-// runs apart from the dial (whose handshake its hooks see too), past the
-// dial's deadline (ctx carries no cancellation), on the
-// node's own client: a sentinel's connections are never asked. A refused
-// INFO (a user without +info) leaves only failed commands to show a
-// break.
-func (n *nodeWatch) identify(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, identifyTimeout)
-	defer cancel()
-	info, err := n.client.Load().Info(ctx, "server").Result()
-	if err == nil {
-		n.connected(infoField(info, "run_id"), time.Now())
-	}
-	n.mu.Lock()
-	n.asking--
-	n.mu.Unlock()
-}
-
-// identifyTimeout bounds the INFO server after a dial.
-const identifyTimeout = 2 * time.Second
-
-func infoField(info, key string) string {
-	for line := range strings.SplitSeq(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), key+":"); ok {
-			return v
-		}
-	}
-	return ""
-}
-
-// DialHook notes a new connection; a failed dial fails the command that
-// needed it, which ProcessHook sees.
-func (n *nodeWatch) DialHook(next redis.DialHook) redis.DialHook {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := next(ctx, network, addr)
-		if err == nil && n.client.Load() != nil {
-			n.mu.Lock()
-			n.asking++
-			n.mu.Unlock()
-			go n.identify(context.WithoutCancel(ctx))
-		}
-		return c, err
-	}
-}
+// DialHook leaves dialing to go-redis: a failed dial fails the command
+// that needed it, which ProcessHook sees; onConnect asks who answers.
+func (n *nodeWatch) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 // ProcessHook records each command's answer.
 func (n *nodeWatch) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
@@ -205,7 +184,15 @@ func unanswered(err error) bool {
 // per node address, and a slot whose master changed starts a stretch of
 // its own, since its keys were out of reach between the two masters.
 type connWatch struct {
-	single *nodeWatch // nil for a cluster
+	// name is the connection's, for the version log.
+	name string
+	// single is nil for a cluster; label names its node in the version
+	// log (the address, or the sentinels' master name).
+	single *nodeWatch
+	label  string
+	// sentinel says the connection finds its master through sentinels.
+	sentinel bool
+	log      atomic.Pointer[slog.Logger]
 
 	mu    sync.Mutex
 	nodes map[string]*nodeWatch // cluster: by address
@@ -219,11 +206,15 @@ type slotMaster struct {
 	changed time.Time
 }
 
-func newConnWatch(cluster bool) *connWatch {
-	if cluster {
-		return &connWatch{nodes: make(map[string]*nodeWatch), slots: make(map[int]slotMaster)}
+func newConnWatch(c config.Redis) *connWatch {
+	switch c.Mode {
+	case config.RedisCluster:
+		return &connWatch{name: c.Name, nodes: make(map[string]*nodeWatch), slots: make(map[int]slotMaster)}
+	case config.RedisSentinel:
+		return &connWatch{name: c.Name, single: &nodeWatch{}, label: c.Sentinel.MasterName, sentinel: true}
+	case config.RedisStandalone:
 	}
-	return &connWatch{single: &nodeWatch{}}
+	return &connWatch{name: c.Name, single: &nodeWatch{}, label: c.Addr}
 }
 
 // node is the watch of the cluster node at addr.
@@ -243,24 +234,34 @@ func (w *connWatch) node(addr string) *nodeWatch {
 // connections only, never a sentinel's.
 func (w *connWatch) follow(c *redis.Client) *redis.Client {
 	if w != nil && w.single != nil {
-		w.single.client.Store(c)
 		c.AddHook(w.single)
 	}
 	return c
 }
 
-// followCluster hooks each node client of a cluster into the watch of
-// its address, as go-redis creates it.
-func (w *connWatch) followCluster(c *redis.ClusterClient) *redis.ClusterClient {
+// connectHook is the OnConnect of a standalone or sentinel client; nil for
+// a nil watch or a cluster's.
+func (w *connWatch) connectHook() func(context.Context, *redis.Conn) error {
+	if w == nil || w.single == nil {
+		return nil
+	}
+	return w.onConnect(w.single, w.label)
+}
+
+// newNode is a cluster's NewClient: each node client asks who answers on
+// its new connections and is hooked into the watch of its address. nil
+// (go-redis's own) for a nil watch.
+func (w *connWatch) newNode() func(*redis.Options) *redis.Client {
 	if w == nil || w.single != nil {
+		return nil
+	}
+	return func(opt *redis.Options) *redis.Client {
+		n := w.node(opt.Addr)
+		opt.OnConnect = w.onConnect(n, opt.Addr)
+		c := redis.NewClient(opt)
+		c.AddHook(n)
 		return c
 	}
-	c.OnNewNode(func(node *redis.Client) {
-		n := w.node(node.Options().Addr)
-		n.client.Store(node)
-		node.AddHook(n)
-	})
-	return c
 }
 
 // stamp sets, in obs, since when the node of the stream and of each

@@ -2,6 +2,8 @@ package redisx
 
 import (
 	"context"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,24 +15,14 @@ import (
 	"github.com/pelwarden/pelwarden/internal/redistest"
 )
 
-// settled fetches target until two reads in a row agree on since when
-// key's node has been readable: the first reads after a dial ask which
-// server answers, and until it says, the stretch starts at each read.
-func settled(t *testing.T, r *Reader, target liveness.Target, key string, known ...string) liveness.Observation {
+// fetch reads target once: a new connection's server is known before any
+// read runs on it, so the first read already says since when key's node
+// has been readable.
+func fetch(t *testing.T, r *Reader, target liveness.Target, known ...string) liveness.Observation {
 	t.Helper()
-	var last time.Time
-	for range 100 {
-		obs, err := r.Fetch(context.Background(), target, known)
-		require.NoError(t, err)
-		since := obs.Heartbeats[key].ReadableSince
-		if since.Equal(last) {
-			return obs
-		}
-		last = since
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("the stretch of %s's node never settled", key)
-	return liveness.Observation{}
+	obs, err := r.Fetch(context.Background(), target, known)
+	require.NoError(t, err)
+	return obs
 }
 
 func heartbeatTarget(stream string) liveness.Target {
@@ -59,7 +51,7 @@ func TestFetchSaysSinceWhenEachKeysNodeIsReadable(t *testing.T) {
 	target := heartbeatTarget("jobs")
 
 	before := time.Now()
-	obs := settled(t, r, target, "hb:w-0")
+	obs := fetch(t, r, target)
 	first := obs.Heartbeats["hb:w-0"].ReadableSince
 	require.WithinRange(t, first, before, obs.ReadAt, "pelwarden's first read starts the stretch")
 	require.True(t, obs.StreamReadableSince.IsZero(), "pelwarden's own start casts no doubt on Redis's idle times")
@@ -81,7 +73,7 @@ func TestFetchSaysSinceWhenEachKeysNodeIsReadable(t *testing.T) {
 	require.Error(t, err, "the server answers nothing")
 	srv.Resume()
 	back := time.Now()
-	obs = settled(t, r, target, "hb:w-0", "w-0")
+	obs = fetch(t, r, target, "w-0")
 	require.True(t, obs.Heartbeats["hb:w-0"].ReadableSince.After(back), "the stretch starts after the outage")
 	require.True(t, obs.StreamReadableSince.After(back), "a break pelwarden saw casts doubt on idle times too")
 }
@@ -124,7 +116,7 @@ func TestAClusterSlotWhoseMasterChangedStartsAStretchOfItsOwn(t *testing.T) {
 	t.Cleanup(func() { _ = conns.Close() })
 	r := &Reader{Conns: conns, LagEstimateCap: 10}
 	target := heartbeatTarget(stream)
-	otherSince := settled(t, r, target, "hb:"+other, names...).Heartbeats["hb:"+other].ReadableSince
+	otherSince := fetch(t, r, target, names...).Heartbeats["hb:"+other].ReadableSince
 	// go-redis reads the slot map from any node, replicas too: the replica
 	// about to take over has answered long before it serves the slot.
 	primary, _ := conns.Get("default")
@@ -135,8 +127,7 @@ func TestAClusterSlotWhoseMasterChangedStartsAStretchOfItsOwn(t *testing.T) {
 	m := c.MasterForKey(t, "hb:"+doomed)
 	require.NotNil(t, c.KillMaster(t, m), "the replica takes over")
 	tookOver := time.Now()
-	// A key on a master that stayed keeps its stretch (once the reads
-	// after any new connection of its own have asked who answers).
+	// A key on a master that stayed keeps its stretch.
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		obs, err := r.Fetch(ctx, target, names)
@@ -148,5 +139,65 @@ func TestAClusterSlotWhoseMasterChangedStartsAStretchOfItsOwn(t *testing.T) {
 		require.True(t, time.Now().Before(deadline), "the key's slot serves again (%v %v), the other keeps its stretch (%s, want %s)",
 			err, obs.Heartbeats["hb:"+doomed].Err, obs.Heartbeats["hb:"+other].ReadableSince, otherSince)
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestEachNewConnectionIsAskedOnceBeforeItsFirstRead: many first reads at
+// once make the pool dial several connections. Each asks INFO server once,
+// on itself, before any read runs on it: no other connection is dialed to
+// ask, no read meets a connection whose server is not yet known, so none
+// doubts the idle times (pelwarden's own start is no break) and all agree
+// when the stretch began. Through sentinels, whose connections a
+// FailoverClient dials with the same OnConnect, a sentinel is never taken
+// for the master.
+func TestEachNewConnectionIsAskedOnceBeforeItsFirstRead(t *testing.T) {
+	t.Parallel()
+	modes := map[string]func(t *testing.T) (config.Redis, *redis.Client){
+		"standalone": func(t *testing.T) (config.Redis, *redis.Client) {
+			srv := redistest.Start(t)
+			return config.DefaultRedis("default", srv.Addr()), srv.Client(t)
+		},
+		"sentinel": func(t *testing.T) (config.Redis, *redis.Client) {
+			s := redistest.StartSentinel(t, redistest.SentinelOptions{})
+			r := config.DefaultRedis("default", "")
+			r.Mode = config.RedisSentinel
+			r.Sentinel = config.RedisSentinelConfig{MasterName: s.MasterName(), Addrs: s.SentinelAddrs()}
+			return r, s.Master(t).Client(t)
+		},
+	}
+	for name, start := range modes {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			cfg, rdb := start(t)
+			ctx := context.Background()
+			redistest.CreateGroup(t, rdb, "jobs", "workers")
+			require.NoError(t, rdb.XGroupCreateConsumer(ctx, "jobs", "workers", "w-0").Err())
+			conns, err := Open([]config.Redis{cfg})
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = conns.Close() })
+			r := &Reader{Conns: conns, LagEstimateCap: 10}
+			target := heartbeatTarget("jobs")
+			before := redistest.CommandCalls(t, rdb)
+
+			const reads = 16
+			obs := make([]liveness.Observation, reads)
+			var wg sync.WaitGroup
+			for i := range obs {
+				wg.Go(func() { obs[i] = fetch(t, r, target, "w-0") })
+			}
+			wg.Wait()
+
+			start := obs[0].Heartbeats["hb:w-0"].ReadableSince
+			for i, o := range obs {
+				require.True(t, o.StreamReadableSince.IsZero(), "read %d: a new connection casts no doubt on idle times", i)
+				require.Equal(t, start, o.Heartbeats["hb:w-0"].ReadableSince, "read %d: one stretch, begun at the first connection", i)
+			}
+			infos := redistest.CommandCalls(t, rdb)["info"] - before["info"] - 1 // the first reading is an INFO
+			list, err := rdb.ClientList(ctx).Result()
+			require.NoError(t, err)
+			dialed := int64(strings.Count(list, "name="+clientName+" "))
+			require.Positive(t, dialed)
+			require.Equal(t, dialed, infos, "one INFO server per connection pelwarden dialed")
+		})
 	}
 }

@@ -6,13 +6,11 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// ServerVersion is what a server says it is in HELLO.
+// ServerVersion is what a server says it is in INFO server.
 type ServerVersion struct {
 	// Server is "redis" or "valkey".
 	Server string
@@ -31,30 +29,23 @@ func (v ServerVersion) IdleFromDeliveries() bool {
 	return v.Server == "redis" && (v.Major < 7 || v.Major == 7 && v.Minor < 2)
 }
 
-// parseHello reads the server and version fields of a HELLO reply: a map
-// under RESP3, a flat list of names and values under RESP2.
-func parseHello(reply any) (ServerVersion, error) {
-	fields := map[string]string{}
-	switch r := reply.(type) {
-	case map[any]any:
-		for k, v := range r {
-			fields[fmt.Sprint(k)] = fmt.Sprint(v)
-		}
-	case []any:
-		for i := 0; i+1 < len(r); i += 2 {
-			fields[fmt.Sprint(r[i])] = fmt.Sprint(r[i+1])
-		}
-	default:
-		return ServerVersion{}, fmt.Errorf("HELLO: unexpected reply %T", reply)
+// parseInfoServer reads the server and its version from an INFO server
+// reply. Valkey names itself in server_name and gives its own version in
+// valkey_version (its redis_version stays 7.2.4, the Redis it forked
+// from); Redis has neither and gives redis_version.
+func parseInfoServer(info string) (ServerVersion, error) {
+	v := ServerVersion{Server: infoField(info, "server_name")}
+	if v.Server == "" {
+		v.Server = "redis"
 	}
-	v := ServerVersion{Server: fields["server"], Version: fields["version"]}
+	v.Version = infoField(info, v.Server+"_version")
 	major, rest, _ := strings.Cut(v.Version, ".")
 	minor, _, _ := strings.Cut(rest, ".")
 	var okMajor, okMinor bool
 	v.Major, okMajor = versionNumber(major)
 	v.Minor, okMinor = versionNumber(minor)
-	if v.Server == "" || !okMajor || !okMinor {
-		return ServerVersion{}, fmt.Errorf("HELLO: no server and version in %v", reply)
+	if !okMajor || !okMinor {
+		return ServerVersion{}, fmt.Errorf("INFO server: no %s_version of the form major.minor", v.Server)
 	}
 	return v, nil
 }
@@ -68,101 +59,82 @@ func versionNumber(s string) (int, bool) {
 	return n, err == nil
 }
 
-// versionTTL is how long a node's version is trusted: a node upgraded in
-// place, or a master replaced by a failover, is seen within it.
-const versionTTL = time.Minute
-
-// versions keeps each node's server version, read with HELLO: with no
-// argument it changes nothing on the connection, and any connection may
-// run it (no ACL grant needed). One HELLO per node per versionTTL.
-type versions struct {
-	mu     sync.Mutex
-	log    *slog.Logger
-	byNode map[string]versionEntry
-}
-
-type versionEntry struct {
-	v    ServerVersion
-	read time.Time
-}
-
 // SetVersionLog has the connections log each server's version when it is
 // first read or changes, and warn where idle counts delivering reads only.
 func (cs *Conns) SetVersionLog(log *slog.Logger) {
-	cs.versions.mu.Lock()
-	defer cs.versions.mu.Unlock()
-	cs.versions.log = log
+	for _, c := range cs.conns {
+		c.watch.log.Store(log)
+	}
 }
 
 // IdleRule says how idle is to be read for stream on the named
 // connection: fromDeliveries when the master serving it counts idle from
 // delivering reads only (Redis before 7.2), and judgesHolders when the
 // operator lets idle alone judge consumers holding entries all the same
-// (redis[].idleBefore72: ghost). A version that cannot be read counts as
-// before 7.2, the cautious reading: a consumer holding entries that idle
-// alone would judge is then Unknown, never Ghost.
+// (redis[].idleBefore72: ghost). A version that was not read (INFO
+// refused) counts as before 7.2, the cautious reading: a consumer holding
+// entries that idle alone would judge is then Unknown, never Ghost. It
+// sends no command: the version was read when the connection was made.
 func (cs *Conns) IdleRule(ctx context.Context, name, stream string) (fromDeliveries, judgesHolders bool) {
 	c, ok := cs.conns[name]
 	if !ok {
 		return true, false
 	}
-	node, err := NodeForKey(ctx, c.primary, stream)
-	if err != nil {
-		return true, c.idleGhost
-	}
-	v, err := cs.nodeVersion(ctx, name, node)
-	return err != nil || v.IdleFromDeliveries(), c.idleGhost
+	v, ok := c.watch.nodeVersion(ctx, c.primary, stream)
+	return !ok || v.IdleFromDeliveries(), c.idleGhost
 }
 
-// ReadVersions reads the version of every master of every connection and
-// logs them; a connection that cannot be reached is left for its first
-// read. pelwarden calls it at start, so a server whose idle counts
-// delivering reads only is named before any verdict depends on it.
+// nodeVersion is the version of the master serving key.
+func (w *connWatch) nodeVersion(ctx context.Context, c redis.UniversalClient, key string) (ServerVersion, bool) {
+	if w.single != nil {
+		return w.single.serverVersion()
+	}
+	cc, ok := c.(*redis.ClusterClient)
+	if !ok {
+		return ServerVersion{}, false
+	}
+	master, err := cc.MasterForKey(ctx, key)
+	if err != nil {
+		return ServerVersion{}, false
+	}
+	return w.node(master.Options().Addr).serverVersion()
+}
+
+// ReadVersions has every master of every connection answer, so its
+// version is read, and logs each version not logged yet; a connection
+// that cannot be reached is logged at its first connection. pelwarden
+// calls it at start, so a server whose idle counts delivering reads only
+// is named before any verdict depends on it.
 func (cs *Conns) ReadVersions(ctx context.Context) {
 	for _, name := range cs.Names() {
-		switch c := cs.conns[name].primary.(type) {
+		c := cs.conns[name]
+		switch p := c.primary.(type) {
 		case *redis.ClusterClient:
-			_ = c.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
-				_, err := cs.nodeVersion(ctx, name, node)
+			_ = p.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
+				addr := node.Options().Addr
+				err := node.Ping(ctx).Err()
+				c.watch.logVersion(c.watch.node(addr), addr)
 				return err
 			})
 		case *redis.Client:
-			_, _ = cs.nodeVersion(ctx, name, c)
+			_ = p.Ping(ctx).Err()
+			c.watch.logVersion(c.watch.single, c.watch.label)
 		}
 	}
 }
 
-func (cs *Conns) nodeVersion(ctx context.Context, name string, node *redis.Client) (ServerVersion, error) {
-	key := name + "\x00" + node.Options().Addr
-	now := time.Now()
-	vs := &cs.versions
-	vs.mu.Lock()
-	e, ok := vs.byNode[key]
-	vs.mu.Unlock()
-	if ok && now.Sub(e.read) < versionTTL {
-		return e.v, nil
+// logVersion logs n's version if it is new or changed and a log is set.
+func (w *connWatch) logVersion(n *nodeWatch, addr string) {
+	log := w.log.Load()
+	if log == nil {
+		return
 	}
-	reply, err := node.Do(ctx, "HELLO").Result()
-	if err != nil {
-		return e.v, fmt.Errorf("HELLO: %w", err)
+	if v, ok := n.toLog(); ok {
+		logServer(log, w.name, addr, v)
 	}
-	v, err := parseHello(reply)
-	if err != nil {
-		return e.v, err
-	}
-	vs.mu.Lock()
-	defer vs.mu.Unlock()
-	if vs.byNode == nil {
-		vs.byNode = map[string]versionEntry{}
-	}
-	vs.byNode[key] = versionEntry{v: v, read: now}
-	if vs.log != nil && (!ok || e.v != v) {
-		logVersion(vs.log, name, node.Options().Addr, v)
-	}
-	return v, nil
 }
 
-func logVersion(log *slog.Logger, name, addr string, v ServerVersion) {
+func logServer(log *slog.Logger, name, addr string, v ServerVersion) {
 	if v.IdleFromDeliveries() {
 		log.Warn("this Redis counts a consumer's idle time from its last read that delivered entries, not its last read attempt "+
 			"(before 7.2): a worker that polls an empty stream while it works on entries it holds looks as idle as a dead one, "+

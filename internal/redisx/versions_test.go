@@ -136,7 +136,7 @@ func TestNullLagIsEstimatedOnEveryVersion(t *testing.T) {
 	require.False(t, obs.LagEstimateCapped)
 }
 
-// The connection reads each server's version with HELLO and says idle
+// The connection reads each server's version from INFO server and says idle
 // counts delivering reads only exactly on Redis before 7.2 (Valkey 8.0
 // reports redis_version 7.2.4 and counts as 7.2 does); every read of a
 // target carries it to the judge.
