@@ -113,12 +113,36 @@ func (v *View) Snapshot(ctx context.Context, t Target) (*Snapshot, error) {
 }
 
 // Cached is Snapshot without the read: it registers t and returns its
-// snapshot if one no older than MaxAge is at hand, and ok false if
-// answering needs a read. It allocates nothing, so a poll served from a
-// fresh snapshot needs no deadline of its own.
+// snapshot if one no older than MaxAge is at hand (or its group's latest
+// read is, judged for t), and ok false if answering needs a read. It
+// allocates nothing, so a poll served from a fresh snapshot needs no
+// deadline of its own.
 func (v *View) Cached(t Target) (snap *Snapshot, ok bool, err error) {
 	_, snap, err = v.cached(t)
 	return snap, snap != nil, err
+}
+
+// CachedSince is RefreshSince without the read: it returns t's snapshot
+// if the read it comes from began no earlier than since, judging t from
+// its group's latest read if that one did. A target woken with others by
+// one entry mostly finds the read another of them asked for done, and
+// needs no deadline of its own.
+func (v *View) CachedSince(t Target, since time.Time) (snap *Snapshot, ok bool, err error) {
+	e, err := v.register(t)
+	if err != nil {
+		return nil, false, err
+	}
+	e.mu.Lock()
+	e.lastAsked = v.opts.Now()
+	snap = e.snap
+	if e.err != nil || e.readAt.Before(since) {
+		snap = nil
+	}
+	e.mu.Unlock()
+	if snap == nil {
+		snap = v.fromLatest(e, since)
+	}
+	return snap, snap != nil, nil
 }
 
 func (v *View) cached(t Target) (*entry, *Snapshot, error) {
@@ -128,12 +152,16 @@ func (v *View) cached(t Target) (*entry, *Snapshot, error) {
 	}
 	now := v.opts.Now()
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	e.lastAsked = now
-	if e.err == nil && e.snap != nil && now.Sub(e.snap.At) <= v.opts.MaxAge {
-		return e, e.snap, nil
+	snap := e.snap
+	if e.err != nil || (snap != nil && now.Sub(snap.At) > v.opts.MaxAge) {
+		snap = nil
 	}
-	return e, nil, nil
+	e.mu.Unlock()
+	if snap == nil {
+		snap = v.fromLatest(e, time.Time{})
+	}
+	return e, snap, nil
 }
 
 // Refresh reads t now and returns a snapshot whose read started no earlier

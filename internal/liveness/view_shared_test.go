@@ -145,14 +145,19 @@ func TestTargetsWokenByOneEventShareOneReadAcrossThresholds(t *testing.T) {
 
 // TestATargetJoiningASharedReadKeepsItsOwnFirstSeen: the start grace
 // counts from when a target first saw a consumer, not from when another
-// target read alike did: a target registered later starts its own count
-// from the same shared reads.
+// target read alike did: a target registered later starts its own count,
+// and the older one, settled from the later one's read without a read of
+// its own, keeps its count.
 func TestATargetJoiningASharedReadKeepsItsOwnFirstSeen(t *testing.T) {
 	t.Parallel()
 	now := time.Unix(1000, 0)
-	v := NewView(func(context.Context, Target, []string) (Observation, error) { return idleFor(time.Second), nil },
-		ViewOptions{RefreshInterval: time.Hour, MaxAge: time.Second, FetchTimeout: time.Second, Expiry: time.Hour, MaxTargets: 2,
-			Now: func() time.Time { return now }})
+	var reads atomic.Int64
+	fetch := func(context.Context, Target, []string) (Observation, error) {
+		reads.Add(1)
+		return idleFor(time.Second), nil
+	}
+	v := NewView(fetch, ViewOptions{RefreshInterval: time.Hour, MaxAge: time.Second, FetchTimeout: time.Second, Expiry: time.Hour,
+		MaxTargets: 2, Now: func() time.Time { return now }})
 	old, late := thresholdTargets(2)[0], thresholdTargets(2)[1]
 	ctx := context.Background()
 	_, err := v.Snapshot(ctx, old)
@@ -161,9 +166,10 @@ func TestATargetJoiningASharedReadKeepsItsOwnFirstSeen(t *testing.T) {
 	s, err := v.Snapshot(ctx, late)
 	require.NoError(t, err)
 	require.Equal(t, now, s.Consumers[0].FirstSeen, "the late target first saw w now")
-	s, ok := v.Peek(old)
-	require.True(t, ok)
-	require.Equal(t, now, s.At, "the late target's read refreshed the old one too")
+	s, err = v.Snapshot(ctx, old)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), reads.Load(), "the old target's snapshot, past MaxAge, comes from the late one's read")
+	require.Equal(t, now, s.At)
 	require.Equal(t, time.Unix(1000, 0), s.Consumers[0].FirstSeen, "the old target keeps its own first sight of w")
 }
 
@@ -195,13 +201,56 @@ func TestPodSetsAddToOneSharedReadEachTheirOwnPods(t *testing.T) {
 		_, err := v.Pin(tg)
 		require.NoError(t, err)
 	}
-	_, err := v.Refresh(context.Background(), a1)
+	ctx := context.Background()
+	_, err := v.Refresh(ctx, a1)
 	require.NoError(t, err)
-	require.Equal(t, int64(1), f.reads.Load(), "one read for three targets of one group")
-	require.ElementsMatch(t, []PodSet{a1.Spec.PodSet(), b.Spec.PodSet()}, annotated, "the pods looked up once per set")
 	for tg, want := range map[Target]Verdict{a1: Ghost, a2: Ghost, b: Alive} {
-		s, ok := v.Peek(tg)
-		require.True(t, ok)
+		s, err := v.Snapshot(ctx, tg)
+		require.NoError(t, err)
 		require.Equal(t, want, s.Consumers[0].Verdict, "w under %s: %v", tg.Spec.PodSelector, s.Consumers[0].Reasons)
 	}
+	require.Equal(t, int64(1), f.reads.Load(), "one read for three targets of one group")
+	require.ElementsMatch(t, []PodSet{a1.Spec.PodSet(), b.Spec.PodSet()}, annotated, "the pods looked up once per set")
+}
+
+// TestAReadOneTargetAskedForIsJudgedForTheOthersOnlyWhenTheyAsk: a read
+// one target of a thousand asks for (a new StreamIsActive stream, a
+// hygiene scan) judges that target alone; each other target is judged
+// from it when it asks, without a read of its own, and once all have, the
+// reader keeps no observation beside their snapshots.
+func TestAReadOneTargetAskedForIsJudgedForTheOthersOnlyWhenTheyAsk(t *testing.T) {
+	t.Parallel()
+	const n = 1000
+	f := &countingFetch{}
+	var refreshed atomic.Int64
+	v := NewView(f.fetch, ViewOptions{RefreshInterval: time.Hour, MaxAge: time.Hour, FetchTimeout: time.Second, Expiry: time.Hour, MaxTargets: n,
+		OnRefresh: func(Target, *Snapshot, error, time.Duration) { refreshed.Add(1) }})
+	targets := thresholdTargets(n)
+	for _, tg := range targets {
+		_, err := v.Pin(tg)
+		require.NoError(t, err)
+	}
+	ctx := context.Background()
+	_, err := v.Refresh(ctx, targets[0])
+	require.NoError(t, err)
+	require.Equal(t, int64(1), refreshed.Load(), "the read judged the target that asked, not the %d others", n-1)
+	r := v.groups[targets[0].GroupRef][0]
+	require.NotNil(t, r.latest, "the read is kept for the others")
+	for i, tg := range targets[1:] {
+		_, ok := v.Peek(tg)
+		require.False(t, ok, "not judged before it asks")
+		if i%2 == 0 {
+			_, ok, err := v.Cached(tg)
+			require.NoError(t, err)
+			require.True(t, ok, "a poll is answered from the latest read")
+		} else {
+			_, err = v.Snapshot(ctx, tg)
+			require.NoError(t, err)
+		}
+	}
+	require.Equal(t, int64(1), f.reads.Load(), "every other target judged from the one read")
+	require.Equal(t, int64(n), refreshed.Load(), "each judged once")
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	require.Nil(t, r.latest, "taken by all: no observation kept beside the snapshots")
 }

@@ -9,9 +9,10 @@ import (
 )
 
 // reader is the reads of one readKey: every target of the group that
-// reads Redis alike. Whoever asks for a read of one of its targets, the
-// read settles them all, so T targets that differ only in thresholds
-// cost one read per refresh and one per wake, not T.
+// reads Redis alike. A read of one of its targets is a read of all, each
+// settled from it when its caller asks, or by the background refresh;
+// so T targets that differ only in thresholds cost one read per refresh
+// and one per wake, not T.
 type reader struct {
 	key readKey
 	// target is what the fetcher is asked: the group, and of the spec
@@ -21,25 +22,56 @@ type reader struct {
 	mu sync.Mutex
 	// entries is the targets the reader serves; it changes under
 	// View.mu and this mu both, so either is enough to read it.
-	entries  []*entry
+	entries []*entry
+	// byKey indexes entries by key once they are more than indexFrom,
+	// so that a poll of one of a thousand targets read alike does not
+	// compare a thousand keys under View.mu; most readers serve one
+	// target, and a map each would cost more than the scan.
+	byKey    map[viewKey]*entry
 	inflight *call
 	// seq numbers the reader's reads, in the order they start.
 	seq uint64
 	// known is the consumers of the latest good read: the next read asks
 	// for their heartbeat keys in its first round trip.
 	known []string
+	// latest is the latest good read while some target has not taken
+	// it, and untaken how many have not: a target woken with others by
+	// one entry, or asked after another's read, is settled from it
+	// without a read of its own.
+	latest  *call
+	untaken int
 }
 
-// call is one read in progress; waiters block on done. Once done is
-// closed its fields do not change.
+// call is one read; waiters block on done. Once done is closed, the
+// fields above podsMu do not change.
 type call struct {
 	seq     uint64
 	started time.Time
 	done    chan struct{}
+	// starter is the target whose caller started the read, nil for the
+	// background refresh; the read settles it before done closes.
+	starter *entry
 	obs     Observation
 	err     error
 	// at is when the read ended: the time its snapshots are built at.
 	at time.Time
+	// taken counts the targets settled while the read was ending; it is
+	// guarded by the reader's mu.
+	taken int
+
+	rowsOnce sync.Once
+	rows     []consumerRow
+
+	podsMu sync.Mutex
+	// pods is the kubernetes source's part, by pod set and owner match.
+	pods map[podKey]*PodsObs
+}
+
+// consumerRows are c's consumers in name order, sorted once for every
+// target c settles.
+func (c *call) consumerRows() []consumerRow {
+	c.rowsOnce.Do(func() { c.rows = consumerRows(c.obs) })
+	return c.rows
 }
 
 // Run refreshes every target each RefreshInterval and expires unused ones,
@@ -64,7 +96,9 @@ func (v *View) Run(ctx context.Context) error {
 			}
 			wg.Go(func() {
 				defer func() { <-sem }()
-				_, _ = v.readSince(ctx, r, time.Time{})
+				if c, err := v.readSince(ctx, r, nil, time.Time{}); err == nil {
+					v.settleAll(r, c)
+				}
 			})
 		}
 	}
@@ -128,7 +162,35 @@ func (v *View) sweepLocked(r *reader, now time.Time, expired *[]Target) (stale b
 	}
 	clear(r.entries[len(kept):])
 	r.entries = kept
+	r.reindex()
 	return stale, len(kept)
+}
+
+// indexFrom is how many targets a reader serves before it indexes them.
+const indexFrom = 8
+
+// add makes r serve e; v.mu and r.mu are held.
+func (r *reader) add(e *entry) {
+	r.entries = append(r.entries, e)
+	if r.byKey != nil {
+		r.byKey[keyOf(e.target)] = e
+		return
+	}
+	r.reindex()
+}
+
+// reindex indexes r's entries by key when they are many, and drops the
+// index when they are few again; r.mu is held.
+func (r *reader) reindex() {
+	switch {
+	case len(r.entries) <= indexFrom:
+		r.byKey = nil
+	case r.byKey == nil || len(r.byKey) != len(r.entries):
+		r.byKey = make(map[viewKey]*entry, len(r.entries))
+		for _, e := range r.entries {
+			r.byKey[keyOf(e.target)] = e
+		}
+	}
 }
 
 func (v *View) register(t Target) (*entry, error) {
@@ -154,7 +216,7 @@ func (v *View) registerLocked(t Target) (*entry, error) {
 	}
 	e := &entry{target: t, reader: r, lastAsked: v.opts.Now()}
 	r.mu.Lock()
-	r.entries = append(r.entries, e)
+	r.add(e)
 	r.mu.Unlock()
 	v.n++
 	return e, nil
@@ -182,6 +244,9 @@ func (v *View) lookupLocked(t Target) *entry {
 // lookup returns the entry of key, nil if none; v.mu is held, so the
 // entries do not change.
 func (r *reader) lookup(key viewKey) *entry {
+	if r.byKey != nil {
+		return r.byKey[key]
+	}
 	for _, e := range r.entries {
 		if keyOf(e.target) == key {
 			return e
@@ -191,27 +256,33 @@ func (r *reader) lookup(key viewKey) *entry {
 }
 
 // refresh returns e's snapshot from a read of its reader that started at
-// or after notBefore, joining one in flight or starting one.
+// or after notBefore: the reader's latest good one when it qualifies (a
+// zero notBefore also wants it no older than MaxAge), else one in flight
+// or a new one.
 func (v *View) refresh(ctx context.Context, e *entry, notBefore time.Time) (*Snapshot, error) {
-	c, err := v.readSince(ctx, e.reader, notBefore)
+	c, err := v.readSince(ctx, e.reader, e, notBefore)
 	if err != nil {
 		return nil, err
 	}
-	snap, _, err := v.settle(e, c, nil)
-	return snap, err
+	return v.settle(e, c)
 }
 
-// readSince joins a read of r that started at or after notBefore, or
-// starts one, and waits for it. The read runs under its own timeout,
-// detached from ctx, so one impatient caller cannot fail the read for the
-// others waiting on it.
-func (v *View) readSince(ctx context.Context, r *reader, notBefore time.Time) (*call, error) {
+// readSince returns a read of r that started at or after notBefore, for
+// e (nil: for the background refresh, which wants a new read and takes
+// no latest one). A read runs under its own timeout, detached from ctx,
+// so one impatient caller cannot fail the read for the others waiting on
+// it.
+func (v *View) readSince(ctx context.Context, r *reader, e *entry, notBefore time.Time) (*call, error) {
 	for {
 		r.mu.Lock()
+		if l := v.latestLocked(r, notBefore); e != nil && l != nil {
+			r.mu.Unlock()
+			return l, nil
+		}
 		c := r.inflight
 		if c == nil {
 			r.seq++
-			c = &call{seq: r.seq, started: v.opts.Now(), done: make(chan struct{})}
+			c = &call{seq: r.seq, started: v.opts.Now(), done: make(chan struct{}), starter: e}
 			r.inflight = c
 			known := r.known
 			r.mu.Unlock()
@@ -230,12 +301,40 @@ func (v *View) readSince(ctx context.Context, r *reader, notBefore time.Time) (*
 	}
 }
 
-// read fetches r's group once and settles every target r serves from it:
-// each judged by its own spec against its own previous snapshot, which
-// carries when each consumer was first seen and the breaker's state. The
-// read stays in flight until its targets are settled, so that a caller
-// who found its target's snapshot older than it wanted joins this read
-// rather than starting another.
+// latestLocked is r's latest good read if it began no earlier than
+// notBefore (a zero notBefore: if it is no older than MaxAge); r.mu is
+// held.
+func (v *View) latestLocked(r *reader, notBefore time.Time) *call {
+	l := r.latest
+	if l == nil || l.started.Before(notBefore) || (notBefore.IsZero() && v.opts.Now().Sub(l.at) > v.opts.MaxAge) {
+		return nil
+	}
+	return l
+}
+
+// fromLatest settles e from its reader's latest read if that qualifies
+// (latestLocked), and returns the snapshot; nil if none does.
+func (v *View) fromLatest(e *entry, notBefore time.Time) *Snapshot {
+	r := e.reader
+	r.mu.Lock()
+	l := v.latestLocked(r, notBefore)
+	r.mu.Unlock()
+	if l == nil {
+		return nil
+	}
+	snap, err := v.settle(e, l)
+	if err != nil {
+		return nil
+	}
+	return snap
+}
+
+// read fetches r's group once. It settles the target whose caller asked
+// for it; every other target of r is settled from it when its own
+// caller asks (a target woken by the same entry, or opened after a read
+// began), or by the background refresh, so a read one target asked for
+// costs the others nothing. It stays r's latest read until every target
+// has taken it or a newer read replaces it.
 func (v *View) read(ctx context.Context, r *reader, c *call, known []string) {
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), v.opts.FetchTimeout)
 	defer cancel()
@@ -243,94 +342,93 @@ func (v *View) read(ctx context.Context, r *reader, c *call, known []string) {
 	c.at = v.opts.Now()
 	var names []string
 	if c.err == nil {
-		names = observedNames(c.obs)
+		names = observedNames(c.consumerRows())
 	}
+	if c.starter != nil {
+		_, _ = v.settle(c.starter, c)
+	}
+	r.mu.Lock()
+	r.inflight = nil
+	r.latest, r.untaken = nil, 0
+	if c.err == nil {
+		r.known = names
+		if n := len(r.entries) - c.taken; n > 0 {
+			r.latest, r.untaken = c, n
+		}
+	}
+	r.mu.Unlock()
+	close(c.done)
+}
+
+// settleAll settles every target of r from c, as the background refresh
+// does once a read ends.
+func (v *View) settleAll(r *reader, c *call) {
 	r.mu.Lock()
 	entries := slices.Clone(r.entries)
 	r.mu.Unlock()
-	pods := make(map[podKey]*PodsObs)
-	var settled []*entry
-	var snaps []*Snapshot
-	settle := func(es []*entry) {
-		for _, e := range es {
-			if snap, stored, _ := v.settle(e, c, pods); stored {
-				settled, snaps = append(settled, e), append(snaps, snap)
-			}
-		}
-	}
-	settle(entries)
-	r.mu.Lock()
-	r.inflight = nil
-	if c.err == nil {
-		r.known = names
-	}
-	// Targets registered while the read ran, which their callers may
-	// have joined.
-	var late []*entry
-	for _, e := range r.entries {
-		if !e.settledBy(c) {
-			late = append(late, e)
-		}
-	}
-	r.mu.Unlock()
-	settle(late)
-	// The callers waiting on the read go first; the subscribers and
-	// OnRefresh, which may be many, after.
-	close(c.done)
-	for i, e := range settled {
-		e.notify()
-		if v.opts.OnRefresh != nil {
-			v.opts.OnRefresh(e.target, snaps[i], c.err, c.at.Sub(c.started))
-		}
+	for _, e := range entries {
+		_, _ = v.settle(e, c)
 	}
 }
 
-// settle gives e its outcome of c, judging c's observation for e unless
-// c or a later good read already did; stored says e now holds it. Only a
-// target that expired while its caller waited is judged here by the
-// caller rather than by the read: its outcome is returned, not kept.
-func (v *View) settle(e *entry, c *call, pods map[podKey]*PodsObs) (snap *Snapshot, stored bool, err error) {
+// settle gives e its outcome of c, judged by e's own spec against e's own
+// previous snapshot (which carries when each consumer was first seen and
+// the breaker's state), unless c or a later good read already did. A
+// target that takes the outcome is told, as after a read of its own: its
+// subscribers and OnRefresh. Only a target that expired while its caller
+// waited, or a later read overtook, is judged without keeping the result.
+func (v *View) settle(e *entry, c *call) (*Snapshot, error) {
 	e.mu.Lock()
 	if c.seq <= e.seq && (c.err != nil || e.snapSeq >= c.seq) {
-		snap = e.snap
+		snap := e.snap
 		e.mu.Unlock()
 		if c.err != nil {
-			return nil, false, c.err
+			return nil, c.err
 		}
-		return snap, false, nil
+		return snap, nil
 	}
 	prev := e.snap
 	e.mu.Unlock()
+	var snap *Snapshot
 	if c.err == nil {
-		snap = BuildWith(&e.target, v.observation(e.target, c.obs, pods), prev, c.at, v.opts.Breaker)
+		snap = build(&e.target, v.observation(e.target, c), c.consumerRows(), prev, c.at, v.opts.Breaker)
 	}
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	if c.seq <= e.seq {
-		return snap, false, c.err
+		e.mu.Unlock()
+		return snap, c.err
 	}
 	e.seq, e.err = c.seq, c.err
 	if c.err == nil {
 		e.snap, e.snapSeq, e.readAt = snap, c.seq, c.started
 	}
-	return snap, true, c.err
-}
-
-// settledBy reports whether e holds the outcome of c or a later read.
-func (e *entry) settledBy(c *call) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.seq >= c.seq
-}
-
-// notify signals e's subscribers that it was read.
-func (e *entry) notify() {
-	e.mu.Lock()
-	defer e.mu.Unlock()
 	for ch := range e.subs {
 		select {
 		case ch <- struct{}{}:
 		default:
+		}
+	}
+	e.mu.Unlock()
+	v.taken(e.reader, c)
+	if v.opts.OnRefresh != nil {
+		v.opts.OnRefresh(e.target, snap, c.err, c.at.Sub(c.started))
+	}
+	return snap, c.err
+}
+
+// taken counts one more target settled from c, and lets r's latest read
+// go once every target has it: a reader serving one target keeps no
+// observation beside its snapshot.
+func (v *View) taken(r *reader, c *call) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.inflight == c {
+		c.taken++ // the read is still ending: it counts these itself
+		return
+	}
+	if r.latest == c {
+		if r.untaken--; r.untaken <= 0 {
+			r.latest = nil
 		}
 	}
 }
@@ -341,35 +439,46 @@ type podKey struct {
 	owner OwnerMatch
 }
 
-// observation is obs as t sees it: with the pods of t's pod set behind
-// its owner candidates, once per pod set and owner match in pods (nil:
-// not remembered).
-func (v *View) observation(t Target, obs Observation, pods map[podKey]*PodsObs) Observation {
+// observation is c's observation as t sees it: with the pods of t's pod
+// set behind its owner candidates, looked up once per pod set and owner
+// match among the targets c settles.
+func (v *View) observation(t Target, c *call) Observation {
 	if v.opts.Annotate == nil || !t.Spec.Kubernetes {
-		return obs
+		return c.obs
 	}
+	return v.annotated(t, c)
+}
+
+// annotated is observation with the kubernetes source: apart, so that the
+// copy Annotate is handed escapes only where it is made.
+func (v *View) annotated(t Target, c *call) Observation {
+	obs := c.obs
 	k := podKey{set: t.Spec.PodSet(), owner: t.Spec.Owner}
-	if p, ok := pods[k]; ok {
+	c.podsMu.Lock()
+	p, ok := c.pods[k]
+	c.podsMu.Unlock()
+	if ok {
 		obs.Pods = p
 		return obs
 	}
+	// Looked up outside the lock: two targets of one set settled at once
+	// may both look, and agree.
 	v.opts.Annotate(t, &obs)
-	if pods != nil {
-		pods[k] = obs.Pods
+	c.podsMu.Lock()
+	if c.pods == nil {
+		c.pods = make(map[podKey]*PodsObs)
 	}
+	c.pods[k] = obs.Pods
+	c.podsMu.Unlock()
 	return obs
 }
 
 // observedNames is the consumers of a read, whose heartbeat keys the next
 // read of the same targets asks for at once.
-func observedNames(obs Observation) []string {
-	names := make([]string, 0, len(obs.Consumers)+len(obs.PendingByConsumer))
-	for _, c := range obs.Consumers {
-		names = append(names, c.Name)
+func observedNames(rows []consumerRow) []string {
+	names := make([]string, len(rows))
+	for i, r := range rows {
+		names[i] = r.obs.Name
 	}
-	for name := range obs.PendingByConsumer {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	return slices.Compact(names)
+	return names
 }
