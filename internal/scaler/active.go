@@ -192,6 +192,12 @@ func (t *activeTarget) run(ctx context.Context, updates <-chan struct{}, unsubsc
 	var since time.Time
 	for {
 		since = later(since, t.takeWant())
+		// The evaluation reads the view's latest snapshot: a signal of a
+		// read that settled before it is answered by it.
+		select {
+		case <-updates:
+		default:
+		}
 		t.all.evaluations.Add(1)
 		snap, err := t.all.s.snapshot(ctx, t.r, since)
 		if ctx.Err() != nil {
@@ -209,8 +215,7 @@ func (t *activeTarget) run(ctx context.Context, updates <-chan struct{}, unsubsc
 		case <-ctx.Done():
 			return
 		case <-t.fired():
-			since = t.wake.Fired()
-			t.disarm()
+			since = t.rearm(ctx)
 		case <-updates:
 		case <-t.poke:
 		}
@@ -284,6 +289,24 @@ func (t *activeTarget) arm(ctx context.Context, allActive bool) time.Time {
 		}
 	}
 	return time.Time{}
+}
+
+// rearm trades the watch that fired for a new one before the read it
+// asks for, and returns the moment that read must begin after: the entry
+// that fired and the new watch's start. One read then both sees the entry
+// and covers the gap until the new watch, where reading first and arming
+// after would take a second read. A target whose answers all turn true
+// lets the new watch go after the read.
+func (t *activeTarget) rearm(ctx context.Context) time.Time {
+	fired := t.wake.Fired()
+	t.disarm()
+	if arm := t.all.s.opts.Arm; arm != nil {
+		if k, err := arm(ctx, t.r.Target.Conn, t.r.Target.Stream); err == nil {
+			t.wake = k
+			return later(fired, k.Armed())
+		}
+	}
+	return fired
 }
 
 // fired is the held watch's channel; nil, which never fires, when none
