@@ -37,9 +37,11 @@ type ViewOptions struct {
 	// Annotate, when set, adds to a target's copy of a good read what a
 	// source outside Redis knows (the kubernetes source's pods). It runs
 	// once per read for each pod set and owner match among the targets
-	// the read serves, and must not block.
+	// judged from the read, when the first of them is, from any
+	// goroutine; it must not block.
 	Annotate func(t Target, obs *Observation)
-	// OnRefresh, when set, is called after every read with its outcome.
+	// OnRefresh, when set, is called for a target each time it is
+	// judged from a read, with the read's outcome.
 	OnRefresh func(t Target, s *Snapshot, err error, took time.Duration)
 	// OnExpire, when set, is called when a target is dropped.
 	OnExpire func(t Target)
@@ -52,9 +54,10 @@ type ViewOptions struct {
 // fresh. It is safe for concurrent use.
 //
 // Targets of one group that read Redis alike (equal readKeys) share one
-// reader: a read of any of them is a read of all, and each is judged from
-// it by its own spec against its own previous snapshot. Locks are taken
-// in the order View.mu, reader.mu, entry.mu.
+// reader: a read of any of them serves all, each judged from it by its own
+// spec against its own previous snapshot, when its caller asks or at the
+// background refresh (viewread.go). Locks are taken in the order View.mu,
+// reader.mu, entry.mu.
 type View struct {
 	fetch Fetcher
 	opts  ViewOptions
@@ -196,8 +199,8 @@ func (v *View) RefreshSince(ctx context.Context, t Target, since time.Time) (*Sn
 	return v.refresh(ctx, e, since)
 }
 
-// Subscribe returns a channel that receives a signal after every read of t,
-// and a function to stop. A subscribed target does not expire.
+// Subscribe returns a channel that receives a signal each time t is judged
+// from a read, and a function to stop. A subscribed target does not expire.
 func (v *View) Subscribe(t Target) (<-chan struct{}, func(), error) {
 	ch := make(chan struct{}, 1)
 	// Registering and subscribing under the view's lock keeps expiry from
