@@ -40,6 +40,9 @@ type reader struct {
 	// without a read of its own.
 	latest  *call
 	untaken int
+
+	// judging is held while a target of the reader is judged.
+	judging sync.Mutex
 }
 
 // call is one read; waiters block on done. Once done is closed, the
@@ -391,7 +394,13 @@ func (v *View) settle(e *entry, c *call) (*Snapshot, error) {
 	e.mu.Unlock()
 	var snap *Snapshot
 	if c.err == nil {
-		snap = build(&e.target, v.observation(e.target, c), c.consumerRows(), prev, c.at, v.opts.Breaker)
+		obs, rows := v.observation(e.target, c), c.consumerRows()
+		// One at a time per reader: the thousand targets an XADD wakes
+		// together judge in turn on one CPU, not on all of them at once,
+		// which other groups' polls would queue behind.
+		e.reader.judging.Lock()
+		snap = build(&e.target, obs, rows, prev, c.at, v.opts.Breaker)
+		e.reader.judging.Unlock()
 	}
 	e.mu.Lock()
 	if c.seq <= e.seq {
