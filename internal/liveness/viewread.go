@@ -15,9 +15,6 @@ import (
 // and one per wake, not T.
 type reader struct {
 	key readKey
-	// target is what the fetcher is asked: the group, and of the spec
-	// only what the read depends on.
-	target Target
 
 	mu sync.Mutex
 	// entries is the targets the reader serves; it changes under
@@ -214,7 +211,7 @@ func (v *View) registerLocked(t Target) (*entry, error) {
 		return nil, fmt.Errorf("%w (maxTargets %d)", ErrTooManyTargets, v.opts.MaxTargets)
 	}
 	if r == nil {
-		r = &reader{key: rk, target: rk.target()}
+		r = &reader{key: rk}
 		v.groups[t.GroupRef] = append(v.groups[t.GroupRef], r)
 	}
 	e := &entry{target: t, reader: r, lastAsked: v.opts.Now()}
@@ -341,7 +338,7 @@ func (v *View) fromLatest(e *entry, notBefore time.Time) *Snapshot {
 func (v *View) read(ctx context.Context, r *reader, c *call, known []string) {
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), v.opts.FetchTimeout)
 	defer cancel()
-	c.obs, c.err = v.fetch(fctx, r.target, known)
+	c.obs, c.err = v.fetch(fctx, r.key.target(), known)
 	c.at = v.opts.Now()
 	var names []string
 	if c.err == nil {
