@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -220,7 +221,19 @@ func TestStreamIsActivePushesOnXAddAndEndsOnCancel(t *testing.T) {
 
 	cancel()
 	// The handler, its waker watch and the client's receive loop all end
-	// while pelwarden keeps running.
+	// while pelwarden keeps running. The watch taken again when the entry
+	// fired, before the read that found the group active, was let go at
+	// once; the waker's XREAD ends within its block and its loop then.
+	eventually(t, 3*time.Second, func() error {
+		list, err := rdb.ClientList(context.Background()).Result()
+		require.NoError(t, err)
+		for line := range strings.Lines(list) {
+			if strings.Contains(line, "flags=b ") && strings.Contains(line, "cmd=xread ") {
+				return fmt.Errorf("an XREAD still blocks: %s", line)
+			}
+		}
+		return nil
+	})
 	goleak.VerifyNone(t, running)
 	p.stop()
 	goleak.VerifyNone(t, before)

@@ -133,21 +133,16 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reader := &redisx.Reader{Conns: conns, LagEstimateCap: cfg.Scaler.LagEstimateCap}
-	fetch := reader.Fetch
+	var annotate func(liveness.Target, *liveness.Observation)
 	if o.kube != nil {
 		setKlogLogger(log)
 		a.pods = kube.New(o.kube, kube.Options{IdleExpiry: cfg.Scaler.TargetIdleExpiry, OnGone: a.podGone, OnCurrent: a.podsCurrent, Log: log,
 			MaxSets: cfg.Kubernetes.MaxPodWatches, MaxSetsPerClaimant: cfg.Kubernetes.MaxPodWatchesPerNamespace})
-		fetch = func(ctx context.Context, t liveness.Target, known []string) (liveness.Observation, error) {
-			obs, err := reader.Fetch(ctx, t, known)
-			if err == nil {
-				a.pods.Annotate(t, &obs) //nolint:contextcheck // a pod watch outlives the refresh that starts it; it ends with the watcher
-			}
-			return obs, err
-		}
+		annotate = a.pods.Annotate
 	}
 	var m *metrics
-	a.view = liveness.NewView(fetch, liveness.ViewOptions{
+	a.view = liveness.NewView(reader.Fetch, liveness.ViewOptions{
+		Annotate:        annotate,
 		RefreshInterval: cfg.Scaler.RefreshInterval,
 		MaxAge:          cfg.Scaler.MaxSnapshotAge,
 		FetchTimeout:    cfg.Scaler.RequestTimeout,

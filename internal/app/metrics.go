@@ -45,7 +45,7 @@ type metrics struct {
 	podWatchState *prometheus.Desc
 
 	mu          sync.Mutex
-	lastMissing map[string]bool
+	lastMissing map[liveness.TargetKey]bool
 }
 
 func newMetrics(reg prometheus.Registerer, view *liveness.View, reports *admin.Reports, podSets func() []kube.SetState, now func() time.Time) *metrics {
@@ -71,7 +71,7 @@ func newMetrics(reg prometheus.Registerer, view *liveness.View, reports *admin.R
 		podWatchState: prometheus.NewDesc("pelwarden_pod_watch_state",
 			"1 for the state the pod cache of a namespace and selector is in, 0 for the others; only current answers.",
 			[]string{"namespace", "selector", "state"}, nil),
-		lastMissing: make(map[string]bool),
+		lastMissing: make(map[liveness.TargetKey]bool),
 	}
 	reg.MustRegister(m.redisErrors, m.groupMissing, m.refreshTime, m)
 	return m
@@ -105,21 +105,21 @@ func (m *metrics) collectPodSets(ch chan<- prometheus.Metric) {
 
 // refreshed is the view's OnRefresh hook.
 func (m *metrics) refreshed(t liveness.Target, s *liveness.Snapshot, err error, took time.Duration) (groupMissingNow bool) {
-	lv := t.Labels()
 	m.refreshTime.Observe(took.Seconds())
 	if err != nil {
-		m.redisErrors.WithLabelValues(lv...).Inc()
+		m.redisErrors.WithLabelValues(t.Labels()...).Inc()
 		return false
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	// Only missing groups are kept: at 10k targets a map of every one is
-	// megabytes for the rare group that goes.
-	key := t.Key()
+	// megabytes for the rare group that goes. The key is built without
+	// allocating: a read of a group can settle a thousand targets.
+	key := t.Comparable()
 	was := m.lastMissing[key]
 	if s.GroupMissing {
 		m.lastMissing[key] = true
-		m.groupMissing.WithLabelValues(lv...).Inc()
+		m.groupMissing.WithLabelValues(t.Labels()...).Inc()
 	} else if was {
 		delete(m.lastMissing, key)
 	}
@@ -133,7 +133,7 @@ func (m *metrics) expired(t liveness.Target) {
 	m.groupMissing.Delete(lv)
 	m.reports.Forget(t)
 	m.mu.Lock()
-	delete(m.lastMissing, t.Key())
+	delete(m.lastMissing, t.Comparable())
 	m.mu.Unlock()
 }
 

@@ -3,6 +3,7 @@ package liveness
 import (
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/pelwarden/pelwarden/internal/clip"
@@ -242,6 +243,11 @@ type Snapshot struct {
 	Breaker BreakerState
 }
 
+// gatheredPool holds the evidence buffers of Build: each target a read
+// settles gathers its consumers' evidence, and only their views outlive
+// the build.
+var gatheredPool = sync.Pool{New: func() any { return new([]gathered) }}
+
 // gathered is one consumer's evidence before the group-wide guard is known.
 type gathered struct {
 	view ConsumerView
@@ -260,6 +266,12 @@ func Build(t *Target, obs Observation, prev *Snapshot, now time.Time) *Snapshot 
 
 // BuildWith is Build with the disruption breaker's threshold b.
 func BuildWith(t *Target, obs Observation, prev *Snapshot, now time.Time, b Breaker) *Snapshot {
+	return build(t, obs, consumerRows(obs), prev, now, b)
+}
+
+// build is BuildWith with the observation's consumerRows, which the
+// targets judged from one read share.
+func build(t *Target, obs Observation, rows []consumerRow, prev *Snapshot, now time.Time, b Breaker) *Snapshot {
 	s := &Snapshot{
 		Target:          t,
 		At:              now,
@@ -284,7 +296,13 @@ func BuildWith(t *Target, obs Observation, prev *Snapshot, now time.Time, b Brea
 	if prev != nil {
 		before, breaker = prev.Consumers, prev.Breaker
 	}
-	all := gather(t.Spec, obs, before, now)
+	buf := gatheredPool.Get().(*[]gathered)
+	all := gather(t.Spec, obs, rows, before, now, (*buf)[:0])
+	defer func() {
+		clear(all)
+		*buf = all[:0]
+		gatheredPool.Put(buf)
+	}()
 	s.NoHeartbeatRecords = noHeartbeatRecords(t.Spec, all)
 	s.Consumers = make([]ConsumerView, 0, len(all))
 	judged := all[:0]
@@ -330,29 +348,17 @@ func (s *Snapshot) add(cv ConsumerView) {
 	s.Consumers = append(s.Consumers, cv)
 }
 
-// gather collects the evidence of every consumer of the observation, in
-// name order: those XINFO CONSUMERS lists and those only in the pending
-// summary. before is the previous snapshot's consumers, also in name
-// order, from which each keeps when it was first seen.
-func gather(spec Spec, obs Observation, before []ConsumerView, now time.Time) []gathered {
-	listed := make(map[string]ConsumerObs, len(obs.Consumers))
-	names := make([]string, 0, len(obs.Consumers)+len(obs.PendingByConsumer))
-	for _, c := range obs.Consumers {
-		listed[c.Name] = c
-		names = append(names, c.Name)
-	}
-	for name := range obs.PendingByConsumer {
-		if _, ok := listed[name]; !ok {
-			names = append(names, name)
-		}
-	}
-	slices.Sort(names)
+// gather collects the evidence of every consumer of the observation, its
+// consumerRows, in name order. before is the previous snapshot's
+// consumers, also in name order, from which each keeps when it was first
+// seen.
+func gather(spec Spec, obs Observation, rows []consumerRow, before []ConsumerView, now time.Time, out []gathered) []gathered {
 	lag := readLag(obs.ReadAt)
-	out := make([]gathered, 0, len(names))
+	out = slices.Grow(out, len(rows))
 	b := 0
-	for _, name := range names {
-		c, ok := listed[name]
-		cv := ConsumerView{Name: name, Pending: obs.PendingByConsumer[name], Idle: c.Idle, Inactive: c.Inactive, HeartbeatAge: -1, FirstSeen: now}
+	for _, row := range rows {
+		c, ok, name := row.obs, row.listed, row.obs.Name
+		cv := ConsumerView{Name: name, Pending: row.pending, Idle: c.Idle, Inactive: c.Inactive, HeartbeatAge: -1, FirstSeen: now}
 		if !ok {
 			cv.Inactive = -1
 		}

@@ -49,8 +49,8 @@ func TestTargetsOfOneGroupAreKeptApartAndExpireAlone(t *testing.T) {
 	t.Parallel()
 	now := time.Unix(1000, 0)
 	var expired []time.Duration
-	v := NewView(func(_ context.Context, t Target, _ []string) (Observation, error) {
-		return Observation{LagValid: true, Lag: int64(t.Spec.GhostIdle / time.Second)}, nil
+	v := NewView(func(context.Context, Target, []string) (Observation, error) {
+		return idleFor(10 * time.Second), nil
 	}, ViewOptions{
 		RefreshInterval: time.Second, MaxAge: time.Second, Expiry: time.Minute, MaxTargets: 3,
 		Now: func() time.Time { return now }, OnExpire: func(t Target) { expired = append(expired, t.Spec.GhostIdle) },
@@ -63,7 +63,7 @@ func TestTargetsOfOneGroupAreKeptApartAndExpireAlone(t *testing.T) {
 	require.NoError(t, err)
 	b, err := v.Snapshot(ctx, slow)
 	require.NoError(t, err)
-	require.Equal(t, []int64{1, 3600}, []int64{a.Lag, b.Lag}, "each target read and judged apart")
+	require.Equal(t, []Verdict{Ghost, Alive}, []Verdict{a.Consumers[0].Verdict, b.Consumers[0].Verdict}, "each target judged apart")
 	require.Equal(t, 2, v.Len())
 
 	now = now.Add(30 * time.Second)
@@ -77,11 +77,18 @@ func TestTargetsOfOneGroupAreKeptApartAndExpireAlone(t *testing.T) {
 	require.False(t, ok)
 	s, ok := v.Peek(slow)
 	require.True(t, ok)
-	require.Equal(t, int64(3600), s.Lag)
+	require.Equal(t, Alive, s.Consumers[0].Verdict)
 
 	now = now.Add(2 * time.Minute)
 	v.due(now)
 	require.Zero(t, v.Len(), "then the other, and the group with it")
 	_, err = v.Snapshot(ctx, quick)
 	require.NoError(t, err, "a target registers again after its group emptied")
+}
+
+// idleFor is a read of one consumer w, holding two entries, that last
+// read (and was read from) d ago.
+func idleFor(d time.Duration) Observation {
+	return Observation{LagValid: true, Consumers: []ConsumerObs{{Name: "w", Pending: 2, Idle: d, Inactive: d}},
+		PendingByConsumer: map[string]int64{"w": 2}}
 }

@@ -80,3 +80,72 @@ func TestCachedServesAFreshSnapshotWithoutAllocating(t *testing.T) {
 	require.Same(t, first, got)
 	require.Zero(t, allocs, "a poll served from a fresh snapshot allocates")
 }
+
+// TestReadKeyChangesOnlyWithWhatTheReadAsksRedisFor changes each field of
+// Spec in turn, every source on: only the heartbeat keys read (the
+// source, the pattern, and the owner match that fills an {owner}
+// pattern) may part two targets' reads. A field added to Spec must be
+// placed here, read or not.
+func TestReadKeyChangesOnlyWithWhatTheReadAsksRedisFor(t *testing.T) {
+	t.Parallel()
+	read := map[string]bool{
+		"Idle": false, "Heartbeat": true, "GhostIdle": false, "HeartbeatKey": true, "HeartbeatMaxAge": false,
+		"StartGrace": false, "Owner": true, "Kubernetes": false, "PodNamespace": false, "PodSelector": false, "PodGrace": false,
+	}
+	base := Target{GroupRef: GroupRef{Conn: "c", Stream: "s", Group: "g"}, Spec: allOn(t)}
+	other, err := ParseOwnerMatch("prefix")
+	require.NoError(t, err)
+	changed := map[reflect.Kind]func(reflect.Value){
+		reflect.Bool:   func(v reflect.Value) { v.SetBool(!v.Bool()) },
+		reflect.Int64:  func(v reflect.Value) { v.SetInt(v.Int() + 1) },
+		reflect.String: func(v reflect.Value) { v.SetString(v.String() + "x") },
+		reflect.Struct: func(v reflect.Value) { v.Set(reflect.ValueOf(other)) },
+	}
+	st := reflect.TypeFor[Spec]()
+	for i := range st.NumField() {
+		f := st.Field(i)
+		t.Run(f.Name, func(t *testing.T) {
+			t.Parallel()
+			parts, ok := read[f.Name]
+			require.True(t, ok, "Spec.%s: say whether the fetcher reads by it, and teach readKeyOf", f.Name)
+			mod := base
+			changed[f.Type.Kind()](reflect.ValueOf(&mod.Spec).Elem().Field(i))
+			if parts {
+				require.NotEqual(t, readKeyOf(base), readKeyOf(mod), "Spec.%s changes the read", f.Name)
+			} else {
+				require.Equal(t, readKeyOf(base), readKeyOf(mod), "Spec.%s changes nothing read", f.Name)
+			}
+		})
+	}
+}
+
+// TestReadKeyIgnoresAnOwnerMatchNothingIsReadBy: an owner match parts two
+// reads only where it names the heartbeat keys read ({owner}); with the
+// idle source alone, or keys by {consumer}, a caller's regex variants all
+// share one read.
+func TestReadKeyIgnoresAnOwnerMatchNothingIsReadBy(t *testing.T) {
+	t.Parallel()
+	g := GroupRef{Conn: "c", Stream: "s", Group: "g"}
+	a, err := ParseOwnerMatch("regex:^(?P<owner>.+)-[0-9]+$")
+	require.NoError(t, err)
+	b, err := ParseOwnerMatch("regex:^(?P<owner>.+)-[0-9]+$|x1")
+	require.NoError(t, err)
+	for name, spec := range map[string]Spec{
+		"idle":                   {Idle: true, GhostIdle: time.Minute},
+		"heartbeat {consumer}":   {Heartbeat: true, HeartbeatKey: "hb:{consumer}", HeartbeatMaxAge: time.Minute},
+		"kubernetes, no {owner}": {Kubernetes: true, PodNamespace: "apps", PodSelector: "app=w"},
+	} {
+		x, y := Target{GroupRef: g, Spec: spec}, Target{GroupRef: g, Spec: spec}
+		x.Spec.Owner, y.Spec.Owner = a, b
+		require.NotEqual(t, keyOf(x), keyOf(y), "%s: two targets", name)
+		require.Equal(t, readKeyOf(x), readKeyOf(y), "%s: one read", name)
+	}
+	none := Target{GroupRef: g, Spec: Spec{Heartbeat: true, HeartbeatKey: "hb:{owner}", HeartbeatMaxAge: time.Minute}}
+	x, y := none, none
+	x.Spec.Owner, y.Spec.Owner = a, b
+	require.NotEqual(t, readKeyOf(x), readKeyOf(y), "{owner}: the owner match names the keys read")
+	exact, err := ParseOwnerMatch("exact")
+	require.NoError(t, err)
+	x.Spec.Owner = exact
+	require.Equal(t, readKeyOf(none), readKeyOf(x), "no ownerMatch is exact")
+}

@@ -30,6 +30,7 @@ type activeTargets struct {
 
 	mu      sync.Mutex
 	targets map[string]*activeTarget // by liveness.Target.Key
+	gates   map[streamKey]*gate
 
 	// evaluations counts reads of a target evaluated for its answers;
 	// wakes counts streams woken to send.
@@ -37,7 +38,7 @@ type activeTargets struct {
 }
 
 func newActiveTargets(s *Server) *activeTargets {
-	return &activeTargets{s: s, targets: make(map[string]*activeTarget)}
+	return &activeTargets{s: s, targets: make(map[string]*activeTarget), gates: make(map[streamKey]*gate)}
 }
 
 // activeTarget is the streams of one target: one goroutine reads it,
@@ -51,7 +52,8 @@ type activeTarget struct {
 	streams int // guarded by all.mu
 	cancel  context.CancelFunc
 	poke    chan struct{}
-	wake    Wake // used by run alone
+	wake    Wake  // used by run alone
+	gate    *gate // its stream's
 
 	mu      sync.Mutex
 	answers map[answerKey]*answer
@@ -94,7 +96,8 @@ func (a *activeTargets) join(r metadata.Request) (*activeTarget, *answer, func()
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		t = &activeTarget{all: a, key: key, r: r, cancel: cancel, poke: make(chan struct{}, 1),
-			answers: make(map[answerKey]*answer), next: make(chan struct{})}
+			answers: make(map[answerKey]*answer), next: make(chan struct{}),
+			gate: a.gateLocked(streamKey{r.Target.Conn, r.Target.Stream})}
 		a.targets[key] = t
 		go t.run(ctx, updates, unsubscribe)
 	}
@@ -185,15 +188,30 @@ func (t *activeTarget) answerSince(ctx context.Context, ans *answer, opened time
 // opening, and, while an answer is false, when an entry lands on the
 // stream.
 func (t *activeTarget) run(ctx context.Context, updates <-chan struct{}, unsubscribe func()) {
+	defer t.all.ungate(t)
 	defer unsubscribe()
 	defer t.disarm()
 	// since, when set, asks for a read that began after it: a stream's
 	// opening, the arming, or the entry that woke the target.
 	var since time.Time
+	woken := false // by an entry, with the stream's other targets
 	for {
 		since = later(since, t.takeWant())
+		// The evaluation reads the view's latest snapshot: a signal of a
+		// read that settled before it is answered by it.
+		select {
+		case <-updates:
+		default:
+		}
+		if woken && !t.gate.enter(ctx) {
+			return
+		}
 		t.all.evaluations.Add(1)
 		snap, err := t.all.s.snapshot(ctx, t.r, since)
+		if woken {
+			t.gate.leave()
+			woken = false
+		}
 		if ctx.Err() != nil {
 			return
 		}
@@ -209,8 +227,7 @@ func (t *activeTarget) run(ctx context.Context, updates <-chan struct{}, unsubsc
 		case <-ctx.Done():
 			return
 		case <-t.fired():
-			since = t.wake.Fired()
-			t.disarm()
+			since, woken = t.rearm(ctx), true
 		case <-updates:
 		case <-t.poke:
 		}
@@ -284,6 +301,24 @@ func (t *activeTarget) arm(ctx context.Context, allActive bool) time.Time {
 		}
 	}
 	return time.Time{}
+}
+
+// rearm trades the watch that fired for a new one before the read it
+// asks for, and returns the moment that read must begin after: the entry
+// that fired and the new watch's start. One read then both sees the entry
+// and covers the gap until the new watch, where reading first and arming
+// after would take a second read. A target whose answers all turn true
+// lets the new watch go after the read.
+func (t *activeTarget) rearm(ctx context.Context) time.Time {
+	fired := t.wake.Fired()
+	t.disarm()
+	if arm := t.all.s.opts.Arm; arm != nil {
+		if k, err := arm(ctx, t.r.Target.Conn, t.r.Target.Stream); err == nil {
+			t.wake = k
+			return later(fired, k.Armed())
+		}
+	}
+	return fired
 }
 
 // fired is the held watch's channel; nil, which never fires, when none

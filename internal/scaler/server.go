@@ -263,21 +263,25 @@ func (s *Server) admit(id trigger.ID, r *metadata.Request) error {
 // serves a snapshot no older than the view's MaxAge; otherwise the
 // snapshot comes from a read that began after since.
 func (s *Server) snapshot(ctx context.Context, r metadata.Request, since time.Time) (*liveness.Snapshot, error) {
+	// A fresh snapshot at hand is the steady poll, and the StreamIsActive
+	// target woken with others whose read has settled: answered without
+	// the deadline, whose timer would be most of its cost.
+	var snap *liveness.Snapshot
+	var ok bool
+	var err error
 	if since.IsZero() {
-		// A fresh snapshot at hand is the steady poll: answered without
-		// the deadline, whose timer would be most of its cost.
-		snap, ok, err := s.view.Cached(r.Target)
-		if err != nil {
-			return nil, rpcstatus.Of(err, r.Target.GroupRef)
-		}
-		if ok {
-			return snap, nil
-		}
+		snap, ok, err = s.view.Cached(r.Target)
+	} else {
+		snap, ok, err = s.view.CachedSince(r.Target, since)
+	}
+	if err != nil {
+		return nil, rpcstatus.Of(err, r.Target.GroupRef)
+	}
+	if ok {
+		return snap, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.RequestTimeout)
 	defer cancel()
-	var snap *liveness.Snapshot
-	var err error
 	if since.IsZero() {
 		snap, err = s.view.Snapshot(ctx, r.Target)
 	} else {

@@ -1,0 +1,308 @@
+package liveness
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+)
+
+// reader is the reads of one readKey: every target of the group that
+// reads Redis alike. A read of one of its targets is a read of all, each
+// settled from it when its caller asks, or by the background refresh;
+// so T targets that differ only in thresholds cost one read per refresh
+// and one per wake, not T.
+type reader struct {
+	key readKey
+
+	mu sync.Mutex
+	// entries is the targets the reader serves; it changes under
+	// View.mu and this mu both, so either is enough to read it.
+	entries []*entry
+	// byKey indexes entries by key once they are more than indexFrom,
+	// so that a poll of one of a thousand targets read alike does not
+	// compare a thousand keys under View.mu; most readers serve one
+	// target, and a map each would cost more than the scan.
+	byKey    map[viewKey]*entry
+	inflight *call
+	// seq numbers the reader's reads, in the order they start.
+	seq uint64
+	// known is the consumers of the latest good read: the next read asks
+	// for their heartbeat keys in its first round trip.
+	known []string
+	// latest is the latest good read while some target has not taken
+	// it, and untaken how many have not: a target woken with others by
+	// one entry, or asked after another's read, is settled from it
+	// without a read of its own.
+	latest  *call
+	untaken int
+
+	// judging is held while a target of the reader is judged.
+	judging sync.Mutex
+}
+
+// call is one read; waiters block on done. Once done is closed, the
+// fields above podsMu do not change.
+type call struct {
+	seq     uint64
+	started time.Time
+	done    chan struct{}
+	// starter is the target whose caller started the read, nil for the
+	// background refresh; the read settles it before done closes.
+	starter *entry
+	obs     Observation
+	err     error
+	// at is when the read ended: the time its snapshots are built at.
+	at time.Time
+	// taken counts the targets settled while the read was ending; it is
+	// guarded by the reader's mu.
+	taken int
+
+	rowsOnce sync.Once
+	rows     []consumerRow
+
+	podsMu sync.Mutex
+	// pods is the kubernetes source's part, by pod set and owner match.
+	pods map[podKey]*PodsObs
+}
+
+// consumerRows are c's consumers in name order, sorted once for every
+// target c settles.
+func (c *call) consumerRows() []consumerRow {
+	c.rowsOnce.Do(func() { c.rows = consumerRows(c.obs) })
+	return c.rows
+}
+
+// refresh returns e's snapshot from a read of its reader that started at
+// or after notBefore: the reader's latest good one when it qualifies (a
+// zero notBefore also wants it no older than MaxAge), else one in flight
+// or a new one.
+func (v *View) refresh(ctx context.Context, e *entry, notBefore time.Time) (*Snapshot, error) {
+	c, err := v.readSince(ctx, e.reader, e, notBefore)
+	if err != nil {
+		return nil, err
+	}
+	return v.settle(e, c)
+}
+
+// readSince returns a read of r that started at or after notBefore, for
+// e (nil: for the background refresh, which wants a new read and takes
+// no latest one). A read runs under its own timeout, detached from ctx,
+// so one impatient caller cannot fail the read for the others waiting on
+// it.
+func (v *View) readSince(ctx context.Context, r *reader, e *entry, notBefore time.Time) (*call, error) {
+	for {
+		r.mu.Lock()
+		if l := v.latestLocked(r, notBefore); e != nil && l != nil {
+			r.mu.Unlock()
+			return l, nil
+		}
+		c := r.inflight
+		if c == nil {
+			r.seq++
+			c = &call{seq: r.seq, started: v.opts.Now(), done: make(chan struct{}), starter: e}
+			r.inflight = c
+			known := r.known
+			r.mu.Unlock()
+			go v.read(ctx, r, c, known)
+		} else {
+			r.mu.Unlock()
+		}
+		select {
+		case <-c.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if !c.started.Before(notBefore) {
+			return c, nil
+		}
+	}
+}
+
+// latestLocked is r's latest good read if it began no earlier than
+// notBefore (a zero notBefore: if it is no older than MaxAge); r.mu is
+// held.
+func (v *View) latestLocked(r *reader, notBefore time.Time) *call {
+	l := r.latest
+	if l == nil || l.started.Before(notBefore) || (notBefore.IsZero() && v.opts.Now().Sub(l.at) > v.opts.MaxAge) {
+		return nil
+	}
+	return l
+}
+
+// fromLatest settles e from its reader's latest read if that qualifies
+// (latestLocked), and returns the snapshot; nil if none does.
+func (v *View) fromLatest(e *entry, notBefore time.Time) *Snapshot {
+	r := e.reader
+	r.mu.Lock()
+	l := v.latestLocked(r, notBefore)
+	r.mu.Unlock()
+	if l == nil {
+		return nil
+	}
+	snap, err := v.settle(e, l)
+	if err != nil {
+		return nil
+	}
+	return snap
+}
+
+// read fetches r's group once. It settles the target whose caller asked
+// for it; every other target of r is settled from it when its own
+// caller asks (a target woken by the same entry, or opened after a read
+// began), or by the background refresh, so a read one target asked for
+// costs the others nothing. It stays r's latest read until every target
+// has taken it or a newer read replaces it.
+func (v *View) read(ctx context.Context, r *reader, c *call, known []string) {
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), v.opts.FetchTimeout)
+	defer cancel()
+	c.obs, c.err = v.fetch(fctx, r.key.target(), known)
+	c.at = v.opts.Now()
+	var names []string
+	if c.err == nil {
+		names = observedNames(c.consumerRows())
+	}
+	if c.starter != nil {
+		_, _ = v.settle(c.starter, c)
+	}
+	r.mu.Lock()
+	r.inflight = nil
+	r.latest, r.untaken = nil, 0
+	if c.err == nil {
+		r.known = names
+		if n := len(r.entries) - c.taken; n > 0 {
+			r.latest, r.untaken = c, n
+		}
+	}
+	r.mu.Unlock()
+	close(c.done)
+}
+
+// settleAll settles every target of r from c, as the background refresh
+// does once a read ends.
+func (v *View) settleAll(r *reader, c *call) {
+	r.mu.Lock()
+	entries := slices.Clone(r.entries)
+	r.mu.Unlock()
+	for _, e := range entries {
+		_, _ = v.settle(e, c)
+	}
+}
+
+// settle gives e its outcome of c, judged by e's own spec against e's own
+// previous snapshot (which carries when each consumer was first seen and
+// the breaker's state), unless c or a later good read already did. A
+// target that takes the outcome is told, as after a read of its own: its
+// subscribers and OnRefresh. Only a target that expired while its caller
+// waited, or a later read overtook, is judged without keeping the result.
+func (v *View) settle(e *entry, c *call) (*Snapshot, error) {
+	e.mu.Lock()
+	if c.seq <= e.seq && (c.err != nil || e.snapSeq >= c.seq) {
+		snap := e.snap
+		e.mu.Unlock()
+		if c.err != nil {
+			return nil, c.err
+		}
+		return snap, nil
+	}
+	prev := e.snap
+	e.mu.Unlock()
+	var snap *Snapshot
+	if c.err == nil {
+		obs, rows := v.observation(e.target, c), c.consumerRows()
+		// One at a time per reader: the thousand targets an XADD wakes
+		// together judge in turn on one CPU, not on all of them at once,
+		// which other groups' polls would queue behind.
+		e.reader.judging.Lock()
+		snap = build(&e.target, obs, rows, prev, c.at, v.opts.Breaker)
+		e.reader.judging.Unlock()
+	}
+	e.mu.Lock()
+	if c.seq <= e.seq {
+		e.mu.Unlock()
+		return snap, c.err
+	}
+	e.seq, e.err = c.seq, c.err
+	if c.err == nil {
+		e.snap, e.snapSeq, e.readAt = snap, c.seq, c.started
+	}
+	for ch := range e.subs {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+	e.mu.Unlock()
+	v.taken(e.reader, c)
+	if v.opts.OnRefresh != nil {
+		v.opts.OnRefresh(e.target, snap, c.err, c.at.Sub(c.started))
+	}
+	return snap, c.err
+}
+
+// taken counts one more target settled from c, and lets r's latest read
+// go once every target has it: a reader serving one target keeps no
+// observation beside its snapshot.
+func (v *View) taken(r *reader, c *call) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.inflight == c {
+		c.taken++ // the read is still ending: it counts these itself
+		return
+	}
+	if r.latest == c {
+		if r.untaken--; r.untaken <= 0 {
+			r.latest = nil
+		}
+	}
+}
+
+// podKey is what the kubernetes source's part of a read depends on.
+type podKey struct {
+	set   PodSet
+	owner OwnerMatch
+}
+
+// observation is c's observation as t sees it: with the pods of t's pod
+// set behind its owner candidates, looked up once per pod set and owner
+// match among the targets c settles.
+func (v *View) observation(t Target, c *call) Observation {
+	if v.opts.Annotate == nil || !t.Spec.Kubernetes {
+		return c.obs
+	}
+	return v.annotated(t, c)
+}
+
+// annotated is observation with the kubernetes source: apart, so that the
+// copy Annotate is handed escapes only where it is made.
+func (v *View) annotated(t Target, c *call) Observation {
+	obs := c.obs
+	k := podKey{set: t.Spec.PodSet(), owner: t.Spec.Owner}
+	c.podsMu.Lock()
+	p, ok := c.pods[k]
+	c.podsMu.Unlock()
+	if ok {
+		obs.Pods = p
+		return obs
+	}
+	// Looked up outside the lock: two targets of one set settled at once
+	// may both look, and agree.
+	v.opts.Annotate(t, &obs)
+	c.podsMu.Lock()
+	if c.pods == nil {
+		c.pods = make(map[podKey]*PodsObs)
+	}
+	c.pods[k] = obs.Pods
+	c.podsMu.Unlock()
+	return obs
+}
+
+// observedNames is the consumers of a read, whose heartbeat keys the next
+// read of the same targets asks for at once.
+func observedNames(rows []consumerRow) []string {
+	names := make([]string, len(rows))
+	for i, r := range rows {
+		names[i] = r.obs.Name
+	}
+	return names
+}
