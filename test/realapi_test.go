@@ -218,6 +218,11 @@ func TestRealAPIRefusedNamespaceIsNamedInReasonMetricAndFindings(t *testing.T) {
 		if w0 := seen["w-0"]; w0.verdict != pelwardenv1.Verdict_VERDICT_UNKNOWN || !strings.Contains(w0.reasons, want) || v != 5 {
 			return fmt.Errorf("metric %d, w-0 %s: %s", v, w0.verdict, w0.reasons)
 		}
+		// The readable namespace's watch lists on its own schedule: its
+		// first metric may be answered before it is current.
+		if st := series(scrape(t, p.app.HTTPAddr()), "pelwarden_pod_watch_state")[`{namespace="jobs",selector="app=worker",state="current"}`]; st != "1" {
+			return fmt.Errorf("the jobs pod watch is not current yet (%q)", st)
+		}
 		return nil
 	})
 
