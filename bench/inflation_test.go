@@ -94,6 +94,8 @@ func BenchmarkScalingInflation(b *testing.B) {
 	}
 	c := startApp(b, srv.Addr(), func(cfg *config.Config) {
 		cfg.Scaler.RefreshInterval, cfg.Scaler.MaxSnapshotAge = 50*time.Millisecond, 100*time.Millisecond
+		// The operator lets triggers name the workers' heartbeat keys.
+		cfg.Triggers.Rules[0].HeartbeatKeys = []string{"hb:*"}
 	})
 	req := &externalscaler.GetMetricsRequest{ScaledObjectRef: &externalscaler.ScaledObjectRef{ScalerMetadata: map[string]string{
 		"stream": "jobs", "consumerGroup": "workers", "pendingEntriesCount": strconv.Itoa(inflationTarget), "reclaim": "off",
