@@ -4,10 +4,10 @@ package e2e
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"slices"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -83,7 +83,13 @@ func startPelwardenOn(t *testing.T, connect func(*config.Redis), tune func(*conf
 // with creds; pelwarden stops at cleanup.
 func runPelwarden(t *testing.T, cfg config.Config, creds credentials.TransportCredentials, opts ...app.Option) *pelwarden {
 	t.Helper()
-	a, err := app.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), opts...)
+	logs := &tailLog{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("pelwarden's log, its last %d bytes at most:\n%s", tailLogBytes, logs.String())
+		}
+	})
+	a, err := app.New(cfg, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), opts...)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -108,6 +114,32 @@ func runPelwarden(t *testing.T, cfg config.Config, creds credentials.TransportCr
 	}
 	t.Cleanup(p.stop)
 	return p
+}
+
+// tailLogBytes is how much of pelwarden's log a test keeps to show when
+// it fails.
+const tailLogBytes = 256 << 10
+
+// tailLog keeps the last tailLogBytes written to it.
+type tailLog struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (l *tailLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf = append(l.buf, p...)
+	if over := len(l.buf) - tailLogBytes; over > 0 {
+		l.buf = append(l.buf[:0], l.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+func (l *tailLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return string(l.buf)
 }
 
 // withProfile moves the liveness keys of a trigger's metadata into a

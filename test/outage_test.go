@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -111,6 +112,27 @@ func (g *outageGroup) recovered() time.Time {
 	now := time.Now()
 	g.quiet.Store(now.Add(workerBackoff).UnixNano())
 	return now
+}
+
+// recoverWhen calls recovered the first time served says Redis serves
+// again, looking every 10 ms, and sends its time: the moment a worker could
+// first reach Redis, where a harness's wait for the whole setup to be
+// healthy (every sentinel agreed, every replica in sync) may end seconds
+// later, when a worker that came back a backoff after it is rightly late.
+func (g *outageGroup) recoverWhen(t *testing.T, served func(context.Context) bool) <-chan time.Time {
+	back := make(chan time.Time, 1)
+	ctx := t.Context()
+	go func() {
+		for !served(ctx) {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+		back <- g.recovered()
+	}()
+	return back
 }
 
 // metadata is the trigger: the metric counts what the live workers hold.
@@ -266,9 +288,23 @@ func TestASentinelFailoverSlowerThanTheMaxAgeTakesNoLiveWorkersEntries(t *testin
 	waitReplicas(t, s.Master(t).Client(t))
 	pl := pollMetrics(p, g.metadata(), g.livePending())
 
+	old := s.Master(t).Addr()
+	sentinels := make([]*redis.Client, 0, len(s.SentinelAddrs()))
+	for _, addr := range s.SentinelAddrs() {
+		sentinels = append(sentinels, failFast(&redis.Options{Addr: addr}))
+	}
+	back := g.recoverWhen(t, func(ctx context.Context) bool {
+		for _, sn := range sentinels {
+			addr, err := sn.Do(ctx, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", s.MasterName()).StringSlice()
+			if err == nil && len(addr) == 2 && addr[0]+":"+addr[1] != old {
+				return true
+			}
+		}
+		return false
+	})
 	g.outage()
 	s.KillMaster(t)
-	g.requireRecovered(t, g.recovered())
+	g.requireRecovered(t, <-back)
 	pl.finish(t)
 }
 
@@ -308,9 +344,14 @@ func TestAClusterNodeHoldingHeartbeatsKilledTakesNoLiveWorkersEntries(t *testing
 	waitReplicas(t, victim.Client(t))
 	pl := pollMetrics(p, g.metadata(), g.livePending())
 
+	replica := c.ReplicaOf(t, victim).Client(t)
+	back := g.recoverWhen(t, func(ctx context.Context) bool {
+		repl, err := replica.Info(ctx, "replication").Result()
+		return err == nil && strings.Contains(repl, "role:master")
+	})
 	g.outage()
 	require.NotNil(t, c.KillMaster(t, victim), "the replica takes over")
-	g.requireRecovered(t, g.recovered())
+	g.requireRecovered(t, <-back)
 	pl.finish(t)
 }
 
