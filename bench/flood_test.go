@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,6 +24,12 @@ import (
 // floodSmallEnv, when set, runs every flood small and short: to see the
 // harness work, not to measure.
 const floodSmallEnv = "PELWARDEN_BENCH_FLOOD_SMALL"
+
+// floodProfileEnv, when set to a directory, turns pelwarden's pprof on and
+// writes there a CPU profile of each class's flooded window
+// (<class>.cpu.pprof) and its allocations after it (<class>.allocs.pprof),
+// to find what a flood costs pelwarden.
+const floodProfileEnv = "PELWARDEN_BENCH_FLOOD_PROFILE"
 
 // floodSize is one run's scale.
 type floodSize struct {
@@ -167,7 +175,7 @@ func benchFlood(b *testing.B, bin string, c floodClass) {
 // open trigger policy an operator can set, so that only the caps stop a
 // flood.
 const floodConfig = `grpc: {addr: %q}
-http: {addr: %q}
+http: {addr: %q, pprof: %t}
 redis:
   - {name: default, addr: %q}
 triggers:
@@ -186,7 +194,7 @@ func startFlood(b *testing.B, bin string, c floodClass, kube *floodKube, cpus fl
 	r := &floodRig{b: b, size: floodScale(), rdb: srv.Client(b), kube: kube, cpus: cpus, extra: map[string]float64{}}
 	group(b, r.rdb, 10)
 	grpcAddr, httpAddr := freeAddr(b), freeAddr(b)
-	yml := fmt.Sprintf(floodConfig, grpcAddr, httpAddr, srv.Addr())
+	yml := fmt.Sprintf(floodConfig, grpcAddr, httpAddr, os.Getenv(floodProfileEnv) != "", srv.Addr())
 	if c.config != "" {
 		kubeconfig := ""
 		if kube != nil {
@@ -245,6 +253,10 @@ func (r *floodRig) window(during func(*floodRig), perXAdd map[string]string) flo
 	if during != nil {
 		wg.Go(func() { during(r) })
 	}
+	if dir := os.Getenv(floodProfileEnv); dir != "" && r.attacker != nil {
+		wg.Go(func() { r.profile(dir, "cpu", fmt.Sprintf("profile?seconds=%d", int(r.size.window.Seconds()))) })
+		defer r.profile(dir, "allocs", "allocs")
+	}
 	before := redistest.CommandCalls(r.b, r.rdb)
 	calls0, refused0 := r.attackerCounts()
 	cpu0, attackerCPU0, t0 := procCPU(r.b, r.pid), r.attackerCPU(), time.Now()
@@ -294,4 +306,23 @@ func (r *floodRig) counters(names map[string]string) map[string]float64 {
 		out[unit] = metricValue(r.b, r.http, name)
 	}
 	return out
+}
+
+// profile saves one of pelwarden's pprof profiles as <class>.<kind>.pprof
+// in dir.
+func (r *floodRig) profile(dir, kind, path string) {
+	url := strings.TrimSuffix(r.http, "metrics") + "debug/pprof/" + path
+	res, err := http.Get(url) //nolint:noctx // a bench helper; the profile ends by itself
+	if err != nil {
+		r.b.Error(err)
+		return
+	}
+	defer func() { _ = res.Body.Close() }()
+	body, err := io.ReadAll(res.Body)
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, strings.ReplaceAll(r.b.Name(), "/", "_")+"."+kind+".pprof"), body, 0o600)
+	}
+	if err != nil {
+		r.b.Error(err)
+	}
 }
