@@ -3,6 +3,8 @@ package bench
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,6 +25,12 @@ import (
 // harness work, not to measure.
 const floodSmallEnv = "PELWARDEN_BENCH_FLOOD_SMALL"
 
+// floodProfileEnv, when set to a directory, turns pelwarden's pprof on and
+// writes there a CPU profile of each class's flooded window
+// (<class>.cpu.pprof) and its allocations after it (<class>.allocs.pprof),
+// to find what a flood costs pelwarden.
+const floodProfileEnv = "PELWARDEN_BENCH_FLOOD_PROFILE"
+
 // floodSize is one run's scale.
 type floodSize struct {
 	window  time.Duration // each of the quiet and the flooded windows
@@ -42,7 +50,8 @@ func floodScale() floodSize {
 // spend, and how a flood of it is sent.
 type floodClass struct {
 	name string
-	// callers run flood at once, each until ctx ends.
+	// callers run flood at once in the attacker's process, each until ctx
+	// ends.
 	callers int
 	// config is YAML added to pelwarden's defaults; %s is the kubeconfig
 	// path where the class needs the API server.
@@ -51,7 +60,7 @@ type floodClass struct {
 	kube bool
 	// setup runs once pelwarden serves, before the quiet window.
 	setup func(r *floodRig)
-	flood func(ctx context.Context, r *floodRig, caller int)
+	flood func(ctx context.Context, s *stranger)
 	// during, when set, runs in the flooded window and adds its figures.
 	during func(r *floodRig)
 	// perXAdd names counters of pelwarden's /metrics whose growth in the
@@ -60,7 +69,7 @@ type floodClass struct {
 }
 
 // floodRig is pelwarden serve in a process of its own, the Redis it reads,
-// and the clients a stranger has.
+// the legitimate ScaledObject's clients, and the attacker once it runs.
 type floodRig struct {
 	b     *testing.B
 	size  floodSize
@@ -68,11 +77,12 @@ type floodRig struct {
 	keda  externalscaler.ExternalScalerClient
 	admin pelwardenv1.AdminClient
 	pid   int
+	grpc  string
 	http  string
 	kube  *floodKube
-	// calls and refused count the flood's calls and its refused ones.
-	calls, refused atomic.Int64
-	next           atomic.Int64 // a fresh number for each new name
+	cpus  floodCPUs
+	// attacker is the flood's process, in the flooded window.
+	attacker *floodAttacker
 	// extra are the class's own figures, by unit.
 	extra map[string]float64
 }
@@ -85,6 +95,9 @@ type floodRun struct {
 	callsPerSec  float64
 	refusedShare float64
 	perXAdd      map[string]float64 // by unit
+	// pelwardenCPU and attackerCPU are the share of one CPU each process
+	// used in the window.
+	pelwardenCPU, attackerCPU float64
 }
 
 // BenchmarkFlood: for each resource class a stranger without credentials
@@ -93,9 +106,17 @@ type floodRun struct {
 // its own on its defaults, as the chart deploys it. A legitimate
 // ScaledObject polls (GetMetrics then IsActive, KEDA's client) while a
 // producer XADDs to its stream every 20 ms, first quiet, then while the
-// class's flood runs. Reported per class: the poll's p50/p99 both ways,
+// class's flood runs. The flood comes from a process of its own (this
+// test binary run again as the attacker), so that what it costs to build
+// and send is not taken from pelwarden, and the CPUs are split: an
+// attacker with one core of its own against pelwarden's one core.
+// pelwarden, its Redis (and API server), the legitimate poll and the
+// producer keep to the first CPU this process may use, the attacker to
+// the second, the same in the quiet and the flooded windows; with one CPU
+// nothing is pinned. Reported per class: the poll's p50/p99 both ways,
 // Redis commands per XADD (INFO commandstats, the XADDs left out) both
-// ways, pelwarden's peak RSS (VmHWM) and most goroutines, and the flood's
+// ways, pelwarden's peak RSS (VmHWM) and most goroutines, the share of a
+// CPU pelwarden used both ways and the attacker used, and the flood's
 // calls/s and the share refused. Goals: peak RSS under the chart's memory
 // limit (256 MiB); the poll's p99 within 2x the quiet one. The pod-watch
 // class needs etcd and kube-apiserver (PELWARDEN_KUBE_BIN); without them
@@ -108,6 +129,7 @@ func BenchmarkFlood(b *testing.B) {
 }
 
 func benchFlood(b *testing.B, bin string, c floodClass) {
+	cpus := pinFlood(b)
 	var kube *floodKube
 	if c.kube {
 		if kube = startFloodKube(b); kube == nil {
@@ -117,17 +139,13 @@ func benchFlood(b *testing.B, bin string, c floodClass) {
 	var quiet, flooded floodRun
 	var r *floodRig
 	for b.Loop() {
-		r = startFlood(b, bin, c, kube)
+		r = startFlood(b, bin, c, kube, cpus)
 		quiet = r.window(nil, nil)
-		ctx, cancel := context.WithCancel(context.Background())
-		var wg sync.WaitGroup
-		for i := range c.callers {
-			wg.Go(func() { c.flood(ctx, r, i) })
-		}
+		r.attacker = startFloodAttacker(b, c.name, r.grpc, cpus.attacker)
 		time.Sleep(r.size.warm)
+		cpus.check(b, "the attacker", r.attacker.proc.Pid(), cpus.attacker)
 		flooded = r.window(c.during, c.perXAdd)
-		cancel()
-		wg.Wait()
+		r.attacker.stop()
 	}
 	qp50, qp99 := quiet.poll.percentiles()
 	fp50, fp99 := flooded.poll.percentiles()
@@ -142,6 +160,9 @@ func benchFlood(b *testing.B, bin string, c floodClass) {
 	b.ReportMetric(flooded.goroutines, "goroutines")
 	b.ReportMetric(flooded.callsPerSec, "flood-calls/s")
 	b.ReportMetric(flooded.refusedShare, "refused-share")
+	b.ReportMetric(quiet.pelwardenCPU, "pelwarden-cpu-quiet")
+	b.ReportMetric(flooded.pelwardenCPU, "pelwarden-cpu-flood")
+	b.ReportMetric(flooded.attackerCPU, "attacker-cpu")
 	for unit, v := range flooded.perXAdd {
 		b.ReportMetric(v, unit)
 	}
@@ -154,7 +175,7 @@ func benchFlood(b *testing.B, bin string, c floodClass) {
 // open trigger policy an operator can set, so that only the caps stop a
 // flood.
 const floodConfig = `grpc: {addr: %q}
-http: {addr: %q}
+http: {addr: %q, pprof: %t}
 redis:
   - {name: default, addr: %q}
 triggers:
@@ -167,13 +188,13 @@ triggers:
 
 // startFlood starts Redis with the legitimate stream and pelwarden serve,
 // and runs the class's setup.
-func startFlood(b *testing.B, bin string, c floodClass, kube *floodKube) *floodRig {
+func startFlood(b *testing.B, bin string, c floodClass, kube *floodKube, cpus floodCPUs) *floodRig {
 	b.Helper()
 	srv := redistest.Start(b)
-	r := &floodRig{b: b, size: floodScale(), rdb: srv.Client(b), kube: kube, extra: map[string]float64{}}
+	r := &floodRig{b: b, size: floodScale(), rdb: srv.Client(b), kube: kube, cpus: cpus, extra: map[string]float64{}}
 	group(b, r.rdb, 10)
 	grpcAddr, httpAddr := freeAddr(b), freeAddr(b)
-	yml := fmt.Sprintf(floodConfig, grpcAddr, httpAddr, srv.Addr())
+	yml := fmt.Sprintf(floodConfig, grpcAddr, httpAddr, os.Getenv(floodProfileEnv) != "", srv.Addr())
 	if c.config != "" {
 		kubeconfig := ""
 		if kube != nil {
@@ -189,7 +210,8 @@ func startFlood(b *testing.B, bin string, c floodClass, kube *floodKube) *floodR
 	b.Cleanup(proc.Kill)
 	conn := dial(b, grpcAddr)
 	r.keda, r.admin = externalscaler.NewExternalScalerClient(conn), pelwardenv1.NewAdminClient(conn)
-	r.pid, r.http = proc.Pid(), "http://"+httpAddr+"/metrics"
+	r.pid, r.grpc, r.http = proc.Pid(), grpcAddr, "http://"+httpAddr+"/metrics"
+	cpus.check(b, "pelwarden", r.pid, cpus.pelwarden)
 	waitFor(b, 10*time.Second, func() bool {
 		_, err := r.keda.GetMetrics(context.Background(), &externalscaler.GetMetricsRequest{MetricName: "m",
 			ScaledObjectRef: &externalscaler.ScaledObjectRef{Name: "legit", Namespace: "bench", ScalerMetadata: md}})
@@ -203,8 +225,8 @@ func startFlood(b *testing.B, bin string, c floodClass, kube *floodKube) *floodR
 
 // window polls for the run's window while a producer XADDs every 20 ms
 // and, with during, while the class measures its own figures; it counts
-// Redis's commands and perXAdd's counters, and samples pelwarden's
-// goroutines meanwhile.
+// Redis's commands, perXAdd's counters and the attacker's calls, and
+// samples pelwarden's goroutines meanwhile.
 func (r *floodRig) window(during func(*floodRig), perXAdd map[string]string) floodRun {
 	run := floodRun{perXAdd: map[string]float64{}}
 	counters0 := r.counters(perXAdd)
@@ -231,11 +253,19 @@ func (r *floodRig) window(during func(*floodRig), perXAdd map[string]string) flo
 	if during != nil {
 		wg.Go(func() { during(r) })
 	}
+	if dir := os.Getenv(floodProfileEnv); dir != "" && r.attacker != nil {
+		wg.Go(func() { r.profile(dir, "cpu", fmt.Sprintf("profile?seconds=%d", int(r.size.window.Seconds()))) })
+		defer r.profile(dir, "allocs", "allocs")
+	}
 	before := redistest.CommandCalls(r.b, r.rdb)
-	calls0, refused0, t0 := r.calls.Load(), r.refused.Load(), time.Now()
+	calls0, refused0 := r.attackerCounts()
+	cpu0, attackerCPU0, t0 := procCPU(r.b, r.pid), r.attackerCPU(), time.Now()
 	run.poll = pollFor(r.b, r.keda, r.size.window)
 	stop()
 	wg.Wait()
+	elapsed := time.Since(t0).Seconds()
+	run.pelwardenCPU = (procCPU(r.b, r.pid) - cpu0).Seconds() / elapsed
+	run.attackerCPU = (r.attackerCPU() - attackerCPU0).Seconds() / elapsed
 	by, total := redistest.CallsSince(before, redistest.CommandCalls(r.b, r.rdb))
 	if n := xadds.Load(); n > 0 {
 		run.cmdsPerXAdd = float64(total-by["xadd"]) / float64(n)
@@ -243,20 +273,29 @@ func (r *floodRig) window(during func(*floodRig), perXAdd map[string]string) flo
 			run.perXAdd[unit] = (v - counters0[unit]) / float64(n)
 		}
 	}
-	calls := r.calls.Load() - calls0
-	run.callsPerSec = float64(calls) / time.Since(t0).Seconds()
-	if calls > 0 {
-		run.refusedShare = float64(r.refused.Load()-refused0) / float64(calls)
+	calls1, refused1 := r.attackerCounts()
+	run.callsPerSec = float64(calls1-calls0) / elapsed
+	if calls1 > calls0 {
+		run.refusedShare = float64(refused1-refused0) / float64(calls1-calls0)
 	}
 	return run
 }
 
-// count records one flood call, and whether pelwarden refused it.
-func (r *floodRig) count(err error) {
-	r.calls.Add(1)
-	if err != nil {
-		r.refused.Add(1)
+// attackerCounts are the attacker's calls sent and refused so far; none
+// before it runs.
+func (r *floodRig) attackerCounts() (calls, refused int64) {
+	if r.attacker == nil {
+		return 0, 0
 	}
+	return r.attacker.counts(r.b)
+}
+
+// attackerCPU is the CPU time the attacker has used so far.
+func (r *floodRig) attackerCPU() time.Duration {
+	if r.attacker == nil {
+		return 0
+	}
+	return procCPU(r.b, r.attacker.proc.Pid())
 }
 
 // counters reads pelwarden's counters named by unit; a scrape costs Redis
@@ -267,4 +306,23 @@ func (r *floodRig) counters(names map[string]string) map[string]float64 {
 		out[unit] = metricValue(r.b, r.http, name)
 	}
 	return out
+}
+
+// profile saves one of pelwarden's pprof profiles as <class>.<kind>.pprof
+// in dir.
+func (r *floodRig) profile(dir, kind, path string) {
+	url := strings.TrimSuffix(r.http, "metrics") + "debug/pprof/" + path
+	res, err := http.Get(url) //nolint:noctx // a bench helper; the profile ends by itself
+	if err != nil {
+		r.b.Error(err)
+		return
+	}
+	defer func() { _ = res.Body.Close() }()
+	body, err := io.ReadAll(res.Body)
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, strings.ReplaceAll(r.b.Name(), "/", "_")+"."+kind+".pprof"), body, 0o600)
+	}
+	if err != nil {
+		r.b.Error(err)
+	}
 }

@@ -37,52 +37,59 @@ func floodClasses() []floodClass {
 	}
 }
 
-// fresh is a name never sent before.
-func (r *floodRig) fresh(prefix string) string { return prefix + strconv.FormatInt(r.next.Add(1), 10) }
+// floodClassNamed is the class of that name.
+func floodClassNamed(name string) (floodClass, bool) {
+	for _, c := range floodClasses() {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return floodClass{}, false
+}
 
 // floodBytes sends oversized strings where a ScaledObject sends short
 // ones, each new so no cache serves it: a metadata value, a metric name,
 // a namespace.
-func floodBytes(ctx context.Context, r *floodRig, caller int) {
+func floodBytes(ctx context.Context, s *stranger) {
 	for i := 0; ctx.Err() == nil; i++ {
-		big := r.fresh(strings.Repeat("x", r.size.bytes))
+		big := s.fresh(strings.Repeat("x", s.size.bytes))
 		trigger := map[string]string{"stream": "jobs", "consumerGroup": "workers"}
-		ref := &externalscaler.ScaledObjectRef{Name: "so", Namespace: "ns-" + strconv.Itoa(caller), ScalerMetadata: trigger}
+		ref := &externalscaler.ScaledObjectRef{Name: "so", Namespace: "ns-" + strconv.Itoa(s.id), ScalerMetadata: trigger}
 		var err error
 		switch i % 3 {
 		case 0:
 			trigger["pendingEntriesCount"] = "5"
 			trigger["x-"+strconv.Itoa(i)] = big
-			_, err = r.keda.GetMetricSpec(ctx, ref)
+			_, err = s.keda.GetMetricSpec(ctx, ref)
 		case 1:
-			_, err = r.keda.GetMetrics(ctx, &externalscaler.GetMetricsRequest{ScaledObjectRef: ref, MetricName: big})
+			_, err = s.keda.GetMetrics(ctx, &externalscaler.GetMetricsRequest{ScaledObjectRef: ref, MetricName: big})
 		default:
 			ref.Namespace = big
-			_, err = r.keda.GetMetricSpec(ctx, ref)
+			_, err = s.keda.GetMetricSpec(ctx, ref)
 		}
-		r.count(err)
+		s.count(err)
 	}
 }
 
 // floodRegex sends a new expensive ownerMatch pattern on every call, to
 // the scaler and to the Admin API's open CheckTrigger.
-func floodRegex(ctx context.Context, r *floodRig, _ int) {
+func floodRegex(ctx context.Context, s *stranger) {
 	for i := 0; ctx.Err() == nil; i++ {
-		n := r.next.Add(1)
-		alts := strings.Repeat("(a|b|[c-z]+)*x?", max(1, r.size.pattern/16))
+		n := s.next.Add(1)
+		alts := strings.Repeat("(a|b|[c-z]+)*x?", max(1, s.size.pattern/16))
 		trigger := map[string]string{"stream": "jobs", "consumerGroup": "workers", "liveness": "idle",
 			"ownerMatch": "regex:(?P<owner>" + alts + "w" + strconv.FormatInt(n, 10) + ")"}
 		var err error
 		if i%2 == 0 {
-			_, err = r.keda.GetMetricSpec(ctx, &externalscaler.ScaledObjectRef{Name: "so", Namespace: "ns", ScalerMetadata: trigger})
+			_, err = s.keda.GetMetricSpec(ctx, &externalscaler.ScaledObjectRef{Name: "so", Namespace: "ns", ScalerMetadata: trigger})
 		} else {
 			var res *pelwardenv1.CheckTriggerResponse
-			res, err = r.admin.CheckTrigger(ctx, &pelwardenv1.CheckTriggerRequest{Namespace: "ns", Metadata: trigger})
+			res, err = s.admin.CheckTrigger(ctx, &pelwardenv1.CheckTriggerRequest{Namespace: "ns", Metadata: trigger})
 			if err == nil && res.GetCode() != "OK" {
 				err = errors.New(res.GetMessage())
 			}
 		}
-		r.count(err)
+		s.count(err)
 	}
 }
 
@@ -108,21 +115,21 @@ var (
 // stream, from ever new namespaces, that stay inactive, so that every
 // XADD wakes them all; past the caps it keeps trying. ask sets each
 // stream's activation and ghostIdleSeconds.
-func floodActiveStreams(ask func(n int64) (activation, ghostIdle int64)) func(context.Context, *floodRig, int) {
-	return func(ctx context.Context, r *floodRig, _ int) {
+func floodActiveStreams(ask func(n int64) (activation, ghostIdle int64)) func(context.Context, *stranger) {
+	return func(ctx context.Context, s *stranger) {
 		for ctx.Err() == nil {
-			n := r.next.Add(1)
+			n := s.next.Add(1)
 			activation, ghostIdle := ask(n)
 			trigger := map[string]string{"stream": "jobs", "consumerGroup": "workers", "lagCount": "5",
 				"activationLagCount": strconv.FormatInt(activation, 10), "ghostIdleSeconds": strconv.FormatInt(ghostIdle, 10)}
-			st, err := r.keda.StreamIsActive(ctx, &externalscaler.ScaledObjectRef{Name: "so", Namespace: "ns-" + strconv.FormatInt(n/50, 10), ScalerMetadata: trigger})
+			st, err := s.keda.StreamIsActive(ctx, &externalscaler.ScaledObjectRef{Name: "so", Namespace: "ns-" + strconv.FormatInt(n/50, 10), ScalerMetadata: trigger})
 			if err == nil {
 				_, err = st.Recv()
 			}
 			if ctx.Err() != nil {
 				return
 			}
-			r.count(err)
+			s.count(err)
 			if status.Code(err) == codes.ResourceExhausted {
 				time.Sleep(50 * time.Millisecond) // a stranger retries; the open ones stay open
 			}
@@ -133,13 +140,13 @@ func floodActiveStreams(ask func(n int64) (activation, ghostIdle int64)) func(co
 // floodNamespaces sends triggers asking for reclaim from a new namespace
 // and on a new stream each, so that every call passes the per-namespace
 // quotas and only the global caps stop it.
-func floodNamespaces(ctx context.Context, r *floodRig, _ int) {
+func floodNamespaces(ctx context.Context, s *stranger) {
 	for ctx.Err() == nil {
-		n := strconv.FormatInt(r.next.Add(1), 10)
+		n := strconv.FormatInt(s.next.Add(1), 10)
 		ref := &externalscaler.ScaledObjectRef{Name: "so", Namespace: "ns-" + n,
 			ScalerMetadata: map[string]string{"stream": "flood-" + n, "consumerGroup": "workers", "reclaim": "requeue", "livenessProfile": "idle"}}
-		_, err := r.keda.GetMetricSpec(ctx, ref)
-		r.count(err)
+		_, err := s.keda.GetMetricSpec(ctx, ref)
+		s.count(err)
 	}
 }
 
@@ -199,14 +206,14 @@ func legitPod(r *floodRig) {
 // from a namespace of its own, so that each takes its namespace's share of
 // kubernetes.maxPodWatches, and the watches the legitimate ScaledObject's
 // selector waits behind are as many as the caps allow four namespaces.
-func floodSelectors(ctx context.Context, r *floodRig, caller int) {
+func floodSelectors(ctx context.Context, s *stranger) {
 	for ctx.Err() == nil {
-		n := r.next.Add(1)
-		ref := &externalscaler.ScaledObjectRef{Name: "so", Namespace: "ns-" + strconv.Itoa(caller),
+		n := s.next.Add(1)
+		ref := &externalscaler.ScaledObjectRef{Name: "so", Namespace: "ns-" + strconv.Itoa(s.id),
 			ScalerMetadata: map[string]string{"stream": "jobs", "consumerGroup": "workers", "liveness": "kubernetes",
 				"podSelector": "app=flood-" + strconv.FormatInt(n, 10)}}
-		_, err := r.keda.GetMetrics(ctx, &externalscaler.GetMetricsRequest{ScaledObjectRef: ref, MetricName: "m"})
-		r.count(err)
+		_, err := s.keda.GetMetrics(ctx, &externalscaler.GetMetricsRequest{ScaledObjectRef: ref, MetricName: "m"})
+		s.count(err)
 	}
 }
 

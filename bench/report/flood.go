@@ -27,7 +27,8 @@ var floodLoads = map[string]string{
 // floodRows put, for each class of BenchmarkFlood found, a legitimate
 // poll during the flood next to the same poll on the quiet pelwarden, the
 // pelwarden process's peak memory and goroutines, and Redis's commands per
-// XADD both ways. Each class ran in a pelwarden serve process of its own.
+// XADD both ways. Each class ran in a pelwarden serve process of its own,
+// the flood in another, each on a CPU of its own.
 func floodRows(l *lookup) []Row {
 	var rows []Row
 	for _, c := range floodClassesFound(l.res) {
@@ -39,13 +40,18 @@ func floodRows(l *lookup) []Row {
 		load = fmt.Sprintf("%s: %s calls/s, %.0f%% refused", load, count(l.get(b, "flood-calls/s")), 100*l.get(b, "refused-share"))
 		quiet := "the same, before the flood, same process"
 		rss, g := l.get(b, "peak-rss-MB"), l.get(b, "goroutines")
+		process := fmt.Sprintf("peak RSS %.0f MB, %.0f goroutines", rss, g)
+		if _, ok := l.res[b].metrics["attacker-cpu"]; ok {
+			process += fmt.Sprintf("; pelwarden used %.0f%% of its CPU (%.0f%% quiet), the attacker %.0f%% of its own",
+				100*l.get(b, "pelwarden-cpu-flood"), 100*l.get(b, "pelwarden-cpu-quiet"), 100*l.get(b, "attacker-cpu"))
+		}
 		rows = append(rows,
 			l.row(Row{What: "one KEDA poll during the " + c + " flood, p50 / p99 (goal: p99 within 2× the quiet one)", Workload: load,
 				Pelwarden: latency(l.get(b, "poll-p50-µs-flood"), l.get(b, "poll-p99-µs-flood")),
 				Against:   quiet, Baseline: ptr(latency(l.get(b, "poll-p50-µs-quiet"), l.get(b, "poll-p99-µs-quiet")))}),
 			l.row(Row{What: fmt.Sprintf("pelwarden process through the %s flood: peak RSS (goal: under the chart's %d MiB limit), most goroutines", c, chartMemoryLimitMB),
 				Workload:  load,
-				Pelwarden: Figure{Labels: []string{"peak rss"}, Values: []float64{rss}, Unit: "MB", Text: fmt.Sprintf("peak RSS %.0f MB, %.0f goroutines", rss, g)}}),
+				Pelwarden: Figure{Labels: []string{"peak rss"}, Values: []float64{rss}, Unit: "MB", Text: process}}),
 			l.row(Row{What: "Redis commands per producer XADD (every 20 ms) during the " + c + " flood", Workload: load,
 				Pelwarden: plainf(l.get(b, "cmds/xadd-flood"), "commands"), Against: quiet, Baseline: ptr(plainf(l.get(b, "cmds/xadd-quiet"), "commands"))}),
 		)
