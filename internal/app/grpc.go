@@ -81,6 +81,15 @@ func newGRPCServer(log *slog.Logger, reg prometheus.Registerer, auth *adminAuth,
 		// free gets a goroutine of its own, as without workers.
 		grpc.NumStreamWorkers(streamWorkers()),
 		grpc.MaxHeaderListSize(maxHeaderListBytes),
+		// Fixed flow-control windows. gRPC grows them by its bandwidth
+		// estimate, to megabytes on loopback, so a caller's oversized
+		// message was read whole, frame by frame into fresh buffers, before
+		// its size was refused. A fixed window lets a call send at most
+		// this much ahead of what pelwarden has read; every request
+		// pelwarden takes is a few hundred bytes, and the connection's
+		// window still carries many at once.
+		grpc.InitialWindowSize(streamWindowBytes),
+		grpc.InitialConnWindowSize(connWindowBytes),
 	}, extra...)
 	return grpc.NewServer(opts...), ch.metrics
 }
@@ -89,6 +98,14 @@ func newGRPCServer(log *slog.Logger, reg prometheus.Registerer, auth *adminAuth,
 // by default; pelwarden reads one header, a bearer token, and KEDA sends
 // a few hundred bytes.
 const maxHeaderListBytes = 64 << 10
+
+// streamWindowBytes and connWindowBytes are the flow-control windows of a
+// call and of a connection; 64 KiB is gRPC's least, and its default before
+// the bandwidth estimate grows it.
+const (
+	streamWindowBytes = 64 << 10
+	connWindowBytes   = 1 << 20
+)
 
 // streamWorkers is the number of goroutines kept to serve calls: a few per
 // CPU, so that some outlive the streams KEDA holds open.
