@@ -107,7 +107,8 @@ var (
 	// targets.
 	ownThreshold = func(n int64) (activation, ghostIdle int64) { return 100000000 + n, 100 + n%4 }
 	// ownTarget gives every stream a target of its own: the same group,
-	// judged with another ghostIdleSeconds.
+	// judged with another ghostIdleSeconds; past
+	// scaler.maxActiveTargetsPerGroup each is refused.
 	ownTarget = func(n int64) (activation, ghostIdle int64) { return 100000000, 100 + n }
 )
 

@@ -217,3 +217,64 @@ func TestStreamIsActiveOpenedBesideAnotherIsAnsweredFromAFreshRead(t *testing.T)
 	require.NoError(t, err)
 	require.True(t, got.GetResult(), "the entry w-0 holds is seen by the stream opened after its read")
 }
+
+// TestStreamIsActiveTargetsOfOneGroupAreCapped: each target of a group
+// with a StreamIsActive stream open is judged apart on every entry that
+// lands on the stream, so a stranger with a ghostIdleSeconds per stream
+// made an XADD cost a judgement per stream. Past
+// scaler.maxActiveTargetsPerGroup a stream with new settings is
+// ResourceExhausted naming the setting, while a stream with the settings
+// of a target already open, or on another group, is served, and a target
+// whose streams all closed frees its place. Redis is unchanged and no
+// planted secret shows.
+func TestStreamIsActiveTargetsOfOneGroupAreCapped(t *testing.T) {
+	t.Parallel()
+	const perGroup = 4
+	_, rdb := victim(t)
+	plantSecrets(t, rdb)
+	redistest.CreateGroup(t, rdb, "feed", "readers")
+	redistest.CreateGroup(t, rdb, "feed", "auditors")
+	books, others := readBooks(t, rdb), otherKeys(t, rdb, "hb:", "feed")
+	cfg := testConfig(rdbAddr(rdb))
+	cfg.Scaler.MaxActiveTargetsPerGroup = perGroup
+	s := startStranger(t, cfg)
+	addr := s.app.HTTPAddr()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	asleep := func(group string, i int) *externalscaler.ScaledObjectRef {
+		return soObj("intruder", "flood-"+strconv.Itoa(i), map[string]string{"stream": "feed", "consumerGroup": group,
+			"lagCount": "5", "activationLagCount": "1000000", "ghostIdleSeconds": strconv.Itoa(100 + i)})
+	}
+	first, stop := context.WithCancel(ctx)
+	_, err := openActive(first, t, s.client, asleep("readers", 0))
+	require.NoError(t, err)
+	for i := 1; i < perGroup; i++ {
+		_, err := openActive(ctx, t, s.client, asleep("readers", i))
+		require.NoError(t, err, "target %d, within the group's cap", i)
+	}
+	_, err = openActive(ctx, t, s.client, asleep("readers", perGroup))
+	require.Equal(t, codes.ResourceExhausted, status.Code(err), "a target past the group's cap: %v", err)
+	require.ErrorContains(t, err, "scaler.maxActiveTargetsPerGroup")
+
+	same := asleep("readers", 1)
+	same.Namespace, same.Name = "jobs", "feed-readers"
+	_, err = openActive(ctx, t, s.client, same)
+	require.NoError(t, err, "a stream with the settings of an open target is served")
+	_, err = openActive(ctx, t, s.client, asleep("auditors", perGroup))
+	require.NoError(t, err, "another group's target is served")
+	require.InDelta(t, perGroup+1, gauge(t, addr, "pelwarden_scaler_active_targets"), 0)
+
+	stop()
+	eventually(t, 5*time.Second, func() error {
+		st, err := s.client.StreamIsActive(ctx, asleep("readers", perGroup))
+		if err == nil {
+			_, err = st.Recv()
+		}
+		return err
+	})
+
+	require.Equal(t, books, readBooks(t, rdb), "the victim's streams, pending entries and consumers are unchanged")
+	require.Equal(t, others, otherKeys(t, rdb, "hb:", "feed"), "keys beside the streams are unchanged")
+	s.requireNoSecret(t)
+}

@@ -48,6 +48,9 @@ func TestStreamIsActiveTargetsDifferingOnlyInThresholdsShareEachRead(t *testing.
 	// No background refresh: every read is one a wake asked for.
 	cfg.Scaler.RefreshInterval, cfg.Scaler.MaxSnapshotAge = time.Hour, time.Hour
 	cfg.Scaler.ActiveResendInterval = time.Hour
+	// Past the default cap of a group's targets: reads are shared however
+	// many an operator allows.
+	cfg.Scaler.MaxActiveTargetsPerGroup = targets
 	s := startStranger(t, cfg)
 	addr := s.app.HTTPAddr()
 	ctx, cancel := context.WithCancel(context.Background())

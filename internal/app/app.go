@@ -225,6 +225,7 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 
 		MaxActiveStreams:             cfg.Scaler.MaxActiveStreams,
 		MaxActiveStreamsPerNamespace: cfg.Scaler.MaxActiveStreamsPerNamespace,
+		MaxActiveTargetsPerGroup:     cfg.Scaler.MaxActiveTargetsPerGroup,
 	})
 
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{

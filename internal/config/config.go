@@ -211,6 +211,12 @@ type Scaler struct {
 	// one ScaledObject namespace, so one namespace cannot take every
 	// stream. Default 200; from 1 to maxActiveStreams.
 	MaxActiveStreamsPerNamespace int `yaml:"maxActiveStreamsPerNamespace"`
+	// MaxActiveTargetsPerGroup bounds the targets (liveness settings) of
+	// one group that have a StreamIsActive stream open: streams of one
+	// target share their evaluation, but each target's is its own, and an
+	// entry on the stream wakes them all. Default 16; from 1 to
+	// maxActiveStreams.
+	MaxActiveTargetsPerGroup int `yaml:"maxActiveTargetsPerGroup"`
 	// BreakerPercent is the disruption breaker's share, in percent: when
 	// at least this share of a group's consumers that were Alive within
 	// one threshold of their evidence turn Ghost together on that evidence
@@ -358,6 +364,7 @@ func Default() Config {
 
 			MaxActiveStreams:             1000,
 			MaxActiveStreamsPerNamespace: 200,
+			MaxActiveTargetsPerGroup:     16,
 			BreakerPercent:               55,
 			BreakerMinConsumers:          3,
 		},

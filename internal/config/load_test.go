@@ -222,6 +222,7 @@ func TestEveryScalerSettingHasAnEnvVariable(t *testing.T) {
 		"PELWARDEN_SCALER_LAG_ESTIMATE_CAP":                 "34",
 		"PELWARDEN_SCALER_MAX_ACTIVE_STREAMS":               "56",
 		"PELWARDEN_SCALER_MAX_ACTIVE_STREAMS_PER_NAMESPACE": "7",
+		"PELWARDEN_SCALER_MAX_ACTIVE_TARGETS_PER_GROUP":     "8",
 		"PELWARDEN_SCALER_BREAKER_PERCENT":                  "80",
 		"PELWARDEN_SCALER_BREAKER_MIN_CONSUMERS":            "5",
 	}
@@ -240,6 +241,7 @@ func TestEveryScalerSettingHasAnEnvVariable(t *testing.T) {
 
 		MaxActiveStreams:             56,
 		MaxActiveStreamsPerNamespace: 7,
+		MaxActiveTargetsPerGroup:     8,
 		BreakerPercent:               80,
 		BreakerMinConsumers:          5,
 	}, cfg.Scaler)

@@ -127,6 +127,7 @@ var settings = []setting{
 	intSetting("scaler.lagEstimateCap", 1, func(c *Config) *int64 { return &c.Scaler.LagEstimateCap }),
 	intSetting("scaler.maxActiveStreams", 1, func(c *Config) *int { return &c.Scaler.MaxActiveStreams }),
 	intSetting("scaler.maxActiveStreamsPerNamespace", 1, func(c *Config) *int { return &c.Scaler.MaxActiveStreamsPerNamespace }),
+	intSetting("scaler.maxActiveTargetsPerGroup", 1, func(c *Config) *int { return &c.Scaler.MaxActiveTargetsPerGroup }),
 	intSetting("scaler.breakerPercent", 1, func(c *Config) *int { return &c.Scaler.BreakerPercent }),
 	intSetting("scaler.breakerMinConsumers", 1, func(c *Config) *int { return &c.Scaler.BreakerMinConsumers }),
 

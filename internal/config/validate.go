@@ -111,6 +111,7 @@ func (c *Config) validate(p *problems) {
 	checkAtLeastOne(p, "scaler.maxTargets", int64(s.MaxTargets))
 	checkAtLeastOne(p, "scaler.lagEstimateCap", s.LagEstimateCap)
 	checkShare(p, "scaler.maxActiveStreams", s.MaxActiveStreams, "scaler.maxActiveStreamsPerNamespace", s.MaxActiveStreamsPerNamespace)
+	checkShare(p, "scaler.maxActiveStreams", s.MaxActiveStreams, "scaler.maxActiveTargetsPerGroup", s.MaxActiveTargetsPerGroup)
 	if s.BreakerPercent < 1 || s.BreakerPercent > 100 {
 		p.add("scaler.breakerPercent", "must be a percentage from 1 to 100, such as 55, got %d", s.BreakerPercent)
 	}

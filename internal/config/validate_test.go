@@ -137,6 +137,7 @@ func TestValidateRejectsEachBadFieldByName(t *testing.T) {
 		}, `hygiene.targets[0].podNamespace: must be a namespace name`},
 		"no active streams":               {func(c *config.Config) { c.Scaler.MaxActiveStreams = 0 }, `scaler.maxActiveStreams: must be an integer >= 1, got 0`},
 		"no active streams per namespace": {func(c *config.Config) { c.Scaler.MaxActiveStreamsPerNamespace = 0 }, `scaler.maxActiveStreamsPerNamespace: must be an integer >= 1, got 0`},
+		"no active targets per group":     {func(c *config.Config) { c.Scaler.MaxActiveTargetsPerGroup = 0 }, `scaler.maxActiveTargetsPerGroup: must be an integer >= 1, got 0`},
 		"namespace streams above the cap": {func(c *config.Config) {
 			c.Scaler.MaxActiveStreams, c.Scaler.MaxActiveStreamsPerNamespace = 10, 11
 		}, `scaler.maxActiveStreamsPerNamespace: must be at most scaler.maxActiveStreams (10), got 11`},

@@ -6,6 +6,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/pelwarden/pelwarden/internal/clip"
 	"github.com/pelwarden/pelwarden/internal/liveness"
 	"github.com/pelwarden/pelwarden/internal/metadata"
 	"github.com/pelwarden/pelwarden/internal/policy"
@@ -28,9 +32,10 @@ type answerKey struct {
 type activeTargets struct {
 	s *Server
 
-	mu      sync.Mutex
-	targets map[string]*activeTarget // by liveness.Target.Key
-	gates   map[streamKey]*gate
+	mu       sync.Mutex
+	targets  map[string]*activeTarget // by liveness.Target.Key
+	perGroup map[liveness.GroupRef]int
+	gates    map[streamKey]*gate
 
 	// evaluations counts reads of a target evaluated for its answers;
 	// wakes counts streams woken to send.
@@ -38,7 +43,8 @@ type activeTargets struct {
 }
 
 func newActiveTargets(s *Server) *activeTargets {
-	return &activeTargets{s: s, targets: make(map[string]*activeTarget), gates: make(map[streamKey]*gate)}
+	return &activeTargets{s: s, targets: make(map[string]*activeTarget), perGroup: make(map[liveness.GroupRef]int),
+		gates: make(map[streamKey]*gate)}
 }
 
 // activeTarget is the streams of one target: one goroutine reads it,
@@ -88,6 +94,11 @@ func (a *activeTargets) join(r metadata.Request) (*activeTarget, *answer, func()
 	defer a.mu.Unlock()
 	t := a.targets[key]
 	if t == nil {
+		if limit := a.s.opts.MaxActiveTargetsPerGroup; limit > 0 && a.perGroup[r.Target.GroupRef] >= limit {
+			return nil, nil, nil, status.Errorf(codes.ResourceExhausted,
+				"StreamIsActive: group %q of stream %q has streams open for %d targets (liveness settings), the most scaler.maxActiveTargetsPerGroup allows; a stream with the settings of one of them is served, and KEDA opens this one again later",
+				clip.String(r.Target.Group, maxEchoedNamespace), clip.String(r.Target.Stream, maxEchoedNamespace), a.perGroup[r.Target.GroupRef])
+		}
 		// One subscription per target: the view signals each read to the
 		// target's goroutine, not to every stream.
 		updates, unsubscribe, err := a.s.view.Subscribe(r.Target)
@@ -99,6 +110,7 @@ func (a *activeTargets) join(r metadata.Request) (*activeTarget, *answer, func()
 			answers: make(map[answerKey]*answer), next: make(chan struct{}),
 			gate: a.gateLocked(streamKey{r.Target.Conn, r.Target.Stream})}
 		a.targets[key] = t
+		a.perGroup[r.Target.GroupRef]++
 		go t.run(ctx, updates, unsubscribe)
 	}
 	t.streams++
@@ -135,8 +147,13 @@ func (a *activeTargets) leave(t *activeTarget, ak answerKey) {
 // dropLocked forgets t, unless a newer activeTarget of its key took its
 // place.
 func (a *activeTargets) dropLocked(t *activeTarget) {
-	if a.targets[t.key] == t {
-		delete(a.targets, t.key)
+	if a.targets[t.key] != t {
+		return
+	}
+	delete(a.targets, t.key)
+	g := t.r.Target.GroupRef
+	if a.perGroup[g]--; a.perGroup[g] <= 0 {
+		delete(a.perGroup, g)
 	}
 }
 

@@ -37,6 +37,10 @@ type Options struct {
 	// MaxActiveStreamsPerNamespace those of one ScaledObject namespace;
 	// one more is ResourceExhausted. 0 is no bound.
 	MaxActiveStreams, MaxActiveStreamsPerNamespace int
+	// MaxActiveTargetsPerGroup bounds the targets of one group with a
+	// StreamIsActive stream open; one more is ResourceExhausted. 0 is no
+	// bound.
+	MaxActiveTargetsPerGroup int
 	// Reported, when set, is told every value GetMetrics reports, under the
 	// metric name KEDA asked for.
 	Reported func(r metadata.Request, metricName string, value int64)
