@@ -18,7 +18,7 @@ var floodLoads = map[string]string{
 	"regex":                            "4 callers sending a new 1 MB ownerMatch regex on every call, to GetMetricSpec and the Admin API's CheckTrigger",
 	"stream-is-active":                 "4 callers opening StreamIsActive streams on the polled stream, from new namespaces, over 4 targets, that stay inactive, and retrying past the caps",
 	"stream-is-active-thresholds":      "the same, every stream with an activation threshold of its own",
-	"stream-is-active-targets":         "the same, every stream a target of its own (its own ghostIdleSeconds on the polled group)",
+	"stream-is-active-targets":         "the same, every stream a target of its own (its own ghostIdleSeconds on the polled group), refused past scaler.maxActiveTargetsPerGroup",
 	"pod-watches":                      "4 callers naming a new podSelector on every call, each from a namespace of its own (its share of the watches), through a real kube-apiserver",
 	"pod-watches-client-go-rate-limit": "the same, with client-go's default rate limit (kubernetes.apiQPS 5, apiBurst 10)",
 	"namespaces":                       "4 callers sending triggers asking for reclaim, each from a new namespace and on a new stream; the most open trigger policy",
