@@ -220,6 +220,36 @@ func TestAClaimCountsOneDeliveryOnEachEntryWhateverItsCount(t *testing.T) {
 	}
 }
 
+// TestAnErrorInsideAPageStillAcknowledgesEveryEntryCopiedBeforeIt: the
+// script is made to fail after the third entry of a page. The three
+// copies written are acknowledged; the rest is untouched, so the next
+// run copies each of those once.
+func TestAnErrorInsideAPageStillAcknowledgesEveryEntryCopiedBeforeIt(t *testing.T) {
+	t.Parallel()
+	rdb := redistest.Start(t).Client(t)
+	ctx := context.Background()
+	redistest.Hold(t, rdb, "jobs", "workers", "ghost", "", 6)
+	call := "act(row[1], row[4], entry(i))"
+	require.Contains(t, reclaimLua, call, "the page loop this test breaks into")
+	failing := redis.NewScript(guardLua + entriesLua + strings.Replace(reclaimLua, call, call+" if i == 3 then error('injected') end", 1))
+	args := []any{"workers", "ghost", 0, "pelwarden-deliveries", 0, "0", "", "", 10, "0", ""}
+	err := failing.Run(ctx, rdb, []string{"jobs", "jobs"}, args...).Err()
+	require.ErrorContains(t, err, "injected")
+	require.Equal(t, map[string]int64{"ghost": 3}, mustPending(t, rdb), "the three copied entries were acknowledged")
+	n, err := rdb.XLen(ctx, "jobs").Result()
+	require.NoError(t, err)
+	require.Equal(t, int64(9), n, "six originals and three copies")
+
+	again := requeue(nil)
+	again.Count = 10
+	res, err := RunReclaim(ctx, rdb, again)
+	require.NoError(t, err)
+	require.Equal(t, map[Outcome]int64{Requeued: 3}, res.Counts)
+	n, err = rdb.XLen(ctx, "jobs").Result()
+	require.NoError(t, err)
+	require.Equal(t, int64(12), n, "one copy of each")
+}
+
 // FuzzStreamIDOrder: the reclaim script's own comparison of two stream
 // ids, run by Redis, agrees with comparing their two uint64 parts, over
 // the whole range, where a Lua number no longer holds them exactly.

@@ -30,8 +30,9 @@
 --                  lineage): the entry is untouched. A claim writes no
 --                  field.
 --   not-pending | owner-changed | not-idle | duplicate-id   nothing was done
--- Each entry is finished (copy written and original acknowledged) before
--- the next is touched, and a failing write is caught, so an error can never
+-- A failing write is caught and leaves its entry untouched, and every
+-- entry whose copy or record is written is acknowledged in this script,
+-- even when the script fails after it (see finish), so an error can never
 -- leave a copy behind an unacknowledged original.
 local key, dlq = KEYS[1], KEYS[2]
 local group, consumer = ARGV[1], ARGV[2]
@@ -74,10 +75,29 @@ local function record(id, outcome, detail, deliveries)
 end
 
 -- finish acknowledges (and optionally deletes) an entry whose copy or
--- dead-letter record is written.
+-- dead-letter record is written. A named entry is acknowledged at once:
+-- a later id of the batch may name it again, and its guard must find it
+-- acknowledged. A page's entries are acknowledged together by flush, one
+-- XACK for up to 1000 of them instead of a command each; nothing in a page
+-- reads the PEL after its one XPENDING, and the page runs under pcall so
+-- that flush runs even when an entry fails with an error.
+local finished = {}
 local function finish(id)
-  redis.call('XACK', key, group, id)
-  if delete_original then redis.call('XDEL', key, id) end
+  if explicit then
+    redis.call('XACK', key, group, id)
+    if delete_original then redis.call('XDEL', key, id) end
+  else
+    finished[#finished + 1] = id
+  end
+end
+
+local function flush()
+  for i = 1, #finished, 1000 do
+    local j = math.min(i + 999, #finished)
+    redis.call('XACK', key, group, unpack(finished, i, j))
+    if delete_original then redis.call('XDEL', key, unpack(finished, i, j)) end
+  end
+  finished = {}
 end
 
 local function xadd(stream_key, fields)
@@ -176,10 +196,14 @@ else
   if after ~= '' then start = '(' .. after end
   local rows = redis.call('XPENDING', key, group, 'IDLE', min_idle, start, '+', count, consumer)
   local entry = page_entries(key, rows)
-  for i, row in ipairs(rows) do
-    act(row[1], row[4], entry(i))
-    last = row[1]
-  end
+  local ok, err = pcall(function()
+    for i, row in ipairs(rows) do
+      act(row[1], row[4], entry(i))
+      last = row[1]
+    end
+  end)
+  flush()
+  if not ok then error(err, 0) end
 end
 
 -- In chunks within Lua's argument limits.
