@@ -2,6 +2,7 @@ package redisx
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -110,9 +111,10 @@ func pageAll(t *testing.T, rdb *redis.Client, r Reclaim) (map[Outcome]int64, int
 // one by one where others' lie between; either way each copy holds its
 // own original's fields, a deleted entry is a tombstone wherever it falls
 // (first or last of a page, inside or past a range read), and nothing
-// else is touched. A dense PEL takes one range read a page; no layout
-// takes more reads than one a page plus one an entry, nor has its range
-// reads ask for more than twice the entries on its pages.
+// else is touched. A dense PEL takes one range read a page (two where a
+// page is longer than the first range); no layout takes more reads than
+// one a page plus one an entry, nor has its range reads ask for more than
+// twice the entries on its pages.
 func TestAPagedRequeueCopiesEveryEntryWhateverLiesBetweenThem(t *testing.T) {
 	t.Parallel()
 	// ids past where a Lua number holds integers exactly (2^53), with
@@ -123,18 +125,25 @@ func TestAPagedRequeueCopiesEveryEntryWhateverLiesBetweenThem(t *testing.T) {
 	cases := map[string]struct {
 		pattern string
 		id      func(int) string
-		// dense: one XRANGE a page.
-		dense bool
+		// count is the page size, 10 unless set.
+		count int64
+		// readsPerPage, when set, is the most XRANGEs a page may take;
+		// maxAsked, when set, the most entries all of them may ask for.
+		readsPerPage, maxAsked int
 	}{
-		"together":                    {pattern: strings.Repeat("G", 25), id: auto, dense: true},
+		"together":                    {pattern: strings.Repeat("G", 25), id: auto, readsPerPage: 1},
 		"one in four":                 {pattern: strings.Repeat("GOOO", 20), id: auto},
 		"one in twenty":               {pattern: strings.Repeat("G"+strings.Repeat("O", 19), 12), id: auto},
 		"two in three":                {pattern: strings.Repeat("GGO", 15), id: auto},
 		"acknowledged between":        {pattern: strings.Repeat("GAGAA", 8), id: auto},
-		"tombstones at the page ends": {pattern: "XGGGGGGGGX" + "XGGXGGXXGG" + "GGGGX", id: auto, dense: true},
-		"all tombstones":              {pattern: strings.Repeat("X", 15), id: auto, dense: true},
+		"tombstones at the page ends": {pattern: "XGGGGGGGGX" + "XGGXGGXXGG" + "GGGGX", id: auto, readsPerPage: 1},
+		"all tombstones":              {pattern: strings.Repeat("X", 15), id: auto, readsPerPage: 1},
 		"mixed":                       {pattern: strings.Repeat("GGOXGOGGXOOXGGAX", 4), id: auto},
 		"mixed, ids about 2^53":       {pattern: strings.Repeat("GGOXGOGGXOOXGGAX", 2), id: wide},
+		// Pages longer than the first range (128): the next one is longer,
+		// and a page found sparse stops reading ranges after that first one.
+		"together, long pages":    {pattern: strings.Repeat("G", 700), id: auto, count: 300, readsPerPage: 2},
+		"one in four, long pages": {pattern: strings.Repeat("GOOO", 300), id: auto, count: 300, maxAsked: 128},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -147,7 +156,7 @@ func TestAPagedRequeueCopiesEveryEntryWhateverLiesBetweenThem(t *testing.T) {
 			var counts map[Outcome]int64
 			var batches int
 			reads := rangeReads(t, srv, func() {
-				counts, batches = pageAll(t, rdb, Reclaim{Stream: "jobs", Group: "workers", Consumer: "ghost", CarryField: "pelwarden-deliveries", Count: 10})
+				counts, batches = pageAll(t, rdb, Reclaim{Stream: "jobs", Group: "workers", Consumer: "ghost", CarryField: "pelwarden-deliveries", Count: cmp.Or(tc.count, 10)})
 			})
 			want := map[Outcome]int64{}
 			if n := len(by['G']); n > 0 {
@@ -158,8 +167,8 @@ func TestAPagedRequeueCopiesEveryEntryWhateverLiesBetweenThem(t *testing.T) {
 			}
 			require.Equal(t, want, counts)
 			held := len(by['G']) + len(by['X'])
-			if tc.dense {
-				require.Len(t, reads, batches, "one range read a page")
+			if tc.readsPerPage > 0 {
+				require.LessOrEqual(t, len(reads), tc.readsPerPage*batches, "%d range reads a page at most", tc.readsPerPage)
 			}
 			require.LessOrEqual(t, len(reads), batches+held, "never more reads than one a page and one an entry")
 			asked := 0
@@ -167,6 +176,9 @@ func TestAPagedRequeueCopiesEveryEntryWhateverLiesBetweenThem(t *testing.T) {
 				asked += n
 			}
 			require.LessOrEqual(t, asked, 2*held, "range reads ask for at most twice the entries on the pages")
+			if tc.maxAsked > 0 {
+				require.LessOrEqual(t, asked, tc.maxAsked, "range reads of a sparse page ask for no more than the first")
+			}
 
 			// Each original the ghost held has exactly one copy, with its
 			// own job field.

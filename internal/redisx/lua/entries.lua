@@ -6,7 +6,8 @@
 -- consumers' entries lie between them a range read would mostly read those:
 -- so the reader reads ranges while at least half of what a range returns
 -- is on the page, and otherwise reads the rest one id at a time, as it
--- always could.
+-- always could. Its first range is short and each dense one doubles the
+-- next, so a page that turns out sparse has read few entries in vain.
 
 -- num_le compares two decimal strings without leading zeros, as Redis
 -- writes the parts of an id. They may exceed the integers a Lua number
@@ -48,6 +49,7 @@ local function page_entries(key, rows)
   local on_page = {}
   for i = 1, n do on_page[rows[i][1]] = true end
   local found, upto, complete, sparse = {}, nil, false, false
+  local probe = 128
   return function(i)
     local id = rows[i][1]
     local f = found[id]
@@ -55,7 +57,7 @@ local function page_entries(key, rows)
     if complete or (upto and id_le(id, upto)) then return false end
     if sparse then return one_entry(key, id) end
     -- The range starts at this row, so a row it does not return is gone.
-    local want = n - i + 1
+    local want = math.min(n - i + 1, probe)
     local got = redis.call('XRANGE', key, id, last, 'COUNT', want)
     local hits = 0
     for _, e in ipairs(got) do
@@ -65,6 +67,7 @@ local function page_entries(key, rows)
     complete = #got < want
     if #got > 0 then upto = got[#got][1] end
     sparse = not complete and hits * 2 < #got
+    probe = probe * 2
     return found[id] or false
   end
 end
