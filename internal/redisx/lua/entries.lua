@@ -21,7 +21,8 @@ local function num_le(a, b)
   return tonumber(string.sub(a, -15)) <= tonumber(string.sub(b, -15))
 end
 
--- id_le reports whether the id a Redis returned is at most b.
+-- id_le reports whether stream id a is at most stream id b, both written
+-- as Redis writes ids.
 local function id_le(a, b)
   local am, as = string.match(a, '^(%d+)%-(%d+)$')
   local bm, bs = string.match(b, '^(%d+)%-(%d+)$')

@@ -67,6 +67,7 @@ local function claim(id, pel_deliveries)
   end
   ids[#ids + 1] = id
 end
+
 local function record(id, outcome, detail, deliveries)
   counts[outcome] = (counts[outcome] or 0) + 1
   if explicit or (outcome ~= 'requeued' and outcome ~= 'claimed') then
