@@ -118,6 +118,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzUnique -fuzztime 30s ./internal/clip/
 	$(GO) test -run '^$$' -fuzz FuzzCacheStaysWithinItsBounds -fuzztime 30s ./internal/bytecache/
 	$(GO) test -run '^$$' -fuzz FuzzParseInfoServer -fuzztime 30s ./internal/redisx/
+	$(GO) test -run '^$$' -fuzz FuzzStreamIDOrder -fuzztime 30s ./internal/redisx/
 	$(GO) test -run '^$$' -fuzz FuzzHeartbeatReasonNeverQuotesTheValue -fuzztime 60s ./internal/liveness/
 
 ## image: the container image $(IMAGE) (Dockerfile: static binary on

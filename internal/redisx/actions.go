@@ -13,6 +13,8 @@ import (
 var (
 	//go:embed lua/guard.lua
 	guardLua string
+	//go:embed lua/entries.lua
+	entriesLua string
 	//go:embed lua/reclaim.lua
 	reclaimLua string
 	//go:embed lua/delconsumer.lua
@@ -22,7 +24,7 @@ var (
 
 	// Script.Run sends EVALSHA and falls back to EVAL on NOSCRIPT, so a
 	// Redis restart or SCRIPT FLUSH costs one extra call, never an error.
-	reclaimScript     = redis.NewScript(guardLua + reclaimLua)
+	reclaimScript     = redis.NewScript(guardLua + entriesLua + reclaimLua)
 	delConsumerScript = redis.NewScript(delConsumerLua)
 	collisionsScript  = redis.NewScript(guardLua + collisionsLua)
 )

@@ -72,29 +72,36 @@ end
 
 -- with_lineage returns a first copy's fields: the job's, then the stream
 -- and id of the entry it copies. A copy of a copy is returned unchanged.
+-- It appends to fields, which the caller owns and reads no more.
 local function with_lineage(fields, copied, key, id)
   if copied then return fields end
-  local out = {}
-  for i = 1, #fields do out[i] = fields[i] end
-  for _, v in ipairs({original_stream, key, original_id, id}) do out[#out + 1] = v end
-  return out
+  local n = #fields
+  fields[n + 1], fields[n + 2], fields[n + 3], fields[n + 4] = original_stream, key, original_id, id
+  return fields
 end
 
 -- job_fields splits an entry's fields into the job's own and the count an
 -- earlier requeue carried, and names the first field of the job a requeue
 -- would write over (clash). An empty carry name keeps the entry whole. A
 -- count has at most 12 digits, so that it never comes back from Lua in
--- exponent form.
+-- exponent form. The job's fields may be fields itself.
 local function job_fields(fields, name)
   if name == '' then
     return fields, 0, nil
   end
-  local own, markers, legacies = nil, 0, 0
+  local own, markers, legacies, named = nil, 0, 0, false
   for i = 1, #fields, 2 do
-    if fields[i] == marker then own, markers = fields[i + 1], markers + 1 end
-    if fields[i] == legacy then legacies = legacies + 1 end
+    local f = fields[i]
+    if f == marker then own, markers = fields[i + 1], markers + 1 end
+    if f == legacy then legacies = legacies + 1 end
+    if f == name then named = true end
   end
   local unmarked = markers == 0 and name == legacy and legacies == 1
+  -- Nothing carried (no copy of pelwarden's, the common first requeue):
+  -- the job's fields are all of them, and only the carry field clashes.
+  if markers == 0 and not unmarked then
+    return fields, 0, named and name or nil
+  end
   if unmarked then own, markers = legacy, 1 end
   if markers == 1 and not counted(own, name) then
     return fields, 0, marker
@@ -136,13 +143,14 @@ local function first_of(fields, names)
 end
 
 -- with_count returns the job's fields with the carried count and its
--- marker appended; an empty name returns fields unchanged.
+-- marker appended; an empty name returns fields unchanged. It appends to
+-- fields, which the caller owns and reads no more. An integer format
+-- writes what tostring would, without formatting a float, below 1e14.
 local function with_count(fields, name, value)
   if name == '' then
     return fields
   end
-  local out = {}
-  for i = 1, #fields do out[i] = fields[i] end
-  for _, v in ipairs({name, tostring(value), marker, name}) do out[#out + 1] = v end
-  return out
+  local n, count = #fields, value < 1e14 and string.format('%d', value) or tostring(value)
+  fields[n + 1], fields[n + 2], fields[n + 3], fields[n + 4] = name, count, marker, name
+  return fields
 end

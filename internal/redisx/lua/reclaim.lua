@@ -30,8 +30,9 @@
 --                  lineage): the entry is untouched. A claim writes no
 --                  field.
 --   not-pending | owner-changed | not-idle | duplicate-id   nothing was done
--- Each entry is finished (copy written and original acknowledged) before
--- the next is touched, and a failing write is caught, so an error can never
+-- A failing write is caught and leaves its entry untouched, and every
+-- entry whose copy or record is written is acknowledged in this script,
+-- even when the script fails after it (see finish), so an error can never
 -- leave a copy behind an unacknowledged original.
 local key, dlq = KEYS[1], KEYS[2]
 local group, consumer = ARGV[1], ARGV[2]
@@ -47,7 +48,26 @@ local hold = ARGV[11]
 local explicit = #ARGV > 11
 
 local counts, listed = {}, {}
-local claims = {}
+
+-- Claims move ownership and write no copy, so they are done together at
+-- the end, grouped by the delivery count each entry will have: XCLAIM
+-- JUSTID with RETRYCOUNT sets the count a plain XCLAIM would (one more
+-- delivery) and leaves the same PEL behind, without replying with every
+-- entry's fields. A count too large for a Lua number to write exactly
+-- takes the plain XCLAIM, which counts the delivery itself.
+local claims, claim_counts = {}, {}
+local function claim(id, pel_deliveries)
+  local retry = ''
+  if pel_deliveries < 1e12 then retry = string.format('%d', pel_deliveries + 1) end
+  local ids = claims[retry]
+  if not ids then
+    ids = {}
+    claims[retry] = ids
+    claim_counts[#claim_counts + 1] = retry
+  end
+  ids[#ids + 1] = id
+end
+
 local function record(id, outcome, detail, deliveries)
   counts[outcome] = (counts[outcome] or 0) + 1
   if explicit or (outcome ~= 'requeued' and outcome ~= 'claimed') then
@@ -56,10 +76,33 @@ local function record(id, outcome, detail, deliveries)
 end
 
 -- finish acknowledges (and optionally deletes) an entry whose copy or
--- dead-letter record is written.
+-- dead-letter record is written. A named entry is acknowledged at once:
+-- a later id of the batch may name it again, and its guard must find it
+-- acknowledged. A page's entries are acknowledged together by flush, one
+-- XACK for up to 1000 of them instead of a command each; nothing in a page
+-- reads the PEL after its one XPENDING, and the page runs under pcall so
+-- that flush runs even when an entry fails with an error.
+local finished = {}
 local function finish(id)
-  redis.call('XACK', key, group, id)
-  if delete_original then redis.call('XDEL', key, id) end
+  if explicit then
+    redis.call('XACK', key, group, id)
+    if delete_original then redis.call('XDEL', key, id) end
+  else
+    finished[#finished + 1] = id
+  end
+end
+
+local function flush()
+  for i = 1, #finished, 1000 do
+    local j = math.min(i + 999, #finished)
+    redis.call('XACK', key, group, unpack(finished, i, j))
+    if delete_original then redis.call('XDEL', key, unpack(finished, i, j)) end
+  end
+  finished = {}
+end
+
+local function xadd(stream_key, fields)
+  return redis.call('XADD', stream_key, '*', unpack(fields))
 end
 
 -- write runs one XADD, catching both Redis errors and Lua's own (a field
@@ -67,22 +110,22 @@ end
 -- run writes nothing and answers ''.
 local function write(stream_key, fields)
   if dry then return '', nil end
-  local ok, res = pcall(function() return redis.call('XADD', stream_key, '*', unpack(fields)) end)
+  local ok, res = pcall(xadd, stream_key, fields)
   if ok then return res, nil end
   if type(res) == 'table' and res.err then return nil, res.err end
   return nil, tostring(res)
 end
 
 -- act handles one entry that passed the guard; id is the id Redis returned
--- for it and pel_deliveries its delivery count.
-local function act(id, pel_deliveries)
-  local entry = redis.call('XRANGE', key, id, id)
-  if #entry == 0 then
+-- for it, pel_deliveries its delivery count, and entry its fields as the
+-- stream holds them, or false when the stream no longer does.
+local function act(id, pel_deliveries, entry)
+  if not entry then
     if not dry then redis.call('XACK', key, group, id) end
     record(id, 'tombstoned', '', pel_deliveries)
     return
   end
-  local fields, count, clash = job_fields(entry[1][2], carry)
+  local fields, count, clash = job_fields(entry, carry)
   local deliveries = count + pel_deliveries
   -- Mirrors policy.ShouldDeadLetter: delivered max_deliveries times.
   if max_deliveries > 0 and deliveries >= max_deliveries then
@@ -110,7 +153,7 @@ local function act(id, pel_deliveries)
     if not dry then finish(id) end
     record(id, 'dead-lettered', dead, deliveries)
   elseif claim_to ~= '' then
-    claims[#claims + 1] = id
+    claim(id, pel_deliveries)
     record(id, 'claimed', claim_to, deliveries)
   else
     -- A copy names its original; a dead-letter record keeps the lineage
@@ -143,7 +186,7 @@ if explicit then
     end
     if row then
       seen[row[1]] = true
-      act(row[1], row[4])
+      act(row[1], row[4], one_entry(key, row[1]))
     else
       record(id, why, '', 0)
     end
@@ -152,17 +195,32 @@ if explicit then
 else
   local start = '-'
   if after ~= '' then start = '(' .. after end
-  for _, row in ipairs(redis.call('XPENDING', key, group, 'IDLE', min_idle, start, '+', count, consumer)) do
-    act(row[1], row[4])
-    last = row[1]
-  end
+  local rows = redis.call('XPENDING', key, group, 'IDLE', min_idle, start, '+', count, consumer)
+  local entry = page_entries(key, rows)
+  local ok, err = pcall(function()
+    for i, row in ipairs(rows) do
+      act(row[1], row[4], entry(i))
+      last = row[1]
+    end
+  end)
+  flush()
+  if not ok then error(err, 0) end
 end
 
--- Claims move ownership and write no copy, so they are done together, in
--- chunks within Lua's argument limits. XCLAIM counts a delivery.
+-- In chunks within Lua's argument limits.
 if not dry then
-  for i = 1, #claims, 1000 do
-    redis.call('XCLAIM', key, group, claim_to, min_idle, unpack(claims, i, math.min(i + 999, #claims)))
+  for _, retry in ipairs(claim_counts) do
+    local ids = claims[retry]
+    for i = 1, #ids, 1000 do
+      local chunk = {key, group, claim_to, min_idle}
+      for j = i, math.min(i + 999, #ids) do chunk[#chunk + 1] = ids[j] end
+      if retry ~= '' then
+        chunk[#chunk + 1] = 'RETRYCOUNT'
+        chunk[#chunk + 1] = retry
+        chunk[#chunk + 1] = 'JUSTID'
+      end
+      redis.call('XCLAIM', unpack(chunk))
+    end
   end
 end
 
