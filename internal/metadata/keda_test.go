@@ -29,11 +29,11 @@ func kedaTriggers(t *testing.T, path string) []map[string]string {
 	dec := yaml.NewDecoder(bytes.NewReader(raw))
 	for {
 		var doc any
-		if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
+		err := dec.Decode(&doc)
+		if errors.Is(err, io.EOF) {
 			break
-		} else {
-			require.NoError(t, err, path)
 		}
+		require.NoError(t, err, path)
 		found = appendTriggers(t, found, doc)
 	}
 	return found
