@@ -72,12 +72,11 @@ type kedaEnv struct {
 	operator *proctest.Proc
 }
 
-// startKEDA applies KEDA's CRDs to api and runs KEDA's operator against it
-// as a process with an admin kubeconfig, as INDEX.md of the shared KEDA
-// build describes.
-func startKEDA(t *testing.T, api *realAPI) *kedaEnv {
+// startKEDA applies the CRDs of crdDir to api and runs KEDA's operator
+// binary against it as a process with an admin kubeconfig, with the flags
+// and environment KEDA's operator needs outside a cluster.
+func startKEDA(t *testing.T, api *realAPI, operator, crdDir string) *kedaEnv {
 	t.Helper()
-	operator, crdDir := kedaDirs(t)
 	cfg := api.cluster.API.Config()
 	dyn, err := dynamic.NewForConfig(cfg)
 	require.NoError(t, err)
