@@ -18,13 +18,17 @@ BENCH_PEL ?= 200000,1000000
 # KUBE_BIN is a directory with etcd and kube-apiserver binaries (as
 # setup-envtest provides them); test-kube needs it, bench uses it if set.
 KUBE_BIN  ?=
+# KEDA_BIN is a directory with KEDA's keda-operator binary, KEDA_CRDS one
+# with KEDA's CRDs; test-keda needs them.
+KEDA_BIN  ?=
+KEDA_CRDS ?=
 # The release `pelwarden version` reports in the image, and the image's name.
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 IMAGE     ?= pelwarden:dev
 
 REDIS_DIRS ?= ../shared/redis
 
-.PHONY: all build test test-kube compat lint generate bench demo fuzz chaos image clean
+.PHONY: all build test test-kube test-keda compat lint generate bench demo fuzz chaos image clean
 
 all: build
 
@@ -57,6 +61,19 @@ test-kube:
 	PELWARDEN_KUBE_BIN=$(abspath $(KUBE_BIN)) $(GO) -C test/chart test -tags kube -race -count=1 -timeout 15m -run '^TestRealAPI' ./...
 	PELWARDEN_KUBE_BIN=$(abspath $(KUBE_BIN)) $(GO) test -tags kube -count=1 -timeout 15m -run '^$$' \
 		-bench '^BenchmarkAPIRestartToCurrentVerdicts$$' -benchtime 1x ./bench/
+
+## test-keda: KEDA's own operator drives pelwarden end to end: etcd and
+## kube-apiserver from KUBE_BIN, KEDA's operator (v2.21.0) from KEDA_BIN
+## and its CRDs from KEDA_CRDS (default: crds beside KEDA_BIN), pelwarden
+## as a process from the chart's rendered configuration, a real
+## redis-server (make test-keda KUBE_BIN=../shared/kube/bin
+## KEDA_BIN=../shared/keda/bin). Fails, never skips, without the binaries.
+test-keda:
+	@test -n "$(KUBE_BIN)" || { echo "make test-keda needs KUBE_BIN=<directory with etcd and kube-apiserver>" >&2; exit 1; }
+	@test -n "$(KEDA_BIN)" || { echo "make test-keda needs KEDA_BIN=<directory with keda-operator>" >&2; exit 1; }
+	PELWARDEN_KUBE_BIN=$(abspath $(KUBE_BIN)) PELWARDEN_KEDA_BIN=$(abspath $(KEDA_BIN)) \
+		$(if $(KEDA_CRDS),PELWARDEN_KEDA_CRDS=$(abspath $(KEDA_CRDS))) \
+		$(GO) test -tags kube -count=1 -p 1 -timeout 15m -v -run '^TestRealKEDA' ./test/
 
 ## lint: golangci-lint (pinned in tools/golangci-lint) on every module, buf
 ## lint, and buf breaking against main (changes to pelwarden.v1 must stay

@@ -133,7 +133,7 @@ func parseMetric(md map[string]string, env Env) (Request, error) {
 	if err != nil {
 		return r, err
 	}
-	group, err := requiredName(md, "consumerGroup")
+	group, err := groupName(md)
 	if err != nil {
 		return r, err
 	}
@@ -141,12 +141,7 @@ func parseMetric(md map[string]string, env Env) (Request, error) {
 	if err != nil {
 		return r, err
 	}
-	for _, m := range []policy.Metric{policy.Pending, policy.Lag, policy.Backlog} {
-		if _, ok := md[m.ActivationKey()]; ok && m != r.Metric {
-			return r, &Error{Key: m.ActivationKey(), Accepted: fmt.Sprintf("applies to %s; with %s use %s", m.Key(), r.Metric.Key(), r.Metric.ActivationKey())}
-		}
-	}
-	if r.Activation, err = number(md, r.Metric.ActivationKey(), 0, false); err != nil {
+	if r.Activation, err = activation(md, r.Metric); err != nil {
 		return r, err
 	}
 	spec, profile, err := triggerSpec(md, env)
@@ -157,27 +152,6 @@ func parseMetric(md map[string]string, env Env) (Request, error) {
 	r.Target = liveness.Target{GroupRef: liveness.GroupRef{Conn: conn, Stream: stream, Group: group}, Spec: spec}
 	r.MetricName = metricName(conn, stream, group)
 	return r, nil
-}
-
-func parseMetricKey(md map[string]string) (policy.Metric, float64, error) {
-	var set []policy.Metric
-	for _, m := range []policy.Metric{policy.Pending, policy.Lag, policy.Backlog} {
-		if _, ok := md[m.Key()]; ok {
-			set = append(set, m)
-		}
-	}
-	switch len(set) {
-	case 0:
-		return policy.Pending, DefaultPendingEntriesCount, nil
-	case 1:
-		v, err := number(md, set[0].Key(), 0, true)
-		if err == nil && v < MinTarget {
-			err = &Error{Key: set[0].Key(), Accepted: fmt.Sprintf("must be a number >= %d (entries per replica)", MinTarget), Got: md[set[0].Key()]}
-		}
-		return set[0], v, err
-	default:
-		return 0, 0, &Error{Key: set[1].Key(), Accepted: "set only one of pendingEntriesCount, lagCount, backlogCount"}
-	}
 }
 
 func parseSpec(md map[string]string, env Env) (liveness.Spec, error) {

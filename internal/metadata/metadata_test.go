@@ -96,7 +96,7 @@ func TestParseMetadataNamesTheBadKey(t *testing.T) {
 		"non-numeric target":            {md: base("pendingEntriesCount", "five"), key: "pendingEntriesCount", mention: "> 0"},
 		"zero target":                   {md: base("lagCount", "0"), key: "lagCount", mention: "> 0"},
 		"negative activation":           {md: base("activationPendingEntriesCount", "-1"), key: "activationPendingEntriesCount", mention: ">= 0"},
-		"two metrics":                   {md: base("pendingEntriesCount", "5", "lagCount", "5"), key: "lagCount", mention: "only one"},
+		"two of pelwarden's metrics":    {md: base("pendingEntriesCount", "5", "backlogCount", "5"), key: "backlogCount", mention: "only one"},
 		"activation of another metric":  {md: base("lagCount", "5", "activationPendingEntriesCount", "1"), key: "activationPendingEntriesCount", mention: "activationLagCount"},
 		"unknown liveness source":       {md: base("liveness", "idle,psychic"), key: "liveness", mention: "idle, heartbeat, kubernetes"},
 		"kubernetes without a selector": {md: base("liveness", "kubernetes"), key: "podSelector", mention: "label selector"},
@@ -183,6 +183,8 @@ func FuzzParse(f *testing.F) {
 	f.Add("", "", "pendingEntriesCount", "+Inf", ",", "", "regex:^(?P<owner>.+)-\\d+$", "1e400")
 	f.Add("s", "g", "pendingEntriesCount", "1e-300", "heartbeat", "{owner}{owner}{owner}", "prefix", "1e-12")
 	f.Add("s", "g", "lagCount", "1", "kubernetes", "app=w", "jobs", "5e-324")
+	f.Add("my-stream", "", "streamLength", "50", "idle", "", "", "300")
+	f.Add("my-stream", "g", "streamLength", "-1", "idle", "", "", "300")
 	f.Fuzz(func(t *testing.T, stream, group, metricKey, metricValue, sources, hbKey, ownerMatch, ghostIdle string) {
 		md := map[string]string{
 			"stream": stream, "consumerGroup": group, metricKey: metricValue,
