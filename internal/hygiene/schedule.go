@@ -97,7 +97,8 @@ func (l *Loop) next(now time.Time) (*runner, time.Duration) {
 // only a ghost newer than the scan moves it forward again.
 func (l *Loop) scanRunner(ctx context.Context, r *runner) {
 	l.mu.Lock()
-	t := r.t
+	t, atDeadline := r.t, r.atDeadline
+	r.atDeadline = false
 	if r.unpin == nil { // the view was full when the target came from configuration
 		r.unpin, _ = l.view.Pin(t.Target)
 	}
@@ -106,11 +107,15 @@ func (l *Loop) scanRunner(ctx context.Context, r *runner) {
 	// nil when the turn could not decide (another replica's lease, or a
 	// failed scan), which never brings the next turn forward.
 	basis, busy := l.mayHaveWork(t)
+	// A turn at an entry's deadline scans whatever the view's latest read
+	// says: that read may be older than the entry.
+	busy = busy || atDeadline
 	decided := basis
+	var entryDue time.Time
 	if busy {
 		decided = nil
 		if l.holdsLease(ctx, r, t) {
-			decided = l.scanOnce(ctx, t)
+			decided, entryDue = l.scanOnce(ctx, t)
 		}
 	}
 	latest := ghostsHolding(l.view, t.Target)
@@ -130,6 +135,9 @@ func (l *Loop) scanRunner(ctx context.Context, r *runner) {
 		l.dropLease(r)
 	}
 	r.due = l.opts.Now().Add(l.opts.ScanInterval)
+	if !entryDue.IsZero() && entryDue.Before(r.due) {
+		r.due, r.atDeadline = entryDue, true
+	}
 	if decided != nil && newGhost(decided, seen) {
 		// A read newer than the one decided on shows a ghost holding
 		// entries, seen while this turn ran: its scan is now.
@@ -140,17 +148,18 @@ func (l *Loop) scanRunner(ctx context.Context, r *runner) {
 }
 
 // scanOnce runs t's scan and returns the ghosts of the read it decided
-// on, or nil if it failed (logged at a bounded rate).
-func (l *Loop) scanOnce(ctx context.Context, t Target) map[string]bool {
-	snap, _, err := l.scan(ctx, t)
+// on, or nil if it failed (logged at a bounded rate), and when an entry it
+// left turns takable (entryDeadline).
+func (l *Loop) scanOnce(ctx context.Context, t Target) (map[string]bool, time.Time) {
+	snap, steps, _, err := l.scan(ctx, t)
 	switch {
 	case err == nil:
 		l.errs.Forget(t.Target.String()) // recovered: its next error is news
-		return orEmpty(ghostsIn(snap))
+		return orEmpty(ghostsIn(snap)), l.entryDeadline(ctx, t, steps)
 	case ctx.Err() == nil:
 		l.errs.Log(ctx, l.opts.Log, slog.LevelWarn, t.Target.String(), "hygiene scan failed", "target", t.Target.String(), "err", err)
 	}
-	return nil
+	return nil, time.Time{}
 }
 
 // mayHaveWork reports whether a scan of t could do or count anything, and

@@ -1,0 +1,77 @@
+package hygiene
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pelwarden/pelwarden/internal/liveness"
+	"github.com/pelwarden/pelwarden/internal/policy"
+	"github.com/pelwarden/pelwarden/internal/reclaim"
+	"github.com/pelwarden/pelwarden/internal/redistest"
+	"github.com/pelwarden/pelwarden/internal/redisx"
+)
+
+// TestAnEntryTurningStaleUnderAGhostIsRequeuedAtItsDeadline: the owner's
+// heartbeat is an hour old, but pelwarden has only just started reading
+// its node, so the owner is Unknown for one max age (the outage rule);
+// its entries were delivered just now. With the view's refresh and the
+// scan an hour apart, only the deadlines can act within the test: the
+// view's at the end of the outage hold (Ghost), then the loop's at the
+// instant the entries turn stale.
+func TestAnEntryTurningStaleUnderAGhostIsRequeuedAtItsDeadline(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	require.NoError(t, rdb.Set(ctx, "hb:w1", time.Now().Add(-time.Hour).UnixMilli(), 0).Err())
+	redistest.Hold(t, rdb, "jobs", "workers", "w1", "j", 5)
+	l := newLoopRefreshing(t, srv.Addr(), time.Hour, nil)
+	l.opts.ScanInterval = time.Hour
+	tg := target(t, "liveness", "heartbeat", "heartbeatKey", "hb:{consumer}", "heartbeatMaxAgeSeconds", "0.5", "entryStaleSeconds", "1.5")
+	require.NoError(t, l.Add(tg, true))
+	runCtx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = l.view.Run(runCtx) })
+	wg.Go(func() { l.Run(runCtx) })
+	defer func() { cancel(); wg.Wait() }()
+
+	wait := time.Now().Add(time.Minute) // far past both deadlines, far short of an interval
+	for len(pendingOf(t, rdb)) > 0 && time.Now().Before(wait) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	require.Empty(t, pendingOf(t, rdb), "requeued at the entries' deadline, not at the next scan an hour on")
+	for job, n := range jobsInStream(t, rdb) {
+		require.Equal(t, 2, n, "job %s: the original and exactly one copy", job)
+	}
+}
+
+func TestEntryTurnsAtTheInstantItsOwnersThresholdAllows(t *testing.T) {
+	t.Parallel()
+	h := policy.Hygiene{Mode: policy.ReclaimRequeue, EntryStale: 10 * time.Second}
+	ghost := func(idle time.Duration) reclaim.Step {
+		return reclaim.Step{Owner: liveness.ConsumerView{Name: "w", Verdict: liveness.Ghost, Idle: idle}, Action: reclaim.Requeue, MinIdle: h.EntryStale}
+	}
+	gone := ghost(time.Minute)
+	gone.Owner.GoneAt, gone.MinIdle = time.Now().Add(-2*time.Second), 2*time.Second
+	cases := map[string]struct {
+		st     reclaim.Step
+		oldest *redisx.PendingEntry
+		want   time.Duration
+		ok     bool
+	}{
+		"an entry left turns stale":                         {ghost(time.Second), &redisx.PendingEntry{Idle: 4 * time.Second}, 6 * time.Second, true},
+		"none left, but the name is still read":             {ghost(time.Second), nil, 10 * time.Second, true},
+		"none left, and nobody read the name since":         {ghost(time.Minute), nil, 0, false},
+		"an entry the engine left past its threshold":       {ghost(time.Second), &redisx.PendingEntry{Idle: time.Minute}, 0, false},
+		"after its pod went, a later entry waits for stale": {gone, &redisx.PendingEntry{Idle: time.Second}, 9 * time.Second, true},
+	}
+	for name, c := range cases {
+		d, ok := entryTurns(c.st, c.oldest, h)
+		require.Equal(t, c.ok, ok, name)
+		require.Equal(t, c.want, d, name)
+	}
+}
