@@ -32,11 +32,14 @@ import (
 // entryDeadline is when the earliest entry left with the owner of one of
 // steps, the steps a turn just executed, turns takable, plus
 // liveness.DeadlineMargin; zero when none will before new evidence. It
-// costs one round trip: each owner's oldest pending entry.
+// costs one round trip, each taking owner's oldest pending entry, and
+// none when no step takes anything.
 func (l *Loop) entryDeadline(ctx context.Context, t Target, steps []reclaim.Step) time.Time {
 	if t.Hygiene.DryRun {
 		return time.Time{} // a dry run takes nothing: its entries stay takable and a look would repeat the report
 	}
+	now := l.opts.Now()
+	next := quietDeadline(steps, t.Hygiene, now)
 	var owners []string
 	var taking []reclaim.Step
 	for _, st := range steps {
@@ -45,31 +48,51 @@ func (l *Loop) entryDeadline(ctx context.Context, t Target, steps []reclaim.Step
 			taking = append(taking, st)
 		}
 	}
-	if len(owners) == 0 {
-		return time.Time{}
-	}
 	c, ok := l.conns.Get(t.Target.Conn)
-	if !ok {
-		return time.Time{}
+	if len(owners) == 0 || !ok {
+		return withMargin(next)
 	}
-	probed := l.opts.Now()
 	oldest, err := redisx.OldestPending(ctx, c, t.Target.Stream, t.Target.Group, owners)
 	if err != nil {
 		l.errs.Log(ctx, l.opts.Log, slog.LevelWarn, t.Target.String(), "hygiene: reading the oldest entries left failed; the scan interval looks again", "target", t.Target.String(), "err", err)
-		return time.Time{}
+		return withMargin(next)
 	}
-	var next time.Time
 	for i, st := range taking {
 		if d, ok := entryTurns(st, oldest[i], t.Hygiene); ok {
-			if at := probed.Add(d); next.IsZero() || at.Before(next) {
-				next = at
-			}
+			next = earliest(next, now.Add(d))
 		}
 	}
-	if next.IsZero() {
-		return next
+	return withMargin(next)
+}
+
+// quietDeadline is the deadline of the owners steps leave alone that hold
+// nothing yet but give back what they hold and whose name was read within
+// entryStaleSeconds (seed 000: a pod that still reads for a silent
+// worker): an entry delivered to one from now on turns stale no earlier
+// than entryStaleSeconds from now. It reads nothing.
+func quietDeadline(steps []reclaim.Step, h policy.Hygiene, now time.Time) time.Time {
+	var next time.Time
+	for _, st := range steps {
+		o := st.Owner
+		if st.Action == reclaim.None && o.Pending == 0 && o.Verdict.GivesBack() && o.Idle < h.EntryStale && h.Mode != policy.ReclaimOff {
+			next = earliest(next, now.Add(h.EntryStale))
+		}
 	}
-	return next.Add(liveness.DeadlineMargin)
+	return next
+}
+
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func withMargin(at time.Time) time.Time {
+	if at.IsZero() {
+		return at
+	}
+	return at.Add(liveness.DeadlineMargin)
 }
 
 // entryTurns is how long after oldest, the owner's oldest entry left, was

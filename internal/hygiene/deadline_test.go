@@ -75,3 +75,20 @@ func TestEntryTurnsAtTheInstantItsOwnersThresholdAllows(t *testing.T) {
 		require.Equal(t, c.want, d, name)
 	}
 }
+
+// TestAGhostHoldingNothingWhoseNameIsReadIsLookedAtOneStaleThresholdOn:
+// an entry it is handed from now on turns stale no earlier; a ghost
+// nobody reads, a live consumer and a dry run get no look.
+func TestAGhostHoldingNothingWhoseNameIsReadIsLookedAtOneStaleThresholdOn(t *testing.T) {
+	t.Parallel()
+	h := policy.Hygiene{Mode: policy.ReclaimRequeue, EntryStale: 10 * time.Second}
+	now := time.Now()
+	step := func(v liveness.Verdict, idle time.Duration) reclaim.Step {
+		return reclaim.Step{Owner: liveness.ConsumerView{Name: "w", Verdict: v, Idle: idle}, Action: reclaim.None}
+	}
+	require.Equal(t, now.Add(h.EntryStale), quietDeadline([]reclaim.Step{step(liveness.Ghost, time.Second)}, h, now))
+	require.Equal(t, now.Add(h.EntryStale), quietDeadline([]reclaim.Step{step(liveness.Degraded, time.Second)}, h, now))
+	require.True(t, quietDeadline([]reclaim.Step{step(liveness.Ghost, time.Minute)}, h, now).IsZero(), "nobody reads the name")
+	require.True(t, quietDeadline([]reclaim.Step{step(liveness.Alive, time.Second)}, h, now).IsZero(), "a live consumer keeps what it gets")
+	require.True(t, quietDeadline([]reclaim.Step{step(liveness.Unknown, time.Second)}, h, now).IsZero(), "Unknown is never acted on")
+}

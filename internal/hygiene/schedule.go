@@ -106,12 +106,11 @@ func (l *Loop) scanRunner(ctx context.Context, r *runner) {
 	// decided holds the ghosts of the read this turn decided on; it stays
 	// nil when the turn could not decide (another replica's lease, or a
 	// failed scan), which never brings the next turn forward.
-	basis, busy := l.mayHaveWork(t)
+	basis, busy, entryDue := l.mayHaveWork(t)
 	// A turn at an entry's deadline scans whatever the view's latest read
 	// says: that read may be older than the entry.
 	busy = busy || atDeadline
 	decided := basis
-	var entryDue time.Time
 	if busy {
 		decided = nil
 		if l.holdsLease(ctx, r, t) {
@@ -171,18 +170,26 @@ func (l *Loop) scanOnce(ctx context.Context, t Target) (map[string]bool, time.Ti
 // next read (Observe), which moves t to the head of the queue; and a scan
 // that does run still decides on a fresh read, so the left-out scans never
 // change what is acted on.
-func (l *Loop) mayHaveWork(t Target) (map[string]bool, bool) {
+//
+// A left-out scan still returns when an owner holding nothing may next
+// hold a stale entry (quietDeadline), from the read it judged by.
+func (l *Loop) mayHaveWork(t Target) (map[string]bool, bool, time.Time) {
 	s, ok := l.view.Peek(t.Target)
 	now := l.opts.Now()
 	if !ok || now.Sub(s.At) >= l.opts.ScanInterval {
-		return nil, true // no recent read to judge by
+		return nil, true, time.Time{} // no recent read to judge by
 	}
-	for _, st := range reclaim.Decide(s, t.Hygiene, now) {
+	steps := reclaim.Decide(s, t.Hygiene, now)
+	for _, st := range steps {
 		if st.Action != reclaim.None || st.Skip != "" {
-			return nil, true
+			return nil, true, time.Time{}
 		}
 	}
-	return orEmpty(ghostsIn(s)), false
+	var quiet time.Time
+	if !t.Hygiene.DryRun {
+		quiet = withMargin(quietDeadline(steps, t.Hygiene, s.At))
+	}
+	return orEmpty(ghostsIn(s)), false, quiet
 }
 
 // orEmpty returns m, or an empty map for nil: a turn that decided on a
