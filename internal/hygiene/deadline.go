@@ -1,6 +1,7 @@
 package hygiene
 
 import (
+	"container/heap"
 	"context"
 	"log/slog"
 	"time"
@@ -28,6 +29,26 @@ import (
 // so a deadline brings a look forward and never lets anything act that a
 // scan on the interval would not. The scan interval stays the safety net
 // and the source of new consumers.
+
+// armEntries brings r's turn to when an entry a ghost holds that r's
+// last turn did not see turns stale at the earliest: it was delivered
+// after the read that turn judged by. An entry that turn saw already has
+// its deadline (entryDeadline), earlier than this one, so a read that
+// shows only those changes nothing. l.mu is held; r is queued.
+func (l *Loop) armEntries(r *runner) {
+	if r.t.Hygiene.DryRun || r.index < 0 {
+		return
+	}
+	at := withMargin(r.since.Add(r.t.Hygiene.EntryStale))
+	if now := l.opts.Now(); at.Before(now) {
+		at = now
+	}
+	if at.Before(r.due) {
+		r.due, r.atDeadline = at, true
+		heap.Fix(&l.queue, r.index)
+		l.poke(l.wake)
+	}
+}
 
 // entryDeadline is when the earliest entry left with the owner of one of
 // steps, the steps a turn just executed, turns takable, plus

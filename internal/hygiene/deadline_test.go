@@ -92,3 +92,41 @@ func TestAGhostHoldingNothingWhoseNameIsReadIsLookedAtOneStaleThresholdOn(t *tes
 	require.True(t, quietDeadline([]reclaim.Step{step(liveness.Alive, time.Second)}, h, now).IsZero(), "a live consumer keeps what it gets")
 	require.True(t, quietDeadline([]reclaim.Step{step(liveness.Unknown, time.Second)}, h, now).IsZero(), "Unknown is never acted on")
 }
+
+// TestAnEntryHandedToAKnownGhostIsRequeuedWhenItTurnsStale: the ghost's
+// first entries were requeued and the turn's read still showed it
+// holding them, so a later read showing it holding an entry again shows
+// no new ghost; the entry is taken at its own deadline all the same, not
+// at the next scan an hour on.
+func TestAnEntryHandedToAKnownGhostIsRequeuedWhenItTurnsStale(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	require.NoError(t, rdb.Set(ctx, "hb:w1", time.Now().Add(-time.Hour).UnixMilli(), 0).Err())
+	redistest.Hold(t, rdb, "jobs", "workers", "w1", "j", 1)
+	l := newLoopRefreshing(t, srv.Addr(), time.Hour, nil)
+	l.opts.ScanInterval = time.Hour
+	tg := target(t, "liveness", "heartbeat", "heartbeatKey", "hb:{consumer}", "heartbeatMaxAgeSeconds", "2", "entryStaleSeconds", "1.5")
+	require.NoError(t, l.Add(tg, true))
+	runCtx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = l.view.Run(runCtx) })
+	wg.Go(func() { l.Run(runCtx) })
+	defer func() { cancel(); wg.Wait() }()
+	wait := func(why string) {
+		until := time.Now().Add(time.Minute)
+		for len(pendingOf(t, rdb)) > 0 && time.Now().Before(until) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		require.Empty(t, pendingOf(t, rdb), why)
+	}
+	wait("the first entry is requeued once the owner is judged Ghost")
+
+	redistest.Read(t, rdb, "jobs", "workers", "w1", 1) // the ghost's name reads the copy of j0
+
+	_, err := l.view.Refresh(ctx, tg.Target) // the view's next refresh: the ghost holds an entry again
+	require.NoError(t, err)
+	wait("the entry handed to the ghost is requeued when it turns stale")
+	require.Equal(t, map[string]int{"j0": 3}, jobsInStream(t, rdb), "the original, its copy, and one copy of the copy the ghost took")
+}

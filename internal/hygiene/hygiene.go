@@ -134,6 +134,9 @@ type runner struct {
 	// atDeadline says due is an entry's deadline (deadline.go): that turn
 	// scans on a fresh read whatever the view's latest read says.
 	atDeadline bool
+	// since is when the read the last turn judged by was made: an entry a
+	// ghost holds that the turn did not see was delivered after it.
+	since time.Time
 }
 
 // New returns a Loop; its metrics are registered on reg. Wire the view's
@@ -259,10 +262,13 @@ func (l *Loop) Observe(t liveness.Target, s *liveness.Snapshot) {
 	}
 	fresh := newGhost(r.ghosts, now)
 	r.ghosts = now
-	if fresh && r.index >= 0 {
+	switch {
+	case fresh && r.index >= 0:
 		r.due = l.opts.Now()
 		heap.Fix(&l.queue, r.index)
 		l.poke(l.wake)
+	case len(now) > 0:
+		l.armEntries(r)
 	}
 }
 

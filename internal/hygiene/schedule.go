@@ -106,13 +106,13 @@ func (l *Loop) scanRunner(ctx context.Context, r *runner) {
 	// decided holds the ghosts of the read this turn decided on; it stays
 	// nil when the turn could not decide (another replica's lease, or a
 	// failed scan), which never brings the next turn forward.
-	basis, busy, entryDue := l.mayHaveWork(t)
+	w := l.mayHaveWork(t)
 	// A turn at an entry's deadline scans whatever the view's latest read
 	// says: that read may be older than the entry.
-	busy = busy || atDeadline
-	decided := basis
+	busy, entryDue, since := w.busy || atDeadline, w.due, w.readAt
+	decided := w.ghosts
 	if busy {
-		decided = nil
+		decided, since = nil, l.opts.Now()
 		if l.holdsLease(ctx, r, t) {
 			decided, entryDue = l.scanOnce(ctx, t)
 		}
@@ -133,7 +133,7 @@ func (l *Loop) scanRunner(ctx context.Context, r *runner) {
 	if !busy && r.leader {
 		l.dropLease(r)
 	}
-	r.due = l.opts.Now().Add(l.opts.ScanInterval)
+	r.due, r.since = l.opts.Now().Add(l.opts.ScanInterval), since
 	if !entryDue.IsZero() && entryDue.Before(r.due) {
 		r.due, r.atDeadline = entryDue, true
 	}
@@ -161,6 +161,20 @@ func (l *Loop) scanOnce(ctx context.Context, t Target) (map[string]bool, time.Ti
 	return nil, time.Time{}
 }
 
+// work is what a turn learns from the view's latest read before it
+// scans.
+type work struct {
+	// ghosts are the ghosts holding entries of the read judged by.
+	ghosts map[string]bool
+	// busy says a scan could do or count something.
+	busy bool
+	// due is when an owner holding nothing may next hold a stale entry
+	// (quietDeadline), for a left-out scan.
+	due time.Time
+	// readAt is when the read judged by was made.
+	readAt time.Time
+}
+
 // mayHaveWork reports whether a scan of t could do or count anything, and
 // the ghosts of the read it judged by.
 // When the view has read t within the last scan interval and the scan's
@@ -170,26 +184,23 @@ func (l *Loop) scanOnce(ctx context.Context, t Target) (map[string]bool, time.Ti
 // next read (Observe), which moves t to the head of the queue; and a scan
 // that does run still decides on a fresh read, so the left-out scans never
 // change what is acted on.
-//
-// A left-out scan still returns when an owner holding nothing may next
-// hold a stale entry (quietDeadline), from the read it judged by.
-func (l *Loop) mayHaveWork(t Target) (map[string]bool, bool, time.Time) {
+func (l *Loop) mayHaveWork(t Target) work {
 	s, ok := l.view.Peek(t.Target)
 	now := l.opts.Now()
 	if !ok || now.Sub(s.At) >= l.opts.ScanInterval {
-		return nil, true, time.Time{} // no recent read to judge by
+		return work{busy: true} // no recent read to judge by
 	}
 	steps := reclaim.Decide(s, t.Hygiene, now)
 	for _, st := range steps {
 		if st.Action != reclaim.None || st.Skip != "" {
-			return nil, true, time.Time{}
+			return work{busy: true}
 		}
 	}
-	var quiet time.Time
+	w := work{ghosts: orEmpty(ghostsIn(s)), readAt: s.At}
 	if !t.Hygiene.DryRun {
-		quiet = withMargin(quietDeadline(steps, t.Hygiene, s.At))
+		w.due = withMargin(quietDeadline(steps, t.Hygiene, s.At))
 	}
-	return orEmpty(ghostsIn(s)), false, quiet
+	return w
 }
 
 // orEmpty returns m, or an empty map for nil: a turn that decided on a
