@@ -84,6 +84,7 @@ func buildRows(res results) ([]Row, error) {
 		rows = append(rows, reclaimRows(l, n)...)
 	}
 	rows = append(rows, recoveryRows(l)...)
+	rows = append(rows, deadlineRows(l)...)
 	if _, ok := res[apiRestart]; ok { // run only with etcd and kube-apiserver (-kube-bin)
 		rows = append(rows, apiRestartRow(l))
 	}

@@ -34,6 +34,7 @@ func plan(o options) []step {
 		{pattern: `^BenchmarkReclaim$`, benchtime: "1x", env: []string{"PELWARDEN_BENCH_PEL=" + o.pel}},
 		{pattern: `^BenchmarkRecoveryAfterSIGKILL$`, benchtime: "1x"},
 		{pattern: `^BenchmarkPodDeletionToRequeue$`, benchtime: "1x"},
+		{pattern: `^BenchmarkDeadlineToRequeue$`, benchtime: "1x"},
 		{pattern: `^BenchmarkScalingInflation$`, benchtime: "1x"},
 		{pattern: `^BenchmarkScale$/^targets=`, benchtime: "3x"},
 		{pattern: `^BenchmarkScale$/^consumers=`, benchtime: "20x"},

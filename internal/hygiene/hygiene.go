@@ -50,8 +50,10 @@ func (t Target) settings() string { return t.Target.Key() + "\x00" + t.Hygiene.S
 
 // Options configures a Loop.
 type Options struct {
-	// ScanInterval is how often every target is scanned; a new ghost also
-	// triggers a scan at once. Default 10s.
+	// ScanInterval is how often every target is scanned at the latest: a
+	// new ghost triggers a scan at once, and an entry left because it was
+	// not idle long enough one at the instant it is (deadline.go). Default
+	// 10s.
 	ScanInterval time.Duration
 	// LeaseTTL is how long a scanner's lease lasts without renewal; the
 	// leases are renewed every third of it. Longer than ScanInterval;
@@ -129,6 +131,12 @@ type runner struct {
 	// busy says the target's last turn found work; only busy targets hold
 	// a lease, so an idle group costs no lease renewal.
 	busy bool
+	// atDeadline says due is an entry's deadline (deadline.go): that turn
+	// scans on a fresh read whatever the view's latest read says.
+	atDeadline bool
+	// since is when the read the last turn judged by was made: an entry a
+	// ghost holds that the turn did not see was delivered after it.
+	since time.Time
 }
 
 // New returns a Loop; its metrics are registered on reg. Wire the view's
@@ -254,10 +262,13 @@ func (l *Loop) Observe(t liveness.Target, s *liveness.Snapshot) {
 	}
 	fresh := newGhost(r.ghosts, now)
 	r.ghosts = now
-	if fresh && r.index >= 0 {
+	switch {
+	case fresh && r.index >= 0:
 		r.due = l.opts.Now()
 		heap.Fix(&l.queue, r.index)
 		l.poke(l.wake)
+	case len(now) > 0:
+		l.armEntries(r)
 	}
 }
 

@@ -16,25 +16,26 @@ import (
 // Correctness does not depend on the lease or on the view being current:
 // each step is guarded in Redis.
 func (l *Loop) Scan(ctx context.Context, t Target) (reclaim.Report, error) {
-	_, rep, err := l.scan(ctx, t)
+	_, _, rep, err := l.scan(ctx, t)
 	return rep, err
 }
 
-// scan is Scan, also returning the read it decided on.
-func (l *Loop) scan(ctx context.Context, t Target) (*liveness.Snapshot, reclaim.Report, error) {
+// scan is Scan, also returning the read it decided on and the steps it
+// executed.
+func (l *Loop) scan(ctx context.Context, t Target) (*liveness.Snapshot, []reclaim.Step, reclaim.Report, error) {
 	start := time.Now()
 	defer func() { l.metrics.observeScan(t.Target.GroupRef, time.Since(start)) }()
 	c, ok := l.conns.Get(t.Target.Conn)
 	if !ok {
-		return nil, reclaim.Report{}, fmt.Errorf("no redis connection named %q", t.Target.Conn)
+		return nil, nil, reclaim.Report{}, fmt.Errorf("no redis connection named %q", t.Target.Conn)
 	}
 	snap, err := l.view.Refresh(ctx, t.Target)
 	if err != nil {
 		l.opts.Engine.CountError(t.Target.GroupRef)
-		return nil, reclaim.Report{DryRun: t.Hygiene.DryRun}, err
+		return nil, nil, reclaim.Report{DryRun: t.Hygiene.DryRun}, err
 	}
 	steps := reclaim.Decide(snap, t.Hygiene, l.opts.Now())
 	job := reclaim.Job{Client: c, Target: t.Target, Hygiene: t.Hygiene, Source: events.SourceHygiene, DryRun: t.Hygiene.DryRun}
 	rep, err := l.opts.Engine.RunAll(ctx, job, steps)
-	return snap, rep, err
+	return snap, steps, rep, err
 }

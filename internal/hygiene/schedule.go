@@ -97,7 +97,8 @@ func (l *Loop) next(now time.Time) (*runner, time.Duration) {
 // only a ghost newer than the scan moves it forward again.
 func (l *Loop) scanRunner(ctx context.Context, r *runner) {
 	l.mu.Lock()
-	t := r.t
+	t, atDeadline := r.t, r.atDeadline
+	r.atDeadline = false
 	if r.unpin == nil { // the view was full when the target came from configuration
 		r.unpin, _ = l.view.Pin(t.Target)
 	}
@@ -105,12 +106,15 @@ func (l *Loop) scanRunner(ctx context.Context, r *runner) {
 	// decided holds the ghosts of the read this turn decided on; it stays
 	// nil when the turn could not decide (another replica's lease, or a
 	// failed scan), which never brings the next turn forward.
-	basis, busy := l.mayHaveWork(t)
-	decided := basis
+	w := l.mayHaveWork(t)
+	// A turn at an entry's deadline scans whatever the view's latest read
+	// says: that read may be older than the entry.
+	busy, entryDue, since := w.busy || atDeadline, w.due, w.readAt
+	decided := w.ghosts
 	if busy {
-		decided = nil
+		decided, since = nil, l.opts.Now()
 		if l.holdsLease(ctx, r, t) {
-			decided = l.scanOnce(ctx, t)
+			decided, entryDue = l.scanOnce(ctx, t)
 		}
 	}
 	latest := ghostsHolding(l.view, t.Target)
@@ -129,7 +133,10 @@ func (l *Loop) scanRunner(ctx context.Context, r *runner) {
 	if !busy && r.leader {
 		l.dropLease(r)
 	}
-	r.due = l.opts.Now().Add(l.opts.ScanInterval)
+	r.due, r.since = l.opts.Now().Add(l.opts.ScanInterval), since
+	if !entryDue.IsZero() && entryDue.Before(r.due) {
+		r.due, r.atDeadline = entryDue, true
+	}
 	if decided != nil && newGhost(decided, seen) {
 		// A read newer than the one decided on shows a ghost holding
 		// entries, seen while this turn ran: its scan is now.
@@ -140,17 +147,32 @@ func (l *Loop) scanRunner(ctx context.Context, r *runner) {
 }
 
 // scanOnce runs t's scan and returns the ghosts of the read it decided
-// on, or nil if it failed (logged at a bounded rate).
-func (l *Loop) scanOnce(ctx context.Context, t Target) map[string]bool {
-	snap, _, err := l.scan(ctx, t)
+// on, or nil if it failed (logged at a bounded rate), and when an entry it
+// left turns takable (entryDeadline).
+func (l *Loop) scanOnce(ctx context.Context, t Target) (map[string]bool, time.Time) {
+	snap, steps, _, err := l.scan(ctx, t)
 	switch {
 	case err == nil:
 		l.errs.Forget(t.Target.String()) // recovered: its next error is news
-		return orEmpty(ghostsIn(snap))
+		return orEmpty(ghostsIn(snap)), l.entryDeadline(ctx, t, steps)
 	case ctx.Err() == nil:
 		l.errs.Log(ctx, l.opts.Log, slog.LevelWarn, t.Target.String(), "hygiene scan failed", "target", t.Target.String(), "err", err)
 	}
-	return nil
+	return nil, time.Time{}
+}
+
+// work is what a turn learns from the view's latest read before it
+// scans.
+type work struct {
+	// ghosts are the ghosts holding entries of the read judged by.
+	ghosts map[string]bool
+	// busy says a scan could do or count something.
+	busy bool
+	// due is when an owner holding nothing may next hold a stale entry
+	// (quietDeadline), for a left-out scan.
+	due time.Time
+	// readAt is when the read judged by was made.
+	readAt time.Time
 }
 
 // mayHaveWork reports whether a scan of t could do or count anything, and
@@ -162,18 +184,23 @@ func (l *Loop) scanOnce(ctx context.Context, t Target) map[string]bool {
 // next read (Observe), which moves t to the head of the queue; and a scan
 // that does run still decides on a fresh read, so the left-out scans never
 // change what is acted on.
-func (l *Loop) mayHaveWork(t Target) (map[string]bool, bool) {
+func (l *Loop) mayHaveWork(t Target) work {
 	s, ok := l.view.Peek(t.Target)
 	now := l.opts.Now()
 	if !ok || now.Sub(s.At) >= l.opts.ScanInterval {
-		return nil, true // no recent read to judge by
+		return work{busy: true} // no recent read to judge by
 	}
-	for _, st := range reclaim.Decide(s, t.Hygiene, now) {
+	steps := reclaim.Decide(s, t.Hygiene, now)
+	for _, st := range steps {
 		if st.Action != reclaim.None || st.Skip != "" {
-			return nil, true
+			return work{busy: true}
 		}
 	}
-	return orEmpty(ghostsIn(s)), false
+	w := work{ghosts: orEmpty(ghostsIn(s)), readAt: s.At}
+	if !t.Hygiene.DryRun {
+		w.due = withMargin(quietDeadline(steps, t.Hygiene, s.At))
+	}
+	return w
 }
 
 // orEmpty returns m, or an empty map for nil: a turn that decided on a

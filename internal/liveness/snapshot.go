@@ -241,6 +241,8 @@ type Snapshot struct {
 	// Breaker is the target's disruption breaker, carried from snapshot to
 	// snapshot.
 	Breaker BreakerState
+	// nextChange is NextChange (deadline.go).
+	nextChange time.Time
 }
 
 // gatheredPool holds the evidence buffers of Build: each target a read
@@ -324,6 +326,7 @@ func build(t *Target, obs Observation, rows []consumerRow, prev *Snapshot, now t
 	for _, g := range judged {
 		s.add(g.view)
 	}
+	s.deadlines(t.Spec, judged, now)
 	return s
 }
 

@@ -68,6 +68,9 @@ type View struct {
 	// three times the bytes, once per reader.
 	groups map[GroupRef][]*reader
 	n      int
+	// looks are the deadlines between background refreshes
+	// (viewdeadline.go).
+	looks deadlines
 }
 
 type entry struct {
@@ -88,6 +91,9 @@ type entry struct {
 	// pins counts holders that keep the target registered without a
 	// channel (the hygiene loop's targets).
 	pins int
+	// lookAt is the target's next look (viewdeadline.go), zero if none;
+	// it is guarded by View.looks.mu.
+	lookAt time.Time
 }
 
 // NewView returns a View reading through fetch.
@@ -101,7 +107,7 @@ func NewView(fetch Fetcher, opts ViewOptions) *View {
 	if opts.Breaker == (Breaker{}) {
 		opts.Breaker = DefaultBreaker
 	}
-	return &View{fetch: fetch, opts: opts, groups: make(map[GroupRef][]*reader)}
+	return &View{fetch: fetch, opts: opts, groups: make(map[GroupRef][]*reader), looks: deadlines{wake: make(chan struct{}, 1)}}
 }
 
 // Snapshot returns a snapshot of t no older than MaxAge, reading Redis when

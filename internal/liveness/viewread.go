@@ -234,6 +234,9 @@ func (v *View) settle(e *entry, c *call) (*Snapshot, error) {
 	}
 	e.mu.Unlock()
 	v.taken(e.reader, c)
+	if c.err == nil {
+		v.schedule(e, snap)
+	}
 	if v.opts.OnRefresh != nil {
 		v.opts.OnRefresh(e.target, snap, c.err, c.at.Sub(c.started))
 	}

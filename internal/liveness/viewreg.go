@@ -8,20 +8,30 @@ import (
 )
 
 // Run refreshes every target each RefreshInterval and expires unused ones,
-// until ctx ends. A read of a reader refreshes all its targets.
+// until ctx ends; between refreshes it reads a target at its next look,
+// the instant a verdict of it turns (viewdeadline.go). A read of a reader
+// refreshes all its targets.
 func (v *View) Run(ctx context.Context) error {
 	tick := time.NewTicker(v.opts.RefreshInterval)
 	defer tick.Stop()
+	timer := time.NewTimer(idleLook)
+	defer timer.Stop()
 	sem := make(chan struct{}, v.opts.Concurrency)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for {
+		var readers []*reader
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-tick.C:
+			readers = v.due(v.opts.Now())
+		case <-timer.C:
+		case <-v.looks.wake:
 		}
-		for _, r := range v.due(v.opts.Now()) {
+		looked, wait := v.dueLooks(v.opts.Now())
+		timer.Reset(wait)
+		for _, r := range append(readers, looked...) {
 			select {
 			case sem <- struct{}{}:
 			case <-ctx.Done():
