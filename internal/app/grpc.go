@@ -66,8 +66,11 @@ func grpcTLSMode(t config.GRPCTLS) string {
 // mutates, so streams skip auth. extra carries the transport credentials
 // when TLS is on. The metrics are returned to be initialized once every
 // service is registered.
-func newGRPCServer(log *slog.Logger, reg prometheus.Registerer, auth *adminAuth, extra ...grpc.ServerOption) (*grpc.Server, *rpcMetrics) {
+func newGRPCServer(log *slog.Logger, reg prometheus.Registerer, auth *adminAuth, throttle *refusalThrottle, extra ...grpc.ServerOption) (*grpc.Server, *rpcMetrics) {
 	ch := newChain(log, reg, auth)
+	if throttle != nil {
+		extra = append(extra, grpc.StatsHandler(throttle), grpc.InTapHandle(throttle.tap))
+	}
 	opts := append([]grpc.ServerOption{
 		grpc.UnaryInterceptor(ch.unary),
 		grpc.ChainStreamInterceptor(ch.stream...),

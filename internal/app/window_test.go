@@ -58,7 +58,7 @@ func TestAnOversizedMessageIsRefusedBeforeItIsRead(t *testing.T) {
 	require.NoError(t, err)
 	var read atomic.Int64
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv, _ := newGRPCServer(log, prometheus.NewRegistry(), newAdminAuth(config.Admin{}, log), grpc.MaxRecvMsgSize(config.DefaultMaxRecvMsgBytes))
+	srv, _ := newGRPCServer(log, prometheus.NewRegistry(), newAdminAuth(config.Admin{}, log), nil, grpc.MaxRecvMsgSize(config.DefaultMaxRecvMsgBytes))
 	healthpb.RegisterHealthServer(srv, health.NewServer())
 	go func() { _ = srv.Serve(countingListener{Listener: lis, read: &read}) }()
 	t.Cleanup(srv.Stop)

@@ -111,6 +111,14 @@ type GRPC struct {
 	// 10,000 named entries, is about 430 KB, and a KEDA request at the
 	// trigger metadata bounds about 20 KB. From 65536 to 67108864.
 	MaxRecvMsgBytes int `yaml:"maxRecvMsgBytes"`
+	// RefusedCallsPerSecond is how many refused calls (bad input, no
+	// permission, a cap, an unknown target) one connection may have a
+	// second, with five seconds' worth at once; past that its calls are
+	// refused on arrival, before their message is read, until the rate
+	// drops. A failing Redis refuses nothing. Default 200: a KEDA with
+	// thousands of broken ScaledObjects stays far below it. 0 turns it
+	// off.
+	RefusedCallsPerSecond int `yaml:"refusedCallsPerSecond"`
 }
 
 // Bounds of grpc.maxRecvMsgBytes.
@@ -343,6 +351,8 @@ func Default() Config {
 			ShutdownTimeout: 10 * time.Second,
 			TLS:             GRPCTLS{ReloadInterval: 10 * time.Second, MinVersion: "1.2"},
 			MaxRecvMsgBytes: DefaultMaxRecvMsgBytes,
+
+			RefusedCallsPerSecond: 200,
 		},
 		HTTP: HTTP{Addr: ":8080"},
 		Log:  Log{Level: "info", Format: "json"},

@@ -108,6 +108,7 @@ var settings = []setting{
 	durationSetting("grpc.tls.reloadInterval", func(c *Config) *time.Duration { return &c.GRPC.TLS.ReloadInterval }),
 	stringSetting("grpc.tls.minVersion", func(c *Config) *string { return &c.GRPC.TLS.MinVersion }),
 	intSetting("grpc.maxRecvMsgBytes", minRecvMsgBytes, func(c *Config) *int { return &c.GRPC.MaxRecvMsgBytes }),
+	intSetting("grpc.refusedCallsPerSecond", 0, func(c *Config) *int { return &c.GRPC.RefusedCallsPerSecond }),
 	stringSetting("http.addr", func(c *Config) *string { return &c.HTTP.Addr }).
 		withFlag("HTTP listen address for /metrics, /healthz and /readyz"),
 	stringSetting("log.level", func(c *Config) *string { return &c.Log.Level }).

@@ -91,6 +91,9 @@ func (c *Config) validate(p *problems) {
 	if n := c.GRPC.MaxRecvMsgBytes; n < minRecvMsgBytes || n > maxRecvMsgBytes {
 		p.add("grpc.maxRecvMsgBytes", "must be bytes from %d to %d (default %d), got %d", minRecvMsgBytes, maxRecvMsgBytes, DefaultMaxRecvMsgBytes, n)
 	}
+	if c.GRPC.RefusedCallsPerSecond < 0 {
+		p.add("grpc.refusedCallsPerSecond", "must be a count of calls a second, 0 for no limit (default 200), got %d", c.GRPC.RefusedCallsPerSecond)
+	}
 	checkListenAddr(p, "http.addr", c.HTTP.Addr, ":8080")
 	if sameListenPort(c.GRPC.Addr, c.HTTP.Addr) {
 		p.add("http.addr", "must differ from grpc.addr, both are %q", c.HTTP.Addr)

@@ -57,6 +57,7 @@ func TestValidateRejectsEachBadFieldByName(t *testing.T) {
 		"zero shutdown timeout":   {func(c *config.Config) { c.GRPC.ShutdownTimeout = 0 }, `grpc.shutdownTimeout: must be a positive duration such as 10s, got "0s"`},
 		"tiny grpc receive size":  {func(c *config.Config) { c.GRPC.MaxRecvMsgBytes = 1000 }, `grpc.maxRecvMsgBytes: must be bytes from 65536 to 67108864 (default 1048576), got 1000`},
 		"huge grpc receive size":  {func(c *config.Config) { c.GRPC.MaxRecvMsgBytes = 1 << 30 }, `grpc.maxRecvMsgBytes: must be bytes from 65536 to 67108864`},
+		"negative refused calls":  {func(c *config.Config) { c.GRPC.RefusedCallsPerSecond = -1 }, `grpc.refusedCallsPerSecond: must be a count of calls a second, 0 for no limit (default 200), got -1`},
 		"named http port":         {func(c *config.Config) { c.HTTP.Addr = ":http" }, `http.addr: must be host:port with a numeric port 0-65535, such as ":8080", got ":http"`},
 		"http on the grpc port":   {func(c *config.Config) { c.HTTP.Addr = "0.0.0.0:9090" }, `http.addr: must differ from grpc.addr`},
 		"unknown log level":       {func(c *config.Config) { c.Log.Level = "trace" }, `log.level: must be one of debug, info, warn, error, got "trace"`},

@@ -106,7 +106,7 @@ func TestLoadRejectsBadYAMLNamingTheKey(t *testing.T) {
 		},
 		"list where a mapping goes": {
 			file: "grpc: [a, b]\n",
-			want: []string{`grpc: must be a mapping with keys addr, shutdownTimeout, tls, maxRecvMsgBytes, got a list (/c.yaml:1)`},
+			want: []string{`grpc: must be a mapping with keys addr, shutdownTimeout, tls, maxRecvMsgBytes, refusedCallsPerSecond, got a list (/c.yaml:1)`},
 		},
 		"mapping where a list goes": {
 			file: "redis:\n  name: a\n",

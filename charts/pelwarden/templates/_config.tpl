@@ -5,7 +5,7 @@ builds, under pelwarden.configDir.
 */}}
 {{- define "pelwarden.config" -}}
 {{- $dir := include "pelwarden.configDir" . -}}
-{{- $grpc := dict "addr" ":9090" "shutdownTimeout" .Values.grpc.shutdownTimeout "maxRecvMsgBytes" .Values.grpc.maxRecvMsgBytes -}}
+{{- $grpc := dict "addr" ":9090" "shutdownTimeout" .Values.grpc.shutdownTimeout "maxRecvMsgBytes" .Values.grpc.maxRecvMsgBytes "refusedCallsPerSecond" .Values.grpc.refusedCallsPerSecond -}}
 {{- if .Values.grpc.tls.enabled -}}
 {{- $tls := dict "certFile" (printf "%s/grpc-tls/tls.crt" $dir) "keyFile" (printf "%s/grpc-tls/tls.key" $dir) -}}
 {{- if .Values.grpc.tls.clientCA.enabled -}}
