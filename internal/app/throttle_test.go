@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/pelwarden/pelwarden/internal/config"
+	pelwardenv1 "github.com/pelwarden/pelwarden/proto/pelwarden/v1"
 )
 
 // stoppedClock is a clock that moves only when told.
@@ -41,15 +42,15 @@ func (c *stoppedClock) Add(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// TestAConnectionWhoseCallsKeepBeingRefusedIsRefusedOnArrival: a caller
+// TestAConnectionWhoseCallsKeepBeingRefusedIsHeldOnArrival: a caller
 // sends calls that can only be refused (a health check of a service that
-// does not exist, NotFound) on one connection. Past the burst its calls,
-// valid ones too, are ResourceExhausted on arrival, naming the setting,
-// and counted; a second connection, KEDA's, is served throughout; and the
-// first is served again once its tokens come back with time.
-func TestAConnectionWhoseCallsKeepBeingRefusedIsRefusedOnArrival(t *testing.T) {
+// does not exist, NotFound) on one connection. Past the burst each of its
+// calls is held on arrival for the next token, and counted, and still
+// answered as it would have been; a second connection, KEDA's, is never
+// held; and a connection whose tokens came back is not held either.
+func TestAConnectionWhoseCallsKeepBeingRefusedIsHeldOnArrival(t *testing.T) {
 	t.Parallel()
-	const perSecond = 10
+	const perSecond = 100
 	reg := prometheus.NewRegistry()
 	throttle := newRefusalThrottle(perSecond, reg)
 	clock := &stoppedClock{now: time.Unix(1_800_000_000, 0)}
@@ -70,33 +71,39 @@ func TestAConnectionWhoseCallsKeepBeingRefusedIsRefusedOnArrival(t *testing.T) {
 	stranger, keda := dial(), dial()
 	ctx := context.Background()
 	unknown := &healthpb.HealthCheckRequest{Service: "no-such-service"}
+	held := func() float64 { return testutil.ToFloat64(throttle.throttled) }
 
-	// The burst is five seconds' worth; a call's token is taken when it
-	// ends, which may come a moment after its answer.
-	refused := 0
-	var err2 error
-	for refused <= 5*perSecond+5 {
-		_, err2 = stranger.Check(ctx, unknown)
-		if status.Code(err2) != codes.NotFound {
-			break
-		}
-		refused++
+	// The burst is five seconds' worth, and the clock stands still: no
+	// token comes back. A call's token is taken when it ends, which may
+	// come a moment after its answer, so the first hold may come a few
+	// calls past the burst.
+	calls := 0
+	for held() == 0 {
+		_, err := stranger.Check(ctx, unknown)
+		require.Equal(t, codes.NotFound, status.Code(err), "call %d is answered as it would be", calls)
+		calls++
+		require.LessOrEqual(t, calls, 5*perSecond+10, "calls past the burst are held")
 	}
-	require.Equal(t, codes.ResourceExhausted, status.Code(err2), "past the burst: %v", err2)
-	require.ErrorContains(t, err2, "grpc.refusedCallsPerSecond")
-	require.GreaterOrEqual(t, refused, 5*perSecond, "the burst is served")
-	_, err = stranger.Check(ctx, &healthpb.HealthCheckRequest{})
-	require.Equal(t, codes.ResourceExhausted, status.Code(err), "a valid call waits too while the bucket is empty: %v", err)
-	require.GreaterOrEqual(t, testutil.ToFloat64(throttle.throttled), 2.0)
+	require.GreaterOrEqual(t, calls, 5*perSecond, "the burst is not held")
+	before := held()
+	for range 5 {
+		_, err := stranger.Check(ctx, &healthpb.HealthCheckRequest{})
+		require.NoError(t, err, "a held call is then served")
+	}
+	require.InDelta(t, before+5, held(), 0, "each call on the connection is held while its bucket is empty")
 
+	before = held()
 	for range 5 * perSecond {
 		_, err := keda.Check(ctx, &healthpb.HealthCheckRequest{})
-		require.NoError(t, err, "another connection is served")
+		require.NoError(t, err)
 	}
+	require.InDelta(t, before, held(), 0, "another connection is never held")
 
 	clock.Add(time.Second)
+	before = held()
 	_, err = stranger.Check(ctx, &healthpb.HealthCheckRequest{})
-	require.NoError(t, err, "tokens come back with time")
+	require.NoError(t, err)
+	require.InDelta(t, before, held(), 0, "once tokens came back, the connection's calls are not held")
 }
 
 // TestOnlyRefusalsTakeATokenNotAFailingRedis: a call that ends
@@ -117,7 +124,31 @@ func TestOnlyRefusalsTakeATokenNotAFailingRedis(t *testing.T) {
 		throttle.HandleRPC(ctx, &stats.End{Error: status.Error(c, "refused")})
 	}
 	require.InDelta(t, 0, b.tokens, 0, "each refusal took one")
-	_, err := throttle.tap(ctx, nil)
-	require.Equal(t, codes.ResourceExhausted, status.Code(err))
+
+	// A refused call's bytes weigh too: 200 KiB are three tokens more.
+	clock.Add(5 * time.Second)
+	call := throttle.TagRPC(ctx, &stats.RPCTagInfo{})
+	throttle.HandleRPC(call, &stats.InPayload{WireLength: 200 << 10})
+	throttle.HandleRPC(call, &stats.End{Error: status.Error(codes.InvalidArgument, "too long")})
+	require.InDelta(t, 1, b.tokens, 0, "a refused 200 KiB call took four tokens")
+	served := throttle.TagRPC(ctx, &stats.RPCTagInfo{})
+	throttle.HandleRPC(served, &stats.InPayload{WireLength: 200 << 10})
+	throttle.HandleRPC(served, &stats.End{})
+	require.InDelta(t, 1, b.tokens, 0, "a served call's bytes take nothing")
+
+	// A CheckTrigger that answers the trigger would be refused takes one;
+	// one that answers OK takes none.
+	clock.Add(time.Second)
+	for _, code := range []string{"OK", "InvalidArgument"} {
+		check := throttle.TagRPC(ctx, &stats.RPCTagInfo{})
+		throttle.HandleRPC(check, &stats.OutPayload{Payload: &pelwardenv1.CheckTriggerResponse{Code: code}})
+		throttle.HandleRPC(check, &stats.End{})
+	}
+	require.InDelta(t, 1, b.tokens, 0, "the refused check took the token that came back")
+	throttle.HandleRPC(ctx, &stats.End{Error: status.Error(codes.NotFound, "unknown")})
+	gone, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err := throttle.tap(gone, nil)
+	require.Equal(t, codes.Unavailable, status.Code(err), "an empty bucket holds the call; a closed connection ends the hold")
 	require.Nil(t, newRefusalThrottle(0, prometheus.NewRegistry()), "0 is no throttle")
 }
