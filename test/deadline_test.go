@@ -192,7 +192,11 @@ func TestAWorkerThatBeatsAgainBeforeItsDeadlineKeepsItsEntries(t *testing.T) {
 	heartbeat(t, rdb, "hb:w1", time.Now())
 	time.Sleep(time.Until(first.Add(maxAge + 500*time.Millisecond)))
 	by, _ := redistest.CallsSince(before, redistest.CommandCalls(t, rdb))
-	require.Equal(t, int64(1), by["xinfo|consumers"], "one read at the first beat's deadline, none before it (commands: %v)", by)
+	// One read at the first beat's deadline; a look that lands a hair
+	// early on a loaded machine finds the worker within its max age and
+	// looks once more (liveness.DeadlineMargin). Without the look, none.
+	require.GreaterOrEqual(t, by["xinfo|consumers"], int64(1), "a read at the first beat's deadline (commands: %v)", by)
+	require.LessOrEqual(t, by["xinfo|consumers"], int64(2), "a beat before the deadline costs a read, not reads on a tick (commands: %v)", by)
 	require.Equal(t, held, pendingIDs(t, rdb, "w1"), "the worker keeps its entries")
 	ext, err := rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: "jobs", Group: "workers", Start: "-", End: "+", Count: 10, Consumer: "w1"}).Result()
 	require.NoError(t, err)

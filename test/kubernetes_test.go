@@ -58,7 +58,7 @@ func TestPodDeletionRequeuesItsEntriesWithoutWaitingForAScan(t *testing.T) {
 	require.Equal(t, int64(12), got, "both pods exist")
 
 	require.NoError(t, pods.CoreV1().Pods("jobs").Delete(ctx, "w-1", metav1.DeleteOptions{}))
-	eventually(t, 10*time.Second, func() error { return holdsNothing(ctx, rdb, "w-1") })
+	eventually(t, 30*time.Second, func() error { return holdsNothing(ctx, rdb, "w-1") })
 	n, err := rdb.XLen(ctx, "jobs").Result()
 	require.NoError(t, err)
 	require.Equal(t, int64(12+7), n, "each of w-1's entries was requeued once")

@@ -208,7 +208,9 @@ func (pl *poller) finish(t *testing.T) {
 func (g *outageGroup) requireRecovered(t *testing.T, recovered time.Time) {
 	t.Helper()
 	ctx := context.Background()
-	eventually(t, 20*time.Second, func() error {
+	// A loaded machine's timeouts are breaks too, each starting the wait
+	// again: the bound is generous, the books below are exact.
+	eventually(t, 45*time.Second, func() error {
 		p, err := g.rdb.XPending(ctx, g.stream, "workers").Result()
 		if err != nil {
 			return err
