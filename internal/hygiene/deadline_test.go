@@ -2,7 +2,6 @@ package hygiene
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -33,11 +32,7 @@ func TestAnEntryTurningStaleUnderAGhostIsRequeuedAtItsDeadline(t *testing.T) {
 	l.opts.ScanInterval = time.Hour
 	tg := target(t, "liveness", "heartbeat", "heartbeatKey", "hb:{consumer}", "heartbeatMaxAgeSeconds", "0.5", "entryStaleSeconds", "1.5")
 	require.NoError(t, l.Add(tg, true))
-	runCtx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Go(func() { _ = l.view.Run(runCtx) })
-	wg.Go(func() { l.Run(runCtx) })
-	defer func() { cancel(); wg.Wait() }()
+	runLoop(t, l)
 
 	wait := time.Now().Add(time.Minute) // far past both deadlines, far short of an interval
 	for len(pendingOf(t, rdb)) > 0 && time.Now().Before(wait) {
@@ -109,11 +104,7 @@ func TestAnEntryHandedToAKnownGhostIsRequeuedWhenItTurnsStale(t *testing.T) {
 	l.opts.ScanInterval = time.Hour
 	tg := target(t, "liveness", "heartbeat", "heartbeatKey", "hb:{consumer}", "heartbeatMaxAgeSeconds", "2", "entryStaleSeconds", "1.5")
 	require.NoError(t, l.Add(tg, true))
-	runCtx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Go(func() { _ = l.view.Run(runCtx) })
-	wg.Go(func() { l.Run(runCtx) })
-	defer func() { cancel(); wg.Wait() }()
+	runLoop(t, l)
 	wait := func(why string) {
 		until := time.Now().Add(time.Minute)
 		for len(pendingOf(t, rdb)) > 0 && time.Now().Before(until) {

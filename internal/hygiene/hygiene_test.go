@@ -267,6 +267,16 @@ func TestClaimModeHandsEntriesToTheLiveConsumer(t *testing.T) {
 // TestANewGhostIsReclaimedWithoutWaitingForTheScan: the scan interval is an
 // hour; the loop acts because the view saw a consumer holding entries turn
 // Ghost.
+// runLoop runs l and its view until the test ends.
+func runLoop(t *testing.T, l *Loop) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = l.view.Run(ctx) })
+	wg.Go(func() { l.Run(ctx) })
+	t.Cleanup(func() { cancel(); wg.Wait() })
+}
+
 func TestANewGhostIsReclaimedWithoutWaitingForTheScan(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
@@ -275,11 +285,7 @@ func TestANewGhostIsReclaimedWithoutWaitingForTheScan(t *testing.T) {
 	l.opts.ScanInterval = time.Hour
 	redistest.CreateGroup(t, rdb, "jobs", "workers")
 	require.NoError(t, l.Add(target(t, "ghostIdleSeconds", "0.3"), true))
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() { _ = l.view.Run(ctx) })
-	wg.Go(func() { l.Run(ctx) })
-	defer func() { cancel(); wg.Wait() }()
+	runLoop(t, l)
 
 	time.Sleep(200 * time.Millisecond) // the first scan has run and found nothing
 	redistest.Hold(t, rdb, "jobs", "workers", "ghost", "n", 10)
