@@ -90,9 +90,9 @@ generate:
 	$(BUF) generate
 
 ## bench: the comparative suite against real redis-server processes: one
-## markdown table on stdout (progress on stderr) and bench/results.json;
-## fails if any benchmark fails its own result check. About 17 minutes on
-## 2 cores. BENCHTIME sizes the poll and refresh runs, BENCH_PEL the ghost
+## markdown table on stdout (progress on stderr; docs/performance.md shows
+## it) and bench/results.json; fails if any benchmark fails its own result
+## check. About 17 minutes on 2 cores. BENCHTIME sizes the poll and refresh runs, BENCH_PEL the ghost
 ## PELs of the reclaim comparison. With KUBE_BIN set, the table also has the
 ## API server restart row (2 more minutes); without, the row is left out.
 bench:

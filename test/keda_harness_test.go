@@ -180,8 +180,8 @@ func condition(obj *unstructured.Unstructured, typ string) map[string]any {
 	return nil
 }
 
-// loadExample reads one object from examples/keda, the file the README
-// shows.
+// loadExample reads one object from examples/keda, the file
+// docs/getting-started.md shows.
 func loadExample(t *testing.T, name string) *unstructured.Unstructured {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join("..", "examples", "keda", name))

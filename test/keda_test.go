@@ -30,9 +30,9 @@ const (
 	kedaNS     = "jobs"
 	kedaStream = "jobs"
 	kedaGroup  = "workers"
-	// sidePush and sidePoll are pelwarden's sides, from the README's
-	// ScaledObject with type external-push and external; sideKEDA is
-	// KEDA's built-in redis-streams scaler on the same group.
+	// sidePush and sidePoll are pelwarden's sides, from the ScaledObject of
+	// docs/getting-started.md with type external-push and external;
+	// sideKEDA is KEDA's built-in redis-streams scaler on the same group.
 	sidePush = "worker-push"
 	sidePoll = "worker-poll"
 	sideKEDA = "worker-keda"
@@ -49,11 +49,12 @@ const (
 var triggerAuths = schema.GroupVersionResource{Group: "keda.sh", Version: "v1alpha1", Resource: "triggerauthentications"}
 
 // TestRealKEDADrivesPelwardenBesideItsBuiltInScaler is issue 24: KEDA's
-// operator reads the README's ScaledObject and TriggerAuthentication,
-// dials pelwarden (run from the chart's configuration) over mutual TLS,
-// and scales Deployments on a real API server, beside a twin that uses
-// KEDA's own redis-streams scaler on the same group. The scenarios run in
-// order on one environment; each logs the replicas over time.
+// operator reads the ScaledObject and TriggerAuthentication of
+// docs/getting-started.md, dials pelwarden (run from the chart's
+// configuration) over mutual TLS, and scales Deployments on a real API
+// server, beside a twin that uses KEDA's own redis-streams scaler on the
+// same group. The scenarios run in order on one environment; each logs the
+// replicas over time.
 func TestRealKEDADrivesPelwardenBesideItsBuiltInScaler(t *testing.T) {
 	s := startKEDASuite(t)
 	steps := []struct {
@@ -130,9 +131,9 @@ func startKEDASuite(t *testing.T) *kedaSuite {
 	return s
 }
 
-// pelwardenScaledObject is the README's ScaledObject, renamed for side,
-// with its trigger type, pelwarden's loopback address, and the suite's
-// short intervals: nothing else changes.
+// pelwardenScaledObject is the ScaledObject of docs/getting-started.md,
+// renamed for side, with its trigger type, pelwarden's loopback address,
+// and the suite's short intervals: nothing else changes.
 func (s *kedaSuite) pelwardenScaledObject(t *testing.T, side, typ string) *unstructured.Unstructured {
 	t.Helper()
 	so := loadExample(t, "scaledobject.yaml")

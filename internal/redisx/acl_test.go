@@ -7,11 +7,12 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestREADMEShowsTheACLRuleAsCoded: operators copy the rule from the
-// README, so it must be the one the end-to-end test proves sufficient.
-func TestREADMEShowsTheACLRuleAsCoded(t *testing.T) {
+// TestSecurityPageShowsTheACLRuleAsCoded: operators copy the rule from
+// docs/security.md, so it must be the one the end-to-end test proves
+// sufficient.
+func TestSecurityPageShowsTheACLRuleAsCoded(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile("../../README.md")
+	page, err := os.ReadFile("../../docs/security.md")
 	require.NoError(t, err)
-	require.Contains(t, string(readme), "ACL SETUSER pelwarden on >CHANGE-ME ~* resetchannels "+ACLCommands+"\n")
+	require.Contains(t, string(page), "ACL SETUSER pelwarden on >CHANGE-ME ~* resetchannels "+ACLCommands+"\n")
 }
