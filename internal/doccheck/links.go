@@ -155,6 +155,9 @@ func Slug(heading string) string {
 // link, as file:line: target: why.
 func CheckLinks(root string, pages []Page) []string {
 	anchors := map[string]map[string]bool{}
+	for _, p := range pages {
+		anchors[p.Path] = Anchors(p.Text)
+	}
 	anchorsOf := func(rel string) (map[string]bool, error) {
 		if a, ok := anchors[rel]; ok {
 			return a, nil
