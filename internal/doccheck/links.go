@@ -7,6 +7,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -23,7 +24,7 @@ var (
 	// hold one level of brackets, as a badge's image does.
 	inlineLink = regexp.MustCompile(`!?\[(?:[^\[\]]|\[[^\]]*\])*\]\(\s*<?([^)\s>]*)>?(?:\s+"[^"]*")?\s*\)`)
 	// refDef is a reference definition: [label]: target.
-	refDef = regexp.MustCompile(`^\s{0,3}\[[^\]]+\]:\s*<?([^\s>]+)>?`)
+	refDef = regexp.MustCompile(`(?m)^[ \t]{0,3}\[[^\]]+\]:\s*<?([^\s>]+)>?`)
 	// htmlRef is an href or src attribute of inline HTML.
 	htmlRef = regexp.MustCompile(`(?i)\b(?:href|src)\s*=\s*"([^"]*)"`)
 	// scheme starts an absolute URL (https:, mailto:), never fetched.
@@ -31,22 +32,23 @@ var (
 )
 
 // Links returns the links of a page outside its code: inline links and
-// images, reference definitions and HTML href/src attributes.
+// images (whose text may wrap onto the next lines), reference definitions
+// and HTML href/src attributes. A link's line is its target's.
 func Links(text string) []Link {
 	_, prose := Blocks(text)
+	lines := strings.Split(prose, "\n")
+	for i, line := range lines {
+		lines[i] = blankCode(line)
+	}
+	prose = strings.Join(lines, "\n")
 	var links []Link
-	for i, line := range strings.Split(prose, "\n") {
-		line = blankCode(line)
-		for _, m := range inlineLink.FindAllStringSubmatch(line, -1) {
-			links = append(links, Link{Line: i + 1, Target: m[1]})
-		}
-		if m := refDef.FindStringSubmatch(line); m != nil {
-			links = append(links, Link{Line: i + 1, Target: m[1]})
-		}
-		for _, m := range htmlRef.FindAllStringSubmatch(line, -1) {
-			links = append(links, Link{Line: i + 1, Target: m[1]})
+	for _, re := range []*regexp.Regexp{inlineLink, refDef, htmlRef} {
+		for _, m := range re.FindAllStringSubmatchIndex(prose, -1) {
+			line := 1 + strings.Count(prose[:m[2]], "\n")
+			links = append(links, Link{Line: line, Target: prose[m[2]:m[3]]})
 		}
 	}
+	slices.SortStableFunc(links, func(a, b Link) int { return a.Line - b.Line })
 	return links
 }
 

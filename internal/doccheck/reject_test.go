@@ -144,6 +144,11 @@ func TestDocLinksCheckRejectsBrokenLinks(t *testing.T) {
 			require.Contains(t, broken[0], tc.want)
 		})
 	}
+	// Prose is wrapped, so a link's text often is: the link is still found,
+	// at its target's line.
+	wrapped := Page{Path: "docs/page.md", Text: "# Page\n\nSee [the page\nfor this](other.md#nowhere).\n"}
+	require.Equal(t, []string{"docs/page.md:4: other.md#nowhere: docs/other.md has no heading with anchor #nowhere"},
+		CheckLinks(root, []Page{wrapped}))
 }
 
 // GitHub's slugs, as github-slugger computes them.
