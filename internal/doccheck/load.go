@@ -160,13 +160,13 @@ func Trigger(md map[string]string, namespace string) error {
 		return err
 	}
 	if unread := unreadKeys(md, env); len(unread) > 0 {
-		return fmt.Errorf("metadata %s: pelwarden does not read it (misspelt?); KEDA forwards every key, so it would be ignored", strings.Join(unread, ", "))
+		return fmt.Errorf("metadata %s: pelwarden does not read it (misspelled?); KEDA forwards every key, so it would be ignored", strings.Join(unread, ", "))
 	}
 	return nil
 }
 
 // unreadKeys lists the keys of md the parser does not read. The parser
-// ignores keys it does not know (KEDA forwards every key), so a misspelt
+// ignores keys it does not know (KEDA forwards every key), so a misspelled
 // one would pass: a key whose value, made nonsense, changes neither the
 // result nor the error is one it does not read.
 func unreadKeys(md map[string]string, env metadata.Env) []string {

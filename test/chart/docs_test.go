@@ -146,7 +146,7 @@ spec:
 		want       string // "" when the example loads
 	}{
 		"a ScaledObject pelwarden accepts": {"yaml kube", scaled + "        backlogCount: \"5\"\n", ""},
-		"a ScaledObject with a misspelt field": {
+		"a ScaledObject with a misspelled field": {
 			"yaml kube", strings.Replace(scaled, "scaleTargetRef", "scaleTargetRf", 1), ".spec.scaleTargetRf: unknown field",
 		},
 		"a ScaledObject with an unknown trigger key": {
@@ -156,11 +156,11 @@ spec:
 			"yaml kube", scaled + "        ghostIdleSeconds: \"-3\"\n", `metadata "ghostIdleSeconds"`,
 		},
 		"an unquoted trigger value": {"yaml kube", scaled + "        backlogCount: 5\n", "must be a string"},
-		"a TriggerAuthentication with a misspelt field": {
+		"a TriggerAuthentication with a misspelled field": {
 			"yaml kube", "apiVersion: keda.sh/v1alpha1\nkind: TriggerAuthentication\nmetadata: {name: a}\nspec:\n  secretTargetRefs: []\n",
 			".spec.secretTargetRefs: unknown field",
 		},
-		"a Secret with a misspelt field": {
+		"a Secret with a misspelled field": {
 			"yaml kube", "apiVersion: v1\nkind: Secret\nmetadata: {name: a}\nstringdata: {a: b}\n", `unknown field "stringdata"`,
 		},
 		"a fragment that is no object": {"yaml kube", "triggers:\n  - type: external\n", "Object 'Kind' is missing"},
