@@ -36,6 +36,9 @@ func TestDocExamplesCheckRejectsBrokenExamples(t *testing.T) {
 		"a file example that exists but is not a token": {
 			page("yaml config", "admin:\n  tokenFile: /etc/hostname\n"), "admin.tokenFile",
 		},
+		"a relative file path": {
+			page("yaml config", "admin:\n  tokenFile: etc/pelwarden/admin-token\n"), `admin.tokenFile: must name a readable file holding the bearer token: "etc/pelwarden/admin-token"`,
+		},
 		"an unknown trigger metadata key": {
 			page("yaml metadata", "stream: jobs\nconsumerGroup: workers\nbacklogCont: \"5\"\n"), "metadata backlogCont: pelwarden does not read it",
 		},
