@@ -137,6 +137,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParseInfoServer -fuzztime 30s ./internal/redisx/
 	$(GO) test -run '^$$' -fuzz FuzzStreamIDOrder -fuzztime 30s ./internal/redisx/
 	$(GO) test -run '^$$' -fuzz FuzzHeartbeatReasonNeverQuotesTheValue -fuzztime 60s ./internal/liveness/
+	$(GO) test -run '^$$' -fuzz FuzzMarkdownScanner -fuzztime 30s ./internal/doccheck/
 
 ## image: the container image $(IMAGE) (Dockerfile: static binary on
 ## distroless, nonroot), its binary reporting $(VERSION)
