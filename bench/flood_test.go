@@ -269,6 +269,9 @@ func (r *floodRig) window(during func(*floodRig), perXAdd map[string]string) flo
 	by, total := redistest.CallsSince(before, redistest.CommandCalls(r.b, r.rdb))
 	if n := xadds.Load(); n > 0 {
 		run.cmdsPerXAdd = float64(total-by["xadd"]) / float64(n)
+		if os.Getenv("FLOOD_DEBUG") != "" {
+			fmt.Fprintf(os.Stderr, "DEBUG cmds by name over %d xadds: %v\n", n, by)
+		}
 		for unit, v := range r.counters(perXAdd) {
 			run.perXAdd[unit] = (v - counters0[unit]) / float64(n)
 		}
