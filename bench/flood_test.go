@@ -241,14 +241,19 @@ func (r *floodRig) window(during func(*floodRig), perXAdd map[string]string) flo
 			time.Sleep(20 * time.Millisecond)
 		}
 	})
+	// A scrape encodes every target's series: with the flood's thousand
+	// targets it is milliseconds of the CPU the poll shares, so the
+	// goroutines are sampled once a second (Prometheus scrapes the chart's
+	// ServiceMonitor every 30 s), and once more as the window ends.
 	wg.Go(func() {
 		for ctx.Err() == nil {
 			run.goroutines = max(run.goroutines, metricValue(r.b, r.http, "go_goroutines"))
 			select {
 			case <-ctx.Done():
-			case <-time.After(250 * time.Millisecond):
+			case <-time.After(time.Second):
 			}
 		}
+		run.goroutines = max(run.goroutines, metricValue(r.b, r.http, "go_goroutines"))
 	})
 	if during != nil {
 		wg.Go(func() { during(r) })
@@ -269,6 +274,9 @@ func (r *floodRig) window(during func(*floodRig), perXAdd map[string]string) flo
 	by, total := redistest.CallsSince(before, redistest.CommandCalls(r.b, r.rdb))
 	if n := xadds.Load(); n > 0 {
 		run.cmdsPerXAdd = float64(total-by["xadd"]) / float64(n)
+		if os.Getenv("FLOOD_DEBUG") != "" {
+			fmt.Fprintf(os.Stderr, "DEBUG cmds by name over %d xadds: %v\n", n, by)
+		}
 		for unit, v := range r.counters(perXAdd) {
 			run.perXAdd[unit] = (v - counters0[unit]) / float64(n)
 		}

@@ -22,14 +22,15 @@ import (
 // the polls that matter; refusing it sooner only lets it send more. Each
 // connection holds a bucket of refusals: every call answered with a
 // refusal code (or a CheckTrigger answering that the trigger would be
-// refused) takes a token, and one more for each refusedBytesPerToken
-// its messages carried, and tokens come back at perSecond up to burst. While the bucket is empty, the connection's next call waits for
+// refused) takes a token, and one more for each refusedBytesPerToken its
+// messages carried, and tokens come back at perSecond up to burst. While
+// the bucket is empty or in debt, the connection's next call waits for
 // the next token when its headers arrive, in the connection's own reader,
 // so nothing more is read from that connection meanwhile: a caller whose
-// calls keep being refused gets perSecond calls a second, each answered as
-// it would have been, however fast it sends. Unavailable and the other
-// codes of a failing Redis take no token: KEDA's polls during an outage
-// are not a caller's fault. One connection's refusals never slow another.
+// calls keep being refused gets perSecond tokens' worth of calls a second,
+// each answered as it would have been, however fast it sends. Unavailable
+// and the other codes of a failing Redis take no token: KEDA's polls
+// during an outage are not a caller's fault. One connection's refusals never slow another.
 type refusalThrottle struct {
 	perSecond, burst float64
 	now              func() time.Time
@@ -155,7 +156,12 @@ func (t *refusalThrottle) take(ctx context.Context) {
 	}
 	b.mu.Lock()
 	t.refill(b, t.now())
-	b.tokens = max(0, b.tokens-cost)
+	// A call may cost more than the bucket holds: the rest is a debt the
+	// connection's next call waits out, so a refused megabyte weighs as
+	// much on an empty bucket as on a full one. The debt is bounded by a
+	// burst, so no connection waits longer than its burst takes to come
+	// back.
+	b.tokens = max(-t.burst, b.tokens-cost)
 	b.mu.Unlock()
 }
 

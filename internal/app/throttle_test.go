@@ -136,9 +136,25 @@ func TestOnlyRefusalsTakeATokenNotAFailingRedis(t *testing.T) {
 	throttle.HandleRPC(served, &stats.End{})
 	require.InDelta(t, 1, b.tokens, 0, "a served call's bytes take nothing")
 
+	// On a bucket with one token left, a refused 200 KiB call still
+	// weighs four: the three it lacks are a debt the next calls wait out.
+	owed := throttle.TagRPC(ctx, &stats.RPCTagInfo{})
+	throttle.HandleRPC(owed, &stats.InPayload{WireLength: 200 << 10})
+	throttle.HandleRPC(owed, &stats.End{Error: status.Error(codes.InvalidArgument, "too long")})
+	require.InDelta(t, -3, b.tokens, 0, "the refused call's tokens are owed")
+	clock.Add(4 * time.Second)
+	throttle.HandleRPC(ctx, &stats.End{Error: status.Error(codes.InvalidArgument, "refused")})
+	require.InDelta(t, 0, b.tokens, 0, "the debt came back at one a second, and a refusal took one more")
+	for range 20 {
+		huge := throttle.TagRPC(ctx, &stats.RPCTagInfo{})
+		throttle.HandleRPC(huge, &stats.InPayload{WireLength: 4 << 20})
+		throttle.HandleRPC(huge, &stats.End{Error: status.Error(codes.InvalidArgument, "too long")})
+	}
+	require.InDelta(t, -5, b.tokens, 0, "the debt is at most a burst")
+	clock.Add(7 * time.Second)
+
 	// A CheckTrigger that answers the trigger would be refused takes one;
 	// one that answers OK takes none.
-	clock.Add(time.Second)
 	for _, code := range []string{"OK", "InvalidArgument"} {
 		check := throttle.TagRPC(ctx, &stats.RPCTagInfo{})
 		throttle.HandleRPC(check, &stats.OutPayload{Payload: &pelwardenv1.CheckTriggerResponse{Code: code}})

@@ -93,7 +93,7 @@ func (v *View) sweepLocked(r *reader, now time.Time, expired *[]Target) (stale b
 	for _, e := range r.entries {
 		e.mu.Lock()
 		gone := len(e.subs) == 0 && e.pins == 0 && now.Sub(e.lastAsked) > v.opts.Expiry
-		fresh := e.err == nil && e.snap != nil && now.Sub(e.snap.At) < v.opts.RefreshInterval*9/10
+		fresh := e.err == nil && e.snap != nil && now.Sub(e.snap.At) < v.refreshEvery(e.snap)*9/10
 		e.mu.Unlock()
 		if gone {
 			v.n--
@@ -107,6 +107,23 @@ func (v *View) sweepLocked(r *reader, now time.Time, expired *[]Target) (stale b
 	r.entries = kept
 	r.reindex()
 	return stale, len(kept)
+}
+
+// missingEvery is how many refresh intervals apart a target whose stream
+// or group Redis does not have is read in the background. It has no
+// entries to judge or give back, and a poll older than MaxAge reads it at
+// once, so only the hygiene loop learns of a new group up to this many
+// intervals late; meanwhile a trigger naming streams that do not exist,
+// as a caller on the open port can from any number of namespaces, costs
+// Redis a fifteenth of a real group's reads.
+const missingEvery = 15
+
+// refreshEvery is how often the target of snap is read in the background.
+func (v *View) refreshEvery(snap *Snapshot) time.Duration {
+	if snap.StreamMissing || snap.GroupMissing {
+		return missingEvery * v.opts.RefreshInterval
+	}
+	return v.opts.RefreshInterval
 }
 
 // indexFrom is how many targets a reader serves before it indexes them.
