@@ -42,8 +42,17 @@ type Target struct {
 	// settings that may still change, and Plan shows on demand what it
 	// would do. Zero: at once.
 	ActFrom time.Time
-	// WarmUp says why the group waits until ActFrom.
-	WarmUp string
+	// WarmUp says why the group waits until ActFrom; nil when it does
+	// not. It is put into words only when shown (Why).
+	WarmUp fmt.Stringer
+}
+
+// Why says why the group waits until ActFrom; empty when nothing does.
+func (t Target) Why() string {
+	if t.WarmUp == nil {
+		return ""
+	}
+	return t.WarmUp.String()
 }
 
 func (t Target) settings() string { return t.Target.Key() + "\x00" + t.Hygiene.String() }
@@ -195,7 +204,7 @@ func (l *Loop) Add(t Target, permanent bool) error {
 			l.opts.Log.Debug("hygiene settings changed", "target", t.Target.String(), "reclaim", t.Hygiene.Mode, "dryRun", t.Hygiene.DryRun)
 		}
 		if !t.ActFrom.Equal(r.t.ActFrom) && t.ActFrom.After(now) {
-			l.opts.Log.Info("hygiene target warms up", "target", t.Target.String(), "actFrom", t.ActFrom, "why", t.WarmUp)
+			l.opts.Log.Info("hygiene target warms up", "target", t.Target.String(), "actFrom", t.ActFrom, "why", t.Why())
 		}
 		r.t = t
 		r.lastSeen = now
