@@ -246,12 +246,10 @@ type judged struct {
 // order, so a scrape's order is stable and a group's targets are next to
 // each other.
 func (m *metrics) snapshots() []judged {
-	latest := m.view.Latest()
-	out := make([]judged, 0, len(latest))
-	for _, l := range latest {
-		if l.Snapshot != nil {
-			out = append(out, judged{s: l.Snapshot, spec: liveness.LabelValue(l.Snapshot.Target.Spec.String())})
-		}
+	snaps := m.view.Snapshots()
+	out := make([]judged, len(snaps))
+	for i, s := range snaps {
+		out[i] = judged{s: s, spec: liveness.LabelValue(s.Target.Spec.String())}
 	}
 	slices.SortFunc(out, func(a, b judged) int {
 		return cmp.Or(compareGroups(a.s.Target.GroupRef, b.s.Target.GroupRef), cmp.Compare(a.spec, b.spec))

@@ -92,3 +92,28 @@ func idleFor(d time.Duration) Observation {
 	return Observation{LagValid: true, Consumers: []ConsumerObs{{Name: "w", Pending: 2, Idle: d, Inactive: d}},
 		PendingByConsumer: map[string]int64{"w": 2}}
 }
+
+// TestSnapshotsListsEveryTargetReadAndNoneNotYetRead: the metrics page's
+// list holds the latest snapshot of each target of every group that has
+// one, as Latest does, and leaves out a target not read yet.
+func TestSnapshotsListsEveryTargetReadAndNoneNotYetRead(t *testing.T) {
+	t.Parallel()
+	v := NewView(func(context.Context, Target, []string) (Observation, error) {
+		return idleFor(10 * time.Second), nil
+	}, ViewOptions{RefreshInterval: time.Second, MaxAge: time.Second, Expiry: time.Minute, MaxTargets: 4})
+	group := GroupRef{Conn: "default", Stream: "jobs", Group: "workers"}
+	quick := Target{GroupRef: group, Spec: Spec{Idle: true, GhostIdle: time.Second}}
+	slow := Target{GroupRef: group, Spec: Spec{Idle: true, GhostIdle: time.Hour}}
+	other := Target{GroupRef: GroupRef{Conn: "default", Stream: "other", Group: "workers"}}
+	unread := Target{GroupRef: GroupRef{Conn: "default", Stream: "unread", Group: "workers"}}
+	var want []*Snapshot
+	for _, tg := range []Target{quick, slow, other} {
+		s, err := v.Refresh(context.Background(), tg)
+		require.NoError(t, err)
+		want = append(want, s)
+	}
+	_, err := v.Pin(unread)
+	require.NoError(t, err)
+	require.ElementsMatch(t, want, v.Snapshots())
+	require.Len(t, v.Latest(), 4, "the unread one is registered")
+}
