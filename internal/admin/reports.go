@@ -46,7 +46,23 @@ type Reports struct {
 	max int
 
 	mu       sync.Mutex
-	byTarget map[liveness.TargetKey][]Report
+	byTarget map[liveness.TargetKey][]figure
+}
+
+// figure is a Report as kept: its target is its key's (TargetKey.Target),
+// since a copy beside the key doubled what a target's reports held.
+type figure struct {
+	Metric      policy.Metric
+	TargetValue float64
+	Activation  float64
+	MetricName  string
+	Value       int64
+	At          time.Time
+}
+
+func (f figure) report(k liveness.TargetKey) Report {
+	return Report{Target: k.Target(), Metric: f.Metric, TargetValue: f.TargetValue, Activation: f.Activation,
+		MetricName: f.MetricName, Value: f.Value, At: f.At}
 }
 
 // NewReports keeps the reports of at most max targets (0 means 10000);
@@ -55,7 +71,7 @@ func NewReports(maxTargets int) *Reports {
 	if maxTargets <= 0 {
 		maxTargets = 10000
 	}
-	return &Reports{max: maxTargets, byTarget: make(map[liveness.TargetKey][]Report)}
+	return &Reports{max: maxTargets, byTarget: make(map[liveness.TargetKey][]figure)}
 }
 
 // Record stores a reported value.
@@ -73,11 +89,11 @@ func (r *Reports) Record(req metadata.Request, metricName string, value int64, a
 			return
 		}
 	}
-	rep := Report{Target: req.Target, Metric: req.Metric, TargetValue: req.TargetValue, Activation: req.Activation,
+	rep := figure{Metric: req.Metric, TargetValue: req.TargetValue, Activation: req.Activation,
 		MetricName: metricName, Value: value, At: at}
 	if len(reps) >= MaxReportsPerTarget {
-		oldest := slices.IndexFunc(reps, func(p Report) bool {
-			return !slices.ContainsFunc(reps, func(q Report) bool { return q.At.Before(p.At) })
+		oldest := slices.IndexFunc(reps, func(p figure) bool {
+			return !slices.ContainsFunc(reps, func(q figure) bool { return q.At.Before(p.At) })
 		})
 		reps = slices.Delete(reps, oldest, oldest+1)
 	}
@@ -90,7 +106,7 @@ func (r *Reports) forgetOldest() {
 	var at time.Time
 	first := true
 	for k, reps := range r.byTarget {
-		newest := slices.MaxFunc(reps, func(a, b Report) int { return a.At.Compare(b.At) }).At
+		newest := slices.MaxFunc(reps, func(a, b figure) int { return a.At.Compare(b.At) }).At
 		if first || newest.Before(at) {
 			oldest, at, first = k, newest, false
 		}
@@ -110,9 +126,11 @@ func (r *Reports) Forget(t liveness.Target) {
 func (r *Reports) For(g liveness.GroupRef) []Report {
 	r.mu.Lock()
 	var out []Report
-	for _, reps := range r.byTarget {
-		if len(reps) > 0 && reps[0].Target.GroupRef == g {
-			out = append(out, reps...)
+	for k, reps := range r.byTarget {
+		if k.Group() == g {
+			for _, f := range reps {
+				out = append(out, f.report(k))
+			}
 		}
 	}
 	r.mu.Unlock()
@@ -125,8 +143,10 @@ func (r *Reports) All() []Report {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var out []Report
-	for _, reps := range r.byTarget {
-		out = append(out, reps...)
+	for k, reps := range r.byTarget {
+		for _, f := range reps {
+			out = append(out, f.report(k))
+		}
 	}
 	return out
 }
