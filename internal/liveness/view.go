@@ -74,7 +74,9 @@ type View struct {
 }
 
 type entry struct {
-	target Target
+	// target is never written to: the snapshots judged for it point to
+	// it, and a holder that registered it may share it (Pin).
+	target *Target
 	reader *reader
 
 	mu   sync.Mutex
@@ -212,7 +214,7 @@ func (v *View) Subscribe(t Target) (<-chan struct{}, func(), error) {
 	// Registering and subscribing under the view's lock keeps expiry from
 	// dropping the target in between.
 	v.mu.Lock()
-	e, err := v.registerLocked(t)
+	e, err := v.registerLocked(t, nil)
 	if err == nil {
 		e.mu.Lock()
 		if e.subs == nil {
@@ -236,9 +238,11 @@ func (v *View) Subscribe(t Target) (<-chan struct{}, func(), error) {
 // Pin registers t and keeps it from expiring, like Subscribe but without a
 // channel: a holder that learns of reads another way (OnRefresh) costs the
 // view a counter, not a channel per target. unpin ends the hold once.
-func (v *View) Pin(t Target) (unpin func(), err error) {
+// The view keeps t itself if it registers it, rather than a copy, so the
+// holder's target and the view's are one: *t must never be written to.
+func (v *View) Pin(t *Target) (unpin func(), err error) {
 	v.mu.Lock()
-	e, err := v.registerLocked(t)
+	e, err := v.registerLocked(*t, t)
 	if err == nil {
 		e.mu.Lock()
 		e.pins++
@@ -266,7 +270,7 @@ func (v *View) Latest() []Latest {
 	out := make([]Latest, 0, len(entries))
 	for _, e := range entries {
 		e.mu.Lock()
-		out = append(out, Latest{Target: e.target, Snapshot: e.snap, Err: e.err})
+		out = append(out, Latest{Target: *e.target, Snapshot: e.snap, Err: e.err})
 		e.mu.Unlock()
 	}
 	return out
