@@ -142,7 +142,11 @@ func (r *Reports) For(g liveness.GroupRef) []Report {
 func (r *Reports) All() []Report {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var out []Report
+	n := 0
+	for _, reps := range r.byTarget {
+		n += len(reps)
+	}
+	out := make([]Report, 0, n)
 	for k, reps := range r.byTarget {
 		for _, f := range reps {
 			out = append(out, f.report(k))

@@ -170,3 +170,32 @@ func TestMetricsPageWithNoTargetsHasNoEmptyFamilies(t *testing.T) {
 	require.NotContains(t, mfs, "pelwarden_scaler_reported_value")
 	require.Contains(t, mfs, "pelwarden_targets")
 }
+
+// TestReportsThatDifferOnlyInActivationAreOneSeriesTheLatest: two
+// ScaledObjects with the same target and metric but other activations
+// share one series, whose value is the one reported last, whatever order
+// the reports come in; every other report is a series of its own.
+func TestReportsThatDifferOnlyInActivationAreOneSeriesTheLatest(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1_700_000_000, 0)
+	g := liveness.GroupRef{Conn: "default", Stream: "s", Group: "a"}
+	short := liveness.Target{GroupRef: g, Spec: liveness.Spec{Idle: true, GhostIdle: time.Second}}
+	long := liveness.Target{GroupRef: g, Spec: liveness.Spec{Idle: true, GhostIdle: time.Hour}}
+	reps := []admin.Report{
+		{Target: short, Metric: policy.Pending, TargetValue: 5, Activation: 1, Value: 1, At: now},
+		{Target: short, Metric: policy.Pending, TargetValue: 5, Activation: 2, Value: 2, At: now.Add(2 * time.Second)},
+		{Target: short, Metric: policy.Pending, TargetValue: 5, Activation: 3, Value: 3, At: now.Add(time.Second)},
+		{Target: long, Metric: policy.Pending, TargetValue: 5, Value: 4, At: now},
+		{Target: short, Metric: policy.Lag, TargetValue: 5, Value: 5, At: now},
+		{Target: short, Metric: policy.Pending, TargetValue: 6, Value: 6, At: now},
+	}
+	for turn := range len(reps) {
+		in := append(slices.Clone(reps[turn:]), reps[:turn]...)
+		var values []int64
+		for _, r := range latestReports(in) {
+			values = append(values, r.Value)
+		}
+		slices.Sort(values)
+		require.Equal(t, []int64{2, 4, 5, 6}, values, "turn %d", turn)
+	}
+}
