@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -79,13 +78,13 @@ var groupFamilies = []targetFamily{
 // other settings on the same group has series of its own.
 var reportFamilies = []struct {
 	name, help string
-	value      func(admin.Report) float64
+	value      func(admin.Figure) float64
 }{
 	{"pelwarden_scaler_reported_value", "The value GetMetrics last reported to KEDA, by target, metric and per-replica target.",
-		func(r admin.Report) float64 { return float64(r.Value) }},
+		func(r admin.Figure) float64 { return float64(r.Value) }},
 	{"pelwarden_scaler_target_value", "The per-replica target of the metric GetMetrics last reported (pendingEntriesCount, lagCount or backlogCount), " +
 		"so dashboards can show the replicas the HPA asks for.",
-		func(r admin.Report) float64 { return r.TargetValue }},
+		func(r admin.Figure) float64 { return r.TargetValue }},
 }
 
 // hygieneFamilies are labeled by the group a hygiene target scans.
@@ -210,7 +209,7 @@ func (m *metrics) encodeTargets(enc expfmt.Encoder) error {
 	if err := m.encodeHygiene(enc); err != nil {
 		return err
 	}
-	reports := latestReports(m.reports.All())
+	reports := latestFigures(m.reports.Figures())
 	rows = newSeriesRows(labelsOf(reports, reportLabelValues, reportLabels))
 	for _, f := range reportFamilies {
 		for i, r := range reports {
@@ -247,8 +246,8 @@ var (
 	reportLabels = append(slices.Clone(liveness.LabelNames), livenessLabel, "metric", "target")
 )
 
-func reportLabelValues(r admin.Report) []string {
-	return r.Target.Labels(liveness.LabelValue(r.Target.Spec.String()), r.Metric.Key(), strconv.FormatFloat(r.TargetValue, 'g', -1, 64))
+func reportLabelValues(f admin.Figure) []string {
+	return f.Group.Labels(liveness.LabelValue(f.Liveness), f.Metric.Key(), strconv.FormatFloat(f.TargetValue, 'g', -1, 64))
 }
 
 // judged is a target's latest good snapshot with its liveness label.
@@ -263,8 +262,16 @@ type judged struct {
 func (m *metrics) snapshots() []judged {
 	snaps := m.view.Snapshots()
 	out := make([]judged, len(snaps))
+	// Targets mostly share a few profiles: each spec's label is made once
+	// a scrape, not once a target.
+	labels := map[liveness.Spec]string{}
 	for i, s := range snaps {
-		out[i] = judged{s: s, spec: liveness.LabelValue(s.Target.Spec.String())}
+		spec, ok := labels[s.Target.Spec]
+		if !ok {
+			spec = liveness.LabelValue(s.Target.Spec.String())
+			labels[s.Target.Spec] = spec
+		}
+		out[i] = judged{s: s, spec: spec}
 	}
 	slices.SortFunc(out, func(a, b judged) int {
 		return cmp.Or(compareGroups(a.s.Target.GroupRef, b.s.Target.GroupRef), cmp.Compare(a.spec, b.spec))
@@ -293,52 +300,27 @@ func newestPerGroup(snaps []judged) []*liveness.Snapshot {
 	return out
 }
 
-// latestReports keeps one report per series: reports of one target,
+// latestFigures keeps one report per series: reports of one target,
 // metric and per-replica target that differ only in their activation are
 // one series, the latest (their values come from one snapshot). It sorts
-// all in place, each report's spec text beside it, rather than a copy of
-// every report: at 10k targets the copy was 3 MB a scrape.
-func latestReports(all []admin.Report) []admin.Report {
-	rows := reportRows{all: all, specs: make([]string, len(all))}
-	for i, r := range all {
-		rows.specs[i] = r.Target.Spec.String()
+// and compacts all in place.
+func latestFigures(all []admin.Figure) []admin.Figure {
+	same := func(a, b *admin.Figure) int {
+		return cmp.Or(compareGroups(a.Group, b.Group), cmp.Compare(a.Liveness, b.Liveness),
+			cmp.Compare(a.Metric, b.Metric), cmp.Compare(a.TargetValue, b.TargetValue))
 	}
-	sort.Sort(rows)
+	slices.SortFunc(all, func(a, b admin.Figure) int { return cmp.Or(same(&a, &b), a.At.Compare(b.At)) })
 	out := all[:0]
 	for i := range all {
 		// out only ever writes below i, or to i itself: all[i-1] and
 		// all[i] are still as sorted.
-		if i > 0 && rows.same(i-1, i) == 0 {
+		if i > 0 && same(&all[i-1], &all[i]) == 0 {
 			out[len(out)-1] = all[i] // sorted by time last: the later one wins
 			continue
 		}
 		out = append(out, all[i])
 	}
 	return out
-}
-
-// reportRows sorts reports by series, then time, with their specs.
-type reportRows struct {
-	all   []admin.Report
-	specs []string
-}
-
-func (r reportRows) Len() int { return len(r.all) }
-
-func (r reportRows) Swap(i, j int) {
-	r.all[i], r.all[j] = r.all[j], r.all[i]
-	r.specs[i], r.specs[j] = r.specs[j], r.specs[i]
-}
-
-func (r reportRows) Less(i, j int) bool {
-	return cmp.Or(r.same(i, j), r.all[i].At.Compare(r.all[j].At)) < 0
-}
-
-// same compares the series of reports i and j.
-func (r reportRows) same(i, j int) int {
-	a, b := &r.all[i], &r.all[j]
-	return cmp.Or(compareGroups(a.Target.GroupRef, b.Target.GroupRef), cmp.Compare(r.specs[i], r.specs[j]),
-		cmp.Compare(a.Metric, b.Metric), cmp.Compare(a.TargetValue, b.TargetValue))
 }
 
 // labelsOf builds each row's label pairs once per scrape; every family of

@@ -179,21 +179,21 @@ func TestReportsThatDifferOnlyInActivationAreOneSeriesTheLatest(t *testing.T) {
 	t.Parallel()
 	now := time.Unix(1_700_000_000, 0)
 	g := liveness.GroupRef{Conn: "default", Stream: "s", Group: "a"}
-	short := liveness.Target{GroupRef: g, Spec: liveness.Spec{Idle: true, GhostIdle: time.Second}}
-	long := liveness.Target{GroupRef: g, Spec: liveness.Spec{Idle: true, GhostIdle: time.Hour}}
-	reps := []admin.Report{
-		{Target: short, Metric: policy.Pending, TargetValue: 5, Activation: 1, Value: 1, At: now},
-		{Target: short, Metric: policy.Pending, TargetValue: 5, Activation: 2, Value: 2, At: now.Add(2 * time.Second)},
-		{Target: short, Metric: policy.Pending, TargetValue: 5, Activation: 3, Value: 3, At: now.Add(time.Second)},
-		{Target: long, Metric: policy.Pending, TargetValue: 5, Value: 4, At: now},
-		{Target: short, Metric: policy.Lag, TargetValue: 5, Value: 5, At: now},
-		{Target: short, Metric: policy.Pending, TargetValue: 6, Value: 6, At: now},
+	short := liveness.Spec{Idle: true, GhostIdle: time.Second}.String()
+	long := liveness.Spec{Idle: true, GhostIdle: time.Hour}.String()
+	figs := []admin.Figure{
+		{Group: g, Liveness: short, Metric: policy.Pending, TargetValue: 5, Value: 1, At: now},
+		{Group: g, Liveness: short, Metric: policy.Pending, TargetValue: 5, Value: 2, At: now.Add(2 * time.Second)},
+		{Group: g, Liveness: short, Metric: policy.Pending, TargetValue: 5, Value: 3, At: now.Add(time.Second)},
+		{Group: g, Liveness: long, Metric: policy.Pending, TargetValue: 5, Value: 4, At: now},
+		{Group: g, Liveness: short, Metric: policy.Lag, TargetValue: 5, Value: 5, At: now},
+		{Group: g, Liveness: short, Metric: policy.Pending, TargetValue: 6, Value: 6, At: now},
 	}
-	for turn := range len(reps) {
-		in := append(slices.Clone(reps[turn:]), reps[:turn]...)
+	for turn := range len(figs) {
+		in := append(slices.Clone(figs[turn:]), figs[:turn]...)
 		var values []int64
-		for _, r := range latestReports(in) {
-			values = append(values, r.Value)
+		for _, f := range latestFigures(in) {
+			values = append(values, f.Value)
 		}
 		slices.Sort(values)
 		require.Equal(t, []int64{2, 4, 5, 6}, values, "turn %d", turn)
