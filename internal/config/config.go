@@ -113,11 +113,13 @@ type GRPC struct {
 	MaxRecvMsgBytes int `yaml:"maxRecvMsgBytes"`
 	// RefusedCallsPerSecond is how many refused calls (bad input, no
 	// permission, a cap, an unknown target) one connection may have a
-	// second, with five seconds' worth at once; past that its calls are
-	// refused on arrival, before their message is read, until the rate
-	// drops. A failing Redis refuses nothing. Default 200: a KEDA with
-	// thousands of broken ScaledObjects stays far below it. 0 turns it
-	// off.
+	// second, with five seconds' worth at once; a refused call weighs one
+	// more per 64 KiB of its messages, owed when the connection has too
+	// few left. Past that, the connection's next call is held on arrival,
+	// before its message is read, until it is owed nothing, then answered
+	// as it would have been. A failing Redis refuses nothing. Default 200:
+	// a KEDA with thousands of broken ScaledObjects stays far below it. 0
+	// turns it off.
 	RefusedCallsPerSecond int `yaml:"refusedCallsPerSecond"`
 }
 
