@@ -1,7 +1,9 @@
 package metadata
 
 import (
+	"fmt"
 	"slices"
+	"strconv"
 
 	"github.com/pelwarden/pelwarden/internal/policy"
 )
@@ -80,20 +82,20 @@ type Key struct {
 var Keys = slices.Concat(metricKeys, livenessKeys, hygieneKeys)
 
 var metricKeys = []Key{
-	{Name: KeyRedis, Accepted: "a connection name of `redis[].name`", Default: "`default`",
+	{Name: KeyRedis, Accepted: "a connection name of `redis[].name`", Default: code(DefaultConnection),
 		Doc:     "The Redis connection to read; a trigger can reach no address that is not configured.",
 		Trigger: "a `triggers.rules` entry naming the namespace and a `redis` glob matching the connection"},
-	{Name: KeyStream, Accepted: "a stream name of 1-1024 bytes", Default: "required",
+	{Name: KeyStream, Accepted: "a stream name of 1-" + strconv.Itoa(MaxNameLen) + " bytes", Default: "required",
 		Doc: "The stream of the target.", Trigger: "any"},
-	{Name: KeyConsumerGroup, Accepted: "a group name of 1-1024 bytes", Default: "required",
+	{Name: KeyConsumerGroup, Accepted: "a group name of 1-" + strconv.Itoa(MaxNameLen) + " bytes", Default: "required",
 		Doc: "The consumer group of the target.", Trigger: "any"},
-	{Name: policy.Pending.Key(), Accepted: "a number >= 1", Default: "`5` (as KEDA)",
+	{Name: policy.Pending.Key(), Accepted: minTarget, Default: num(DefaultPendingEntriesCount) + " (as KEDA)",
 		Doc:     "Target live-pending entries per replica: the default metric. Live means held by a consumer that is neither `Ghost` nor `Degraded`.",
 		Trigger: "any"},
-	{Name: policy.Lag.Key(), Accepted: "a number >= 1", Default: "none",
+	{Name: policy.Lag.Key(), Accepted: minTarget, Default: "none",
 		Doc:     "Target lag per replica (`XINFO GROUPS` lag, or its estimate when Redis answers NULL); wins over `pendingEntriesCount`, as in KEDA.",
 		Trigger: "any"},
-	{Name: policy.Backlog.Key(), Accepted: "a number >= 1", Default: "none",
+	{Name: policy.Backlog.Key(), Accepted: minTarget, Default: "none",
 		Doc:     "Target lag plus live pending per replica; not beside `pendingEntriesCount` or `lagCount` (the error names both keys).",
 		Trigger: "any"},
 	{Name: KeyStreamLength, Accepted: "a number >= 0", Default: "none",
@@ -117,7 +119,7 @@ var livenessKeys = []Key{
 	{Name: KeyLiveness, Kind: KindEvidence, Accepted: "a comma list of `idle`, `heartbeat`, `kubernetes`", Default: "`idle`",
 		Doc:     "The sources of evidence of life; `kubernetes` needs `kubernetes.enabled`.",
 		Trigger: "any, without `livenessProfile`"},
-	{Name: KeyGhostIdleSeconds, Kind: KindThreshold, Accepted: "seconds, 0.001 to 31622400", Default: "`300`",
+	{Name: KeyGhostIdleSeconds, Kind: KindThreshold, Accepted: seconds1ms, Default: num(DefaultGhostIdleSeconds),
 		Doc: "`idle`: a consumer with no read attempt for this long is a ghost. Workers call XREADGROUP at least every BLOCK timeout, " +
 			"so only a dead or stuck process stays quiet this long; long jobs need heartbeats.",
 		Trigger: "any; with `reclaim`, at least `triggers.floors.ghostIdle`"},
@@ -125,10 +127,10 @@ var livenessKeys = []Key{
 		Doc: "`heartbeat`: where a consumer's heartbeat is; the value is a Unix time in s or ms, or a JSON object with a time and an " +
 			"optional `degraded` flag. A missing key is no heartbeat. Required with `heartbeat`.",
 		Trigger: "a rule's `heartbeatKeys` glob matching the pattern (else every RPC is `PermissionDenied`), for the trigger's metric only"},
-	{Name: KeyHeartbeatMaxAgeSeconds, Kind: KindThreshold, Accepted: "seconds, 0.001 to 31622400", Default: "`30`",
+	{Name: KeyHeartbeatMaxAgeSeconds, Kind: KindThreshold, Accepted: seconds1ms, Default: num(DefaultHeartbeatMaxAgeSeconds),
 		Doc:     "`heartbeat`: an older heartbeat is stale (three missed beats of a 10 s heartbeat).",
 		Trigger: "any; with `reclaim`, at least `triggers.floors.heartbeatMaxAge`"},
-	{Name: KeyHeartbeatStartGraceSeconds, Kind: KindThreshold, Accepted: "`0` or seconds, 0.001 to 31622400", Default: "`heartbeatMaxAgeSeconds`",
+	{Name: KeyHeartbeatStartGraceSeconds, Kind: KindThreshold, Accepted: "`0` or " + seconds1ms, Default: code(KeyHeartbeatMaxAgeSeconds),
 		Doc: "`heartbeat`: a consumer new to pelwarden that reads without a heartbeat yet is a starting worker for this long; " +
 			"after it a missing heartbeat is a ghost. `0`: workers beat before they read.",
 		Trigger: "any; with `reclaim`, at least `triggers.floors.heartbeatMaxAge`"},
@@ -141,7 +143,7 @@ var livenessKeys = []Key{
 	{Name: KeyPodNamespace, Kind: KindEvidence, Accepted: "a namespace name", Default: "the ScaledObject's namespace",
 		Doc:     "`kubernetes`: the namespace of the worker pods (required in `hygiene.targets` and profiles).",
 		Trigger: "any, without `livenessProfile`"},
-	{Name: KeyPodDeletionGraceSeconds, Kind: KindThreshold, Accepted: "`0` or seconds, 0.001 to 31622400", Default: "`2`",
+	{Name: KeyPodDeletionGraceSeconds, Kind: KindThreshold, Accepted: "`0` or " + seconds1ms, Default: num(DefaultPodDeletionGraceSeconds),
 		Doc: "`kubernetes`: how long after its pod went a consumer is still given; long enough for a StatefulSet to bring back a pod " +
 			"of the same name. A pod a ReplicaSet controls (a Deployment's) gets none: its name never returns.",
 		Trigger: "any; with `reclaim`, at least `triggers.floors.podDeletionGrace`"},
@@ -153,9 +155,9 @@ var hygieneKeys = []Key{
 			"the freshest heartbeat first. `off`: leave the group alone.",
 		Trigger:    "`requeue` only, with `triggers.reclaim: requeue`, a `livenessProfile` and a rule's `hygieneStreams` glob matching the stream; `claim` is config only",
 		ConfigOnly: true},
-	{Name: KeyEntryStaleSeconds, Kind: KindHygiene, Accepted: "seconds, 0.001 to 31622400", Default: "`30`",
+	{Name: KeyEntryStaleSeconds, Kind: KindHygiene, Accepted: seconds1ms, Default: num(DefaultEntryStaleSeconds),
 		Doc: "An entry must be idle this long before any action.", Trigger: "at least `triggers.floors.entryStale`"},
-	{Name: KeyHardTimeoutSeconds, Kind: KindHygiene, Accepted: "`0` or seconds, 0.001 to 31622400", Default: "`0` (off)",
+	{Name: KeyHardTimeoutSeconds, Kind: KindHygiene, Accepted: "`0` or " + seconds1ms, Default: "`0` (off)",
 		Doc:     "Reclaim an entry idle this long even from a live owner (never from an Unknown one).",
 		Trigger: "config only", ConfigOnly: true},
 	{Name: KeyMaxDeliveries, Kind: KindHygiene, Accepted: "a whole number >= 0", Default: "`0` (off)",
@@ -166,7 +168,7 @@ var hygieneKeys = []Key{
 			"and `-reason` fields.",
 		Trigger: "config only, unless `<stream>:dead`", ConfigOnly: true},
 	{Name: KeyDeliveryCountField, Kind: KindHygiene, Accepted: "a field name of 1-256 bytes that pelwarden does not write itself, or `off`",
-		Default: "`" + DefaultDeliveryCountField + "`",
+		Default: code(DefaultDeliveryCountField),
 		Doc:     "The field a requeued copy carries its delivery count in, so poison entries still reach the dead-letter stream.",
 		Trigger: "config only", ConfigOnly: true},
 	{Name: KeyDeleteGhostConsumers, Kind: KindHygiene, Accepted: "`true` or `false`", Default: "`true`",
@@ -178,6 +180,15 @@ var hygieneKeys = []Key{
 	{Name: KeyDryRun, Kind: KindHygiene, Accepted: "`true` or `false`", Default: "`false`",
 		Doc: "Decide and report (logs, `pelwarden_hygiene_dry_run_total`), change nothing.", Trigger: "any, with `reclaim`"},
 }
+
+// Texts the table shares, written from the parsers' own bounds.
+var (
+	seconds1ms = fmt.Sprintf("seconds, %g to %d", MinDuration.Seconds(), maxSeconds)
+	minTarget  = fmt.Sprintf("a number >= %d", MinTarget)
+)
+
+func num(v int) string     { return code(strconv.Itoa(v)) }
+func code(s string) string { return "`" + s + "`" }
 
 // keyNames lists the names of the keys of kind k, in table order.
 func keyNames(k KeyKind) []string {
