@@ -188,7 +188,8 @@ type Log struct {
 // Scaler configures the KEDA ExternalScaler.
 type Scaler struct {
 	// RefreshInterval is how often each target's snapshot is refreshed in the
-	// background. Default 2s; must be positive.
+	// background; a target whose stream or group Redis does not have, every
+	// 15 intervals (a poll reads it at once). Default 2s; must be positive.
 	RefreshInterval time.Duration `yaml:"refreshInterval"`
 	// MaxSnapshotAge is the oldest snapshot GetMetrics and IsActive may
 	// serve; an older one is refreshed inline. Default 5s; must be at least
