@@ -400,6 +400,7 @@ func kedaBadMetadata(t *testing.T, s *kedaSuite) {
 	require.Equal(t, "TriggerError", c["reason"], "the scale loop's failure, not a missing spec")
 	hpa := s.hpaMetric(t, sideBad)
 	require.Equal(t, "s0-pelwarden-refused", hpa.Metric.Name, "the HPA holds the placeholder")
+	t.Logf("%s: HPA metric %s target AverageValue %s", sideBad, hpa.Metric.Name, hpa.Target.AverageValue)
 	require.False(t, slices.ContainsFunc(s.operatorLog(t), func(l string) bool {
 		return strings.Contains(l, "no metric specs returned from scalers") && strings.Contains(l, sideBad)
 	}), "KEDA got a spec")
@@ -413,6 +414,7 @@ func kedaBadMetadata(t *testing.T, s *kedaSuite) {
 	require.NoError(t, err)
 	s.waitReplicas(t, 1, sideBad)
 	up := time.Now()
+	t.Logf("%s scaled to 1 by hand at %.1fs", sideBad, up.Sub(created).Seconds())
 	time.Sleep(3 * kedaCooldown * time.Second)
 	s.requireStayed(t, sideBad, 1, up)
 	t.Logf("%s at 1 replica: %s", sideBad, s.conditions(t, sideBad))
@@ -425,7 +427,7 @@ func kedaBadMetadata(t *testing.T, s *kedaSuite) {
 		return nil
 	})
 	s.waitCondition(t, sideBad, "Ready", "True")
-	t.Logf("%s fixed: %s", sideBad, s.conditions(t, sideBad))
+	t.Logf("%s fixed: %s; events %q", sideBad, s.conditions(t, sideBad), s.events(t, kedaNS, sideBad))
 }
 
 // hpaMetric is the External metric of the HPA KEDA made for side.
