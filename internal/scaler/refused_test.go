@@ -82,7 +82,7 @@ func TestGetMetricSpecAnswersARefusedTriggerWithThePlaceholder(t *testing.T) {
 			require.Contains(t, status.Convert(err).Message(), tc.key)
 			err = s.StreamMetricSpec(tc.ref, noStream[externalscaler.GetMetricSpecResponse]{})
 			require.Equal(t, tc.code, status.Code(err), "StreamMetricSpec holds no stream for a refused trigger: %v", err)
-			err = s.StreamIsActive(tc.ref, noStream[externalscaler.IsActiveResponse]{})
+			err = s.StreamIsActive(tc.ref, noStream[externalscaler.IsActiveResponse]{}) //nolint:contextcheck // a stream carries its own context
 			require.Equal(t, tc.code, status.Code(err), "StreamIsActive: %v", err)
 			require.Empty(t, admitted, "nothing admitted")
 			require.Len(t, refused, 1, "only GetMetricSpec answers the placeholder")
