@@ -222,6 +222,7 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 			return k, nil
 		},
 		Reported:       m.report,
+		Refused:        newRefusedSpecs(log, reg).note,
 		Admit:          a.admit,
 		ParseCacheSize: cfg.Scaler.MaxTargets,
 		Log:            log,
