@@ -152,6 +152,8 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 		Expiry:          cfg.Scaler.TargetIdleExpiry,
 		MaxTargets:      cfg.Scaler.MaxTargets,
 		Breaker:         liveness.Breaker{Fraction: float64(cfg.Scaler.BreakerPercent) / 100, MinConsumers: cfg.Scaler.BreakerMinConsumers},
+		Confirm:         reader.Confirm,
+		OnLook:          func(byBeats bool) { m.looked(byBeats) },
 		OnRefresh: func(t liveness.Target, s *liveness.Snapshot, err error, took time.Duration) {
 			if err == nil {
 				a.hygiene.Observe(t, s)
