@@ -85,9 +85,14 @@ lint:
 	$(BUF) breaking --against '.git#branch=main'
 
 
-## generate: Go code from proto/ (buf and the plugins pinned in tools/buf)
+## generate: Go code from proto/ (buf and the plugins pinned in tools/buf),
+## then the pages of docs/reference/ from the code they describe: the
+## config structure, the metadata key table, the registered collectors and
+## the chart's PrometheusRule (make test fails while a page is stale)
 generate:
 	$(BUF) generate
+	$(GO) test -count=1 -run '^TestReferencePagesAreCurrent$$' ./internal/docgen/ -args -write
+	$(GO) -C test/chart test -count=1 -run '^TestAlertsReferenceIsCurrent$$' . -args -write
 
 ## bench: the comparative suite against real redis-server processes: one
 ## markdown table on stdout (progress on stderr; docs/performance.md shows

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/pelwarden/pelwarden/internal/kubetest"
+	"github.com/pelwarden/pelwarden/internal/scaler"
 	pelwardenv1 "github.com/pelwarden/pelwarden/proto/pelwarden/v1"
 )
 
@@ -81,7 +82,12 @@ func floodRegex(ctx context.Context, s *stranger) {
 			"ownerMatch": "regex:(?P<owner>" + alts + "w" + strconv.FormatInt(n, 10) + ")"}
 		var err error
 		if i%2 == 0 {
-			_, err = s.keda.GetMetricSpec(ctx, &externalscaler.ScaledObjectRef{Name: "so", Namespace: "ns", ScalerMetadata: trigger})
+			var spec *externalscaler.GetMetricSpecResponse
+			spec, err = s.keda.GetMetricSpec(ctx, &externalscaler.ScaledObjectRef{Name: "so", Namespace: "ns", ScalerMetadata: trigger})
+			// A refused trigger's spec is the placeholder, not an error.
+			if err == nil && scaler.IsRefusedSpec(spec) {
+				err = errors.New(scaler.RefusedMetricName)
+			}
 		} else {
 			var res *pelwardenv1.CheckTriggerResponse
 			res, err = s.admin.CheckTrigger(ctx, &pelwardenv1.CheckTriggerRequest{Namespace: "ns", Metadata: trigger})

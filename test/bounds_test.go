@@ -21,6 +21,7 @@ import (
 	"github.com/pelwarden/pelwarden/internal/config"
 	"github.com/pelwarden/pelwarden/internal/liveness"
 	"github.com/pelwarden/pelwarden/internal/metadata"
+	"github.com/pelwarden/pelwarden/internal/scaler"
 	pelwardenv1 "github.com/pelwarden/pelwarden/proto/pelwarden/v1"
 )
 
@@ -75,7 +76,12 @@ func kedaCall(ctx context.Context, c externalscaler.ExternalScalerClient, i int,
 	var err error
 	switch i % 5 {
 	case 0:
-		_, err = c.GetMetricSpec(ctx, ref)
+		// As KEDA does: a refused trigger's spec is the placeholder, and
+		// KEDA's next call, GetMetrics of it, gets the refusal.
+		var spec *externalscaler.GetMetricSpecResponse
+		if spec, err = c.GetMetricSpec(ctx, ref); err == nil && scaler.IsRefusedSpec(spec) {
+			_, err = c.GetMetrics(ctx, &externalscaler.GetMetricsRequest{ScaledObjectRef: ref, MetricName: "s0-" + scaler.RefusedMetricName})
+		}
 	case 1:
 		_, err = c.GetMetrics(ctx, &externalscaler.GetMetricsRequest{ScaledObjectRef: ref, MetricName: "s0-pelwarden-default-jobs-workers"})
 	case 2:

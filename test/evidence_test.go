@@ -16,6 +16,7 @@ import (
 	"github.com/pelwarden/pelwarden/internal/app"
 	"github.com/pelwarden/pelwarden/internal/config"
 	"github.com/pelwarden/pelwarden/internal/kube"
+	"github.com/pelwarden/pelwarden/internal/scaler"
 	pelwardenv1 "github.com/pelwarden/pelwarden/proto/pelwarden/v1"
 )
 
@@ -44,8 +45,9 @@ func policyStranger(t *testing.T, rdb *redis.Client, tune func(*config.Config), 
 }
 
 // requireEveryRPCRefused calls every ExternalScaler RPC of ref: each is
-// refused with code, naming key and mention. The answers are kept for
-// requireNoSecret.
+// refused with code, naming key and mention, but GetMetricSpec, which
+// answers the placeholder spec (KEDA would drop its error unseen). The
+// answers are kept for requireNoSecret.
 func requireEveryRPCRefused(t *testing.T, s *stranger, ref *externalscaler.ScaledObjectRef, code codes.Code, key, mention string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -57,8 +59,10 @@ func requireEveryRPCRefused(t *testing.T, s *stranger, ref *externalscaler.Scale
 		require.Contains(t, err.Error(), mention, rpc)
 		s.answers = append(s.answers, err.Error())
 	}
-	_, err := s.client.GetMetricSpec(ctx, ref)
-	check("GetMetricSpec", err)
+	spec, err := s.client.GetMetricSpec(ctx, ref)
+	require.NoError(t, err)
+	require.Equal(t, scaler.RefusedMetricName, spec.GetMetricSpecs()[0].GetMetricName(), "GetMetricSpec answers the placeholder")
+	s.saw(t, spec)
 	_, err = s.client.GetMetrics(ctx, &externalscaler.GetMetricsRequest{ScaledObjectRef: ref, MetricName: "m"})
 	check("GetMetrics", err)
 	_, err = s.client.IsActive(ctx, ref)

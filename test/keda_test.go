@@ -124,7 +124,7 @@ func startKEDASuite(t *testing.T) *kedaSuite {
 	for _, side := range []string{sidePush, sidePoll, sideKEDA} {
 		createDeployment(t, e, kedaNS, side)
 	}
-	s.timeline = startReplicaLog(t, e, kedaNS, sidePush, sidePoll, sideKEDA)
+	s.timeline = startReplicaLog(t, e, kedaNS, sidePush, sidePoll, sideKEDA, sideBad)
 	e.create(t, scaledObjects, s.pelwardenScaledObject(t, sidePush, "external-push"))
 	e.create(t, scaledObjects, s.pelwardenScaledObject(t, sidePoll, "external"))
 	e.create(t, scaledObjects, s.builtInScaledObject())
@@ -363,41 +363,4 @@ func kedaRedisDown(t *testing.T, s *kedaSuite) {
 	lag, err := s.rdb.XInfoGroups(context.Background(), kedaStream).Result()
 	require.NoError(t, err)
 	t.Logf("after the restart: XINFO GROUPS lag %d, entries-read %d, XLEN %d", lag[0].Lag, lag[0].EntriesRead, s.rdb.XLen(context.Background(), kedaStream).Val())
-}
-
-// kedaBadMetadata: a trigger whose metadata pelwarden refuses. KEDA
-// v2.21 asks GetMetricSpec first and drops its error (the external
-// scaler logs it and returns no metric specs), so the ScaledObject says
-// only Ready=False ScaledObjectCheckFailed, "no metric specs returned from
-// scalers", no event carries pelwarden's text, and KEDA never reaches
-// IsActive, whose errors it would show as KEDAScalerFailed events.
-// pelwarden's InvalidArgument text, naming the keys, is in the operator's
-// log.
-func kedaBadMetadata(t *testing.T, s *kedaSuite) {
-	createDeployment(t, s.kedaEnv, kedaNS, sideBad)
-	so := s.pelwardenScaledObject(t, sideBad, "external")
-	triggers, _, _ := unstructured.NestedSlice(so.Object, "spec", "triggers")
-	triggers[0].(map[string]any)["metadata"].(map[string]any)["lagCount"] = "5"
-	require.NoError(t, unstructured.SetNestedSlice(so.Object, triggers, "spec", "triggers"))
-	s.create(t, scaledObjects, so)
-	c := s.waitCondition(t, sideBad, "Ready", "False")
-	require.Equal(t, "ScaledObjectCheckFailed", c["reason"])
-	require.Contains(t, c["message"], "no metric specs returned from scalers")
-	want := `code = InvalidArgument desc = metadata \"backlogCount\": set only one of backlogCount and lagCount`
-	eventually(t, kedaWait, func() error {
-		if !slices.ContainsFunc(s.operatorLog(t), func(l string) bool { return strings.Contains(l, want) }) {
-			return fmt.Errorf("the operator's log has no %s", want)
-		}
-		return nil
-	})
-	t.Logf("%s: %s; events %q", sideBad, s.conditions(t, sideBad), s.events(t, kedaNS, sideBad))
-	n, err := s.replicas(kedaNS, sideBad)
-	require.NoError(t, err)
-	require.Zero(t, n, "a refused trigger scales nothing")
-}
-
-// operatorLog is KEDA's operator's output so far, by line.
-func (s *kedaSuite) operatorLog(t *testing.T) []string {
-	t.Helper()
-	return strings.Split(s.operator.Tail(1<<20), "\n")
 }

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/pelwarden/pelwarden/internal/redistest"
+	"github.com/pelwarden/pelwarden/internal/scaler"
 	pelwardenv1 "github.com/pelwarden/pelwarden/proto/pelwarden/v1"
 )
 
@@ -44,11 +45,15 @@ func TestTriggerNumbersAreCheckedAfterConversion(t *testing.T) {
 		for i := 0; i+1 < len(tc.kv); i += 2 {
 			md[tc.kv[i]] = tc.kv[i+1]
 		}
-		_, err := p.client.GetMetricSpec(ctx, ref(md))
-		require.Equal(t, codes.InvalidArgument, status.Code(err), "%s: %v", name, err)
-		require.Contains(t, status.Convert(err).Message(), `"`+tc.key+`"`, name)
+		spec, err := p.client.GetMetricSpec(ctx, ref(md))
+		require.NoError(t, err, name)
+		require.Equal(t, scaler.RefusedMetricName, spec.GetMetricSpecs()[0].GetMetricName(), "%s: the placeholder", name)
 		_, err = p.client.GetMetrics(ctx, &externalscaler.GetMetricsRequest{ScaledObjectRef: ref(md), MetricName: "pelwarden-default-jobs-workers"})
 		require.Equal(t, codes.InvalidArgument, status.Code(err), "%s: %v", name, err)
+		require.Contains(t, status.Convert(err).Message(), `"`+tc.key+`"`, name)
+		_, err = p.client.IsActive(ctx, ref(md))
+		require.Equal(t, codes.InvalidArgument, status.Code(err), "%s: %v", name, err)
+		require.Contains(t, status.Convert(err).Message(), `"`+tc.key+`"`, name)
 	}
 	targets, err := admin.ListTargets(ctx, &pelwardenv1.ListTargetsRequest{})
 	require.NoError(t, err)

@@ -18,6 +18,7 @@ import (
 	"github.com/pelwarden/pelwarden/internal/policy"
 	"github.com/pelwarden/pelwarden/internal/redistest"
 	"github.com/pelwarden/pelwarden/internal/redisx"
+	"github.com/pelwarden/pelwarden/internal/scaler"
 	pelwardenv1 "github.com/pelwarden/pelwarden/proto/pelwarden/v1"
 )
 
@@ -327,11 +328,12 @@ func TestNamespaceNoRuleLetsReachAConnectionIsDeniedOnEveryRPC(t *testing.T) {
 	})
 	ctx := context.Background()
 	ref := soObj("intruder", "so", map[string]string{"redis": "orders", "stream": "payments", "consumerGroup": "billing"})
-	_, err := p.client.GetMetricSpec(ctx, ref)
+	spec, err := p.client.GetMetricSpec(ctx, ref)
+	require.NoError(t, err)
+	require.Equal(t, scaler.RefusedMetricName, spec.GetMetricSpecs()[0].GetMetricName(), "GetMetricSpec answers the placeholder")
+	_, err = p.client.GetMetrics(ctx, &externalscaler.GetMetricsRequest{ScaledObjectRef: ref})
 	require.Equal(t, codes.PermissionDenied, status.Code(err), "%v", err)
 	require.Contains(t, err.Error(), "triggers.rules")
-	_, err = p.client.GetMetrics(ctx, &externalscaler.GetMetricsRequest{ScaledObjectRef: ref})
-	require.Equal(t, codes.PermissionDenied, status.Code(err))
 	_, err = p.client.IsActive(ctx, ref)
 	require.Equal(t, codes.PermissionDenied, status.Code(err))
 	_, err = p.client.GetMetricSpec(ctx, soObj("shop", "so", ref.GetScalerMetadata()))

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/pelwarden/pelwarden/internal/redistest"
+	"github.com/pelwarden/pelwarden/internal/scaler"
 )
 
 // TestGetMetricsLeavesOutGhostHeldEntries is the scenario KEDA's built-in
@@ -124,7 +125,11 @@ func TestBadMetadataIsInvalidArgumentNamingTheKey(t *testing.T) {
 	_, err := p.client.GetMetrics(ctx, &externalscaler.GetMetricsRequest{ScaledObjectRef: ref(bad)})
 	require.Equal(t, codes.InvalidArgument, status.Code(err))
 	require.Contains(t, status.Convert(err).Message(), "ghostIdleSeconds")
-	_, err = p.client.GetMetricSpec(ctx, ref(map[string]string{"consumerGroup": "workers"}))
+	noStream := ref(map[string]string{"consumerGroup": "workers"})
+	spec, err := p.client.GetMetricSpec(ctx, noStream)
+	require.NoError(t, err)
+	require.Equal(t, scaler.RefusedMetricName, spec.GetMetricSpecs()[0].GetMetricName(), "GetMetricSpec answers the placeholder")
+	_, err = p.client.IsActive(ctx, noStream)
 	require.Equal(t, codes.InvalidArgument, status.Code(err))
 	require.Contains(t, status.Convert(err).Message(), "stream")
 	_, err = p.client.IsActive(ctx, nil)

@@ -67,6 +67,8 @@ type App struct {
 	ready    readiness
 	// tls follows the gRPC certificate files; nil when grpc.tls is off.
 	tls *tlsreload.Reloader
+	// reg holds every collector /metrics serves.
+	reg *registry
 }
 
 // Option changes how New builds pelwarden.
@@ -130,7 +132,8 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 	undo.push(conns.Close)
 	a := &App{cfg: cfg, log: log, conns: conns, wakers: make(map[string]*redisx.Waker), env: cfg.Env()}
 
-	reg := prometheus.NewRegistry()
+	reg := newRegistry()
+	a.reg = reg
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reader := &redisx.Reader{Conns: conns, LagEstimateCap: cfg.Scaler.LagEstimateCap}
 	var annotate func(liveness.Target, *liveness.Observation)
@@ -149,6 +152,8 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 		Expiry:          cfg.Scaler.TargetIdleExpiry,
 		MaxTargets:      cfg.Scaler.MaxTargets,
 		Breaker:         liveness.Breaker{Fraction: float64(cfg.Scaler.BreakerPercent) / 100, MinConsumers: cfg.Scaler.BreakerMinConsumers},
+		Confirm:         reader.Confirm,
+		OnLook:          func(byBeats bool) { m.looked(byBeats) },
 		OnRefresh: func(t liveness.Target, s *liveness.Snapshot, err error, took time.Duration) {
 			if err == nil {
 				a.hygiene.Observe(t, s)
@@ -219,6 +224,7 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 			return k, nil
 		},
 		Reported:       m.report,
+		Refused:        newRefusedSpecs(log, reg).note,
 		Admit:          a.admit,
 		ParseCacheSize: cfg.Scaler.MaxTargets,
 		Log:            log,

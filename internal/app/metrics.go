@@ -41,6 +41,7 @@ type metrics struct {
 	redisErrors   *prometheus.CounterVec
 	groupMissing  *prometheus.CounterVec
 	refreshTime   prometheus.Histogram
+	looks         *prometheus.CounterVec
 	targetsActive *prometheus.Desc
 	podWatchState *prometheus.Desc
 
@@ -67,13 +68,20 @@ func newMetrics(reg prometheus.Registerer, view *liveness.View, reports *admin.R
 			Help:    "Time to read and judge one target.",
 			Buckets: prometheus.ExponentialBuckets(0.0002, 2, 14),
 		}),
+		looks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pelwarden_deadline_looks_total",
+			Help: "Looks at a verdict's deadline, by what decided them: heartbeats (a read of the keys found every worker beating again) or group (a read of the whole group).",
+		}, []string{"read"}),
 		targetsActive: prometheus.NewDesc("pelwarden_targets", "Registered targets.", nil, nil),
 		podWatchState: prometheus.NewDesc("pelwarden_pod_watch_state",
 			"1 for the state the pod cache of a namespace and selector is in, 0 for the others; only current answers.",
 			[]string{"namespace", "selector", "state"}, nil),
 		lastMissing: make(map[liveness.TargetKey]bool),
 	}
-	reg.MustRegister(m.redisErrors, m.groupMissing, m.refreshTime, m)
+	for _, read := range []string{"heartbeats", "group"} {
+		m.looks.WithLabelValues(read)
+	}
+	reg.MustRegister(m.redisErrors, m.groupMissing, m.refreshTime, m.looks, m)
 	return m
 }
 
@@ -101,6 +109,15 @@ func (m *metrics) collectPodSets(ch chan<- prometheus.Metric) {
 				liveness.LabelValue(ps.Set.Namespace), liveness.LabelValue(ps.Set.Selector), st.String())
 		}
 	}
+}
+
+// looked counts one look at a deadline.
+func (m *metrics) looked(byBeats bool) {
+	read := "group"
+	if byBeats {
+		read = "heartbeats"
+	}
+	m.looks.WithLabelValues(read).Inc()
 }
 
 // refreshed is the view's OnRefresh hook.

@@ -6,12 +6,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kedacore/keda/v2/pkg/scalers/externalscaler"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
 
+	"github.com/pelwarden/pelwarden/internal/scaler"
 	pelwardenv1 "github.com/pelwarden/pelwarden/proto/pelwarden/v1"
 )
 
@@ -22,7 +24,8 @@ import (
 // the polls that matter; refusing it sooner only lets it send more. Each
 // connection holds a bucket of refusals: every call answered with a
 // refusal code (or a CheckTrigger answering that the trigger would be
-// refused) takes a token, and one more for each refusedBytesPerToken its
+// refused, or GetMetricSpec's placeholder for a refused trigger) takes a
+// token, and one more for each refusedBytesPerToken its
 // messages carried, and tokens come back at perSecond up to burst. While
 // the bucket is empty or in debt, the connection's next call waits for
 // the next token when its headers arrive, in the connection's own reader,
@@ -130,8 +133,7 @@ func (t *refusalThrottle) HandleRPC(ctx context.Context, s stats.RPCStats) {
 			r.bytes.Add(int64(max(s.Length, s.WireLength)))
 		}
 	case *stats.OutPayload:
-		// CheckTrigger answers a refused trigger as a result, not an error.
-		if a, ok := s.Payload.(*pelwardenv1.CheckTriggerResponse); ok && a.GetCode() != codes.OK.String() {
+		if refusedAnswer(s.Payload) {
 			if r, ok := ctx.Value(receivedKey{}).(*received); ok {
 				r.refused.Store(true)
 			}
@@ -142,6 +144,19 @@ func (t *refusalThrottle) HandleRPC(ctx context.Context, s stats.RPCStats) {
 			t.take(ctx)
 		}
 	}
+}
+
+// refusedAnswer says an answer refuses the call's input without failing
+// the call: CheckTrigger's answer that the trigger would be refused, and
+// GetMetricSpec's placeholder for a refused trigger.
+func refusedAnswer(payload any) bool {
+	switch a := payload.(type) {
+	case *pelwardenv1.CheckTriggerResponse:
+		return a.GetCode() != codes.OK.String()
+	case *externalscaler.GetMetricSpecResponse:
+		return scaler.IsRefusedSpec(a)
+	}
+	return false
 }
 
 // take takes a refused call's tokens from its connection's bucket.

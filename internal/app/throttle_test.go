@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kedacore/keda/v2/pkg/scalers/externalscaler"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
@@ -21,6 +22,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/pelwarden/pelwarden/internal/config"
+	"github.com/pelwarden/pelwarden/internal/scaler"
 	pelwardenv1 "github.com/pelwarden/pelwarden/proto/pelwarden/v1"
 )
 
@@ -167,4 +169,27 @@ func TestOnlyRefusalsTakeATokenNotAFailingRedis(t *testing.T) {
 	_, err := throttle.tap(gone, nil)
 	require.Equal(t, codes.Unavailable, status.Code(err), "an empty bucket holds the call; a closed connection ends the hold")
 	require.Nil(t, newRefusalThrottle(0, prometheus.NewRegistry()), "0 is no throttle")
+}
+
+// TestThePlaceholderSpecTakesAToken: GetMetricSpec answers a refused
+// trigger with the placeholder spec and OK; it takes a token as the
+// refusal it stands for would, and a trigger's own spec takes none.
+func TestThePlaceholderSpecTakesAToken(t *testing.T) {
+	t.Parallel()
+	throttle := newRefusalThrottle(1, prometheus.NewRegistry())
+	clock := &stoppedClock{now: time.Unix(1_800_000_000, 0)}
+	throttle.now = clock.Now
+	ctx := throttle.TagConn(context.Background(), &stats.ConnTagInfo{})
+	b := ctx.Value(bucketKey{}).(*bucket)
+	answer := func(name string) {
+		call := throttle.TagRPC(ctx, &stats.RPCTagInfo{})
+		throttle.HandleRPC(call, &stats.OutPayload{Payload: &externalscaler.GetMetricSpecResponse{
+			MetricSpecs: []*externalscaler.MetricSpec{{MetricName: name, TargetSize: 1}}}})
+		throttle.HandleRPC(call, &stats.End{})
+	}
+	answer("pelwarden-default-jobs-workers")
+	require.InDelta(t, 5, b.tokens, 0, "a trigger's own spec takes nothing")
+	answer(scaler.RefusedMetricName)
+	answer(scaler.RefusedMetricName)
+	require.InDelta(t, 3, b.tokens, 0, "each placeholder took one")
 }

@@ -113,11 +113,13 @@ type GRPC struct {
 	MaxRecvMsgBytes int `yaml:"maxRecvMsgBytes"`
 	// RefusedCallsPerSecond is how many refused calls (bad input, no
 	// permission, a cap, an unknown target) one connection may have a
-	// second, with five seconds' worth at once; past that its calls are
-	// refused on arrival, before their message is read, until the rate
-	// drops. A failing Redis refuses nothing. Default 200: a KEDA with
-	// thousands of broken ScaledObjects stays far below it. 0 turns it
-	// off.
+	// second, with five seconds' worth at once; a refused call weighs one
+	// more per 64 KiB of its messages, owed when the connection has too
+	// few left. Past that, the connection's next call is held on arrival,
+	// before its message is read, until it is owed nothing, then answered
+	// as it would have been. A failing Redis refuses nothing. Default 200:
+	// a KEDA with thousands of broken ScaledObjects stays far below it. 0
+	// turns it off.
 	RefusedCallsPerSecond int `yaml:"refusedCallsPerSecond"`
 }
 
@@ -186,7 +188,8 @@ type Log struct {
 // Scaler configures the KEDA ExternalScaler.
 type Scaler struct {
 	// RefreshInterval is how often each target's snapshot is refreshed in the
-	// background. Default 2s; must be positive.
+	// background; a target whose stream or group Redis does not have, every
+	// 15 intervals (a poll reads it at once). Default 2s; must be positive.
 	RefreshInterval time.Duration `yaml:"refreshInterval"`
 	// MaxSnapshotAge is the oldest snapshot GetMetrics and IsActive may
 	// serve; an older one is refreshed inline. Default 5s; must be at least

@@ -102,14 +102,14 @@ type Threshold struct {
 func (f TriggerFloors) Thresholds(spec liveness.Spec) []Threshold {
 	var out []Threshold
 	if spec.Idle || spec.Kubernetes {
-		out = append(out, Threshold{"ghostIdleSeconds", "ghostIdle", spec.GhostIdle, f.GhostIdle})
+		out = append(out, Threshold{metadata.KeyGhostIdleSeconds, "ghostIdle", spec.GhostIdle, f.GhostIdle})
 	}
 	if spec.Heartbeat {
-		out = append(out, Threshold{"heartbeatMaxAgeSeconds", "heartbeatMaxAge", spec.HeartbeatMaxAge, f.HeartbeatMaxAge},
-			Threshold{"heartbeatStartGraceSeconds", "heartbeatMaxAge", spec.StartGrace, f.HeartbeatMaxAge})
+		out = append(out, Threshold{metadata.KeyHeartbeatMaxAgeSeconds, "heartbeatMaxAge", spec.HeartbeatMaxAge, f.HeartbeatMaxAge},
+			Threshold{metadata.KeyHeartbeatStartGraceSeconds, "heartbeatMaxAge", spec.StartGrace, f.HeartbeatMaxAge})
 	}
 	if spec.Kubernetes {
-		out = append(out, Threshold{"podDeletionGraceSeconds", "podDeletionGrace", spec.PodGrace, f.PodDeletionGrace})
+		out = append(out, Threshold{metadata.KeyPodDeletionGraceSeconds, "podDeletionGrace", spec.PodGrace, f.PodDeletionGrace})
 	}
 	return out
 }

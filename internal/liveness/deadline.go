@@ -19,6 +19,13 @@ const DeadlineMargin = 20 * time.Millisecond
 // pure and mirrors Judge: every "still within" case of a rule there has
 // its crossing here.
 func changeIn(spec Spec, ev Evidence) (d time.Duration, ok bool) {
+	return changeWithin(spec, ev, true)
+}
+
+// changeWithin is changeIn, with the lapse of a fresh heartbeat left out
+// when lapse is false: the deadline a read of the group must decide, where
+// a read of the heartbeat key decides the lapse (confirm.go).
+func changeWithin(spec Spec, ev Evidence, lapse bool) (d time.Duration, ok bool) {
 	if !ev.Listed {
 		return 0, false
 	}
@@ -34,6 +41,12 @@ func changeIn(spec Spec, ev Evidence) (d time.Duration, ok bool) {
 		hb := ev.Heartbeat
 		switch hb.State {
 		case HeartbeatFresh:
+			if !lapse {
+				// While the beat is fresh the worker is Alive however
+				// its node recovers; the read at the lapse, if the beat
+				// does lapse, judges the recovery.
+				return d, ok
+			}
 			first(spec.HeartbeatMaxAge - hb.Age + time.Nanosecond) // stale strictly past the max age
 		case HeartbeatMissing:
 			if ev.Known < spec.StartGrace && ev.Seen < spec.StartGrace {
@@ -59,9 +72,15 @@ func (s *Snapshot) NextChange() time.Time { return s.nextChange }
 
 // soonest keeps the earlier of s's next change and at.
 func (s *Snapshot) soonest(at time.Time) {
-	if s.nextChange.IsZero() || at.Before(s.nextChange) {
-		s.nextChange = at
+	s.nextChange = earliest(s.nextChange, at)
+}
+
+// earliest is the earlier of a and b, a zero time being none.
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || b.Before(a) {
+		return b
 	}
+	return a
 }
 
 // deadlines sets s's next change from the gathered evidence of its
@@ -71,12 +90,20 @@ func (s *Snapshot) deadlines(spec Spec, all []gathered, now time.Time) {
 		if g.view.Pending == 0 || IsHolder(g.view.Name) {
 			continue
 		}
-		if d, ok := changeIn(spec, g.ev); ok {
-			s.soonest(now.Add(d))
+		d, ok := changeIn(spec, g.ev)
+		if !ok {
+			continue
+		}
+		s.soonest(now.Add(d))
+		if !beatDecides(spec, g.view) {
+			s.groupChange = earliest(s.groupChange, now.Add(d))
+		} else if o, ok := changeWithin(spec, g.ev, false); ok {
+			s.groupChange = earliest(s.groupChange, now.Add(o))
 		}
 	}
 	if b := s.Breaker; b.Held > 0 && !b.ReleasedAt.IsZero() {
 		_, w := spec.window()
 		s.soonest(b.ReleasedAt.Add(w))
+		s.groupChange = earliest(s.groupChange, b.ReleasedAt.Add(w))
 	}
 }

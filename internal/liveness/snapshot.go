@@ -241,8 +241,10 @@ type Snapshot struct {
 	// Breaker is the target's disruption breaker, carried from snapshot to
 	// snapshot.
 	Breaker BreakerState
-	// nextChange is NextChange (deadline.go).
-	nextChange time.Time
+	// nextChange is NextChange (deadline.go); groupChange is the earliest
+	// deadline besides the lapses of heartbeats a read of their keys can
+	// decide (confirm.go).
+	nextChange, groupChange time.Time
 }
 
 // gatheredPool holds the evidence buffers of Build: each target a read

@@ -43,6 +43,13 @@ type ViewOptions struct {
 	// OnRefresh, when set, is called for a target each time it is
 	// judged from a read, with the read's outcome.
 	OnRefresh func(t Target, s *Snapshot, err error, took time.Duration)
+	// Confirm, when set, reads heartbeat keys alone: a look at the lapse
+	// of fresh heartbeats is decided by it when the workers beat again
+	// (confirm.go). Without it every look reads the group.
+	Confirm Confirmer
+	// OnLook, when set, is called for every look at a deadline with
+	// whether the heartbeat keys alone decided it.
+	OnLook func(byBeats bool)
 	// OnExpire, when set, is called when a target is dropped.
 	OnExpire func(t Target)
 	// Breaker is the disruption breaker's threshold; DefaultBreaker when

@@ -32,7 +32,12 @@ type look struct {
 // between a deadline's computation and its instant, which all compute it
 // again, do not stack up looks.
 func (v *View) schedule(e *entry, snap *Snapshot) {
-	at := snap.NextChange()
+	v.scheduleAt(e, snap, snap.NextChange())
+}
+
+// scheduleAt sets e's next look at the deadline at (zero: none), computed
+// from snap and what was read since.
+func (v *View) scheduleAt(e *entry, snap *Snapshot, at time.Time) {
 	if !at.IsZero() {
 		at = at.Add(DeadlineMargin)
 	}
@@ -59,12 +64,13 @@ func (v *View) schedule(e *entry, snap *Snapshot) {
 	}
 }
 
-// dueLooks takes the looks due at now and returns their readers, once
-// each, and how long until the next look (idleLook with none).
-func (v *View) dueLooks(now time.Time) ([]*reader, time.Duration) {
+// dueLooks takes the looks due at now and returns their entries, of
+// readers that still serve them, and how long until the next look
+// (idleLook with none).
+func (v *View) dueLooks(now time.Time) ([]*entry, time.Duration) {
 	d := &v.looks
 	d.mu.Lock()
-	var out []*reader
+	var out []*entry
 	wait := idleLook
 	for d.q.Len() > 0 {
 		l := d.q[0]
@@ -77,26 +83,58 @@ func (v *View) dueLooks(now time.Time) ([]*reader, time.Duration) {
 			continue // a later read moved it
 		}
 		l.e.lookAt = time.Time{}
-		out = append(out, l.e.reader)
+		out = append(out, l.e)
 	}
 	d.mu.Unlock()
 	return v.registered(out), wait
 }
 
-// registered keeps the readers that still serve a target, once each.
-func (v *View) registered(rs []*reader) []*reader {
-	if len(rs) == 0 {
+// registered keeps the entries whose reader still serves targets.
+func (v *View) registered(es []*entry) []*entry {
+	if len(es) == 0 {
 		return nil
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	out := rs[:0]
-	for _, r := range rs {
-		if v.readerLocked(r.key) == r && !containsReader(out, r) {
-			out = append(out, r)
+	out := es[:0]
+	for _, e := range es {
+		if v.readerLocked(e.reader.key) == e.reader {
+			out = append(out, e)
 		}
 	}
 	return out
+}
+
+// readJob is one read the refresh loop runs: of a reader due its
+// background refresh (looks nil), or of one whose targets' looks are due,
+// which their heartbeat keys alone may decide (confirmBeats).
+type readJob struct {
+	r     *reader
+	looks []*entry
+}
+
+// readJobs is one job per reader: the background refreshes, then the
+// readers with looks due that no refresh reads already.
+func readJobs(refresh []*reader, looks []*entry) []readJob {
+	jobs := make([]readJob, 0, len(refresh)+len(looks))
+	for _, r := range refresh {
+		jobs = append(jobs, readJob{r: r})
+	}
+	next := len(jobs)
+	for _, e := range looks {
+		if containsReader(refresh, e.reader) {
+			continue
+		}
+		i := next
+		for i < len(jobs) && jobs[i].r != e.reader {
+			i++
+		}
+		if i == len(jobs) {
+			jobs = append(jobs, readJob{r: e.reader})
+		}
+		jobs[i].looks = append(jobs[i].looks, e)
+	}
+	return jobs
 }
 
 func containsReader(rs []*reader, r *reader) bool {

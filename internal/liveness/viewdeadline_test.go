@@ -15,14 +15,21 @@ import (
 type beatingFetch struct {
 	beat  atomic.Int64
 	reads atomic.Int64
+	// since, when set (Unix ns), is w1's last read attempt: its idle
+	// grows from it; else w1 has just read.
+	since atomic.Int64
 }
 
 func (f *beatingFetch) fetch(context.Context, Target, []string) (Observation, error) {
 	f.reads.Add(1)
 	now := time.Now()
+	var idle time.Duration
+	if s := f.since.Load(); s != 0 {
+		idle = now.Sub(time.Unix(0, s))
+	}
 	return Observation{
 		ServerTime: now, ReadAt: now,
-		Consumers:         []ConsumerObs{{Name: "w1", Pending: 3, Inactive: -1}},
+		Consumers:         []ConsumerObs{{Name: "w1", Pending: 3, Idle: idle, Inactive: -1}},
 		PendingByConsumer: map[string]int64{"w1": 3},
 		Heartbeats:        map[string]HeartbeatObs{"hb:w1": {Value: strconv.FormatInt(f.beat.Load(), 10), Exists: true}},
 	}, nil

@@ -9,8 +9,9 @@ import (
 
 // Run refreshes every target each RefreshInterval and expires unused ones,
 // until ctx ends; between refreshes it reads a target at its next look,
-// the instant a verdict of it turns (viewdeadline.go). A read of a reader
-// refreshes all its targets.
+// the instant a verdict of it turns (viewdeadline.go), with the least read
+// that decides it (confirm.go). A read of a reader refreshes all its
+// targets.
 func (v *View) Run(ctx context.Context) error {
 	tick := time.NewTicker(v.opts.RefreshInterval)
 	defer tick.Stop()
@@ -31,7 +32,7 @@ func (v *View) Run(ctx context.Context) error {
 		}
 		looked, wait := v.dueLooks(v.opts.Now())
 		timer.Reset(wait)
-		for _, r := range append(readers, looked...) {
+		for _, j := range readJobs(readers, looked) {
 			select {
 			case sem <- struct{}{}:
 			case <-ctx.Done():
@@ -39,8 +40,17 @@ func (v *View) Run(ctx context.Context) error {
 			}
 			wg.Go(func() {
 				defer func() { <-sem }()
-				if c, err := v.readSince(ctx, r, nil, time.Time{}); err == nil {
-					v.settleAll(r, c)
+				if len(j.looks) > 0 {
+					decided := v.confirmBeats(ctx, j.looks)
+					if v.opts.OnLook != nil {
+						v.opts.OnLook(decided)
+					}
+					if decided {
+						return
+					}
+				}
+				if c, err := v.readSince(ctx, j.r, nil, time.Time{}); err == nil {
+					v.settleAll(j.r, c)
 				}
 			})
 		}

@@ -15,15 +15,19 @@ import (
 // one, or one that only the configuration may set (ConfigOnlyKeys), turns
 // hygiene off and is reported in HygieneErr instead.
 func ParseTrigger(md map[string]string, env Env) (Request, error) {
-	r, err := parseMetric(md, env)
+	return parseTrigger(fields{md: md}, env)
+}
+
+func parseTrigger(f fields, env Env) (Request, error) {
+	r, err := parseMetric(f, env)
 	if err != nil {
 		return r, err
 	}
 	r.Hygiene = policy.Hygiene{Mode: policy.ReclaimOff}
-	if v := md["reclaim"]; v == "" || v == string(policy.ReclaimOff) {
+	if v := f.get(KeyReclaim); v == "" || v == string(policy.ReclaimOff) {
 		return r, nil
 	}
-	h, err := parseHygiene(md, r.Target.Stream)
+	h, err := parseHygiene(f, r.Target.Stream)
 	if err == nil {
 		err = CheckTriggerHygiene(h, r.Target.Stream)
 	}
@@ -38,7 +42,17 @@ func ParseTrigger(md map[string]string, env Env) (Request, error) {
 // ConfigOnlyKeys are the hygiene keys that destroy or move data, or take
 // entries from a consumer that may be alive: a trigger may leave them out
 // or give their default, and only hygiene.targets may set them.
-var ConfigOnlyKeys = []string{"reclaim", "hardTimeoutSeconds", "deleteOriginal", "deliveryCountField", "deadLetterStream", "claimFallback"}
+var ConfigOnlyKeys = configOnlyKeys()
+
+func configOnlyKeys() []string {
+	var names []string
+	for _, k := range Keys {
+		if k.ConfigOnly {
+			names = append(names, k.Name)
+		}
+	}
+	return names
+}
 
 // configOnlyRule is what a trigger is told when it sets a config-only key.
 const configOnlyRule = "set it in hygiene.targets of pelwarden's configuration; trigger metadata may not"
@@ -49,15 +63,15 @@ const configOnlyRule = "set it in hygiene.targets of pelwarden's configuration; 
 func CheckTriggerHygiene(h policy.Hygiene, stream string) error {
 	switch {
 	case h.Mode == policy.ReclaimClaim:
-		return &Error{Key: "reclaim", Accepted: "may be requeue or off in a trigger; claim takes entries to live consumers: " + configOnlyRule, Got: string(h.Mode)}
+		return &Error{Key: KeyReclaim, Accepted: "may be requeue or off in a trigger; claim takes entries to live consumers: " + configOnlyRule, Got: string(h.Mode)}
 	case h.HardTimeout != 0:
-		return &Error{Key: "hardTimeoutSeconds", Accepted: "reclaims from live workers: " + configOnlyRule, Got: h.HardTimeout.String()}
+		return &Error{Key: KeyHardTimeoutSeconds, Accepted: "reclaims from live workers: " + configOnlyRule, Got: h.HardTimeout.String()}
 	case h.DeleteOriginal:
-		return &Error{Key: "deleteOriginal", Accepted: "deletes entries: " + configOnlyRule, Got: "true"}
+		return &Error{Key: KeyDeleteOriginal, Accepted: "deletes entries: " + configOnlyRule, Got: "true"}
 	case h.DeliveryCountField != DefaultDeliveryCountField:
-		return &Error{Key: "deliveryCountField", Accepted: "writes a field into the job (default " + DefaultDeliveryCountField + "): " + configOnlyRule, Got: h.DeliveryCountField}
+		return &Error{Key: KeyDeliveryCountField, Accepted: "writes a field into the job (default " + DefaultDeliveryCountField + "): " + configOnlyRule, Got: h.DeliveryCountField}
 	case h.DeadLetterStream != "" && h.DeadLetterStream != stream+":dead":
-		return &Error{Key: "deadLetterStream", Accepted: "moves entries to another stream (a trigger gets " + stream + ":dead): " + configOnlyRule, Got: h.DeadLetterStream}
+		return &Error{Key: KeyDeadLetterStream, Accepted: "moves entries to another stream (a trigger gets " + stream + ":dead): " + configOnlyRule, Got: h.DeadLetterStream}
 	case h.ClaimFallback != policy.FallbackRequeue:
 		return &Error{Key: "claimFallback", Accepted: "applies to claim only: " + configOnlyRule, Got: string(h.ClaimFallback)}
 	}
@@ -70,7 +84,7 @@ func asError(err error) *Error {
 	if errors.As(err, &me) {
 		return me
 	}
-	return &Error{Key: "reclaim", Accepted: err.Error()}
+	return &Error{Key: KeyReclaim, Accepted: err.Error()}
 }
 
 // Defaults of the hygiene keys.
@@ -86,71 +100,71 @@ const (
 // requeue and sets no other hygiene key: what the Admin API plans and acts
 // with on a group the hygiene loop does not look after.
 func DefaultHygiene(stream string) policy.Hygiene {
-	h, _ := parseHygiene(map[string]string{"reclaim": string(policy.ReclaimRequeue)}, stream)
+	h, _ := parseHygiene(fields{md: map[string]string{KeyReclaim: string(policy.ReclaimRequeue)}}, stream)
 	return h
 }
 
-func parseHygiene(md map[string]string, stream string) (policy.Hygiene, error) {
+func parseHygiene(f fields, stream string) (policy.Hygiene, error) {
 	h := policy.Hygiene{Mode: policy.ReclaimOff, DeliveryCountField: DefaultDeliveryCountField, ClaimFallback: policy.FallbackRequeue}
-	switch v := md["reclaim"]; v {
+	switch v := f.get(KeyReclaim); v {
 	case "", "off":
 	case "requeue", "claim":
 		h.Mode = policy.ReclaimMode(v)
 	default:
-		return h, &Error{Key: "reclaim", Accepted: "must be requeue, claim or off", Got: v}
+		return h, &Error{Key: KeyReclaim, Accepted: "must be requeue, claim or off", Got: v}
 	}
 	var err error
-	if h.EntryStale, err = seconds(md, "entryStaleSeconds", DefaultEntryStaleSeconds); err != nil {
+	if h.EntryStale, err = seconds(f, KeyEntryStaleSeconds, DefaultEntryStaleSeconds); err != nil {
 		return h, err
 	}
-	if _, ok := md["hardTimeoutSeconds"]; ok && md["hardTimeoutSeconds"] != "0" {
-		if h.HardTimeout, err = seconds(md, "hardTimeoutSeconds", 0); err != nil {
+	if v, ok := f.lookup(KeyHardTimeoutSeconds); ok && v != "0" {
+		if h.HardTimeout, err = seconds(f, KeyHardTimeoutSeconds, 0); err != nil {
 			return h, err
 		}
 	}
-	maxDel, err := number(md, "maxDeliveries", 0, false)
+	maxDel, err := number(f, KeyMaxDeliveries, 0, false)
 	if err != nil || maxDel != float64(int64(maxDel)) {
-		return h, &Error{Key: "maxDeliveries", Accepted: "must be a whole number >= 0 (0 is off)", Got: md["maxDeliveries"]}
+		return h, &Error{Key: KeyMaxDeliveries, Accepted: "must be a whole number >= 0 (0 is off)", Got: f.md[KeyMaxDeliveries]}
 	}
 	h.MaxDeliveries = int64(maxDel)
-	h.DeadLetterStream = md["deadLetterStream"]
+	h.DeadLetterStream = f.get(KeyDeadLetterStream)
 	switch {
 	case h.DeadLetterStream == "" && h.MaxDeliveries > 0:
 		h.DeadLetterStream = stream + ":dead"
 	case h.DeadLetterStream == stream:
-		return h, &Error{Key: "deadLetterStream", Accepted: "must differ from stream", Got: h.DeadLetterStream}
+		return h, &Error{Key: KeyDeadLetterStream, Accepted: "must differ from stream", Got: h.DeadLetterStream}
 	case len(h.DeadLetterStream) > MaxNameLen:
-		return h, &Error{Key: "deadLetterStream", Accepted: fmt.Sprintf("must be at most %d bytes", MaxNameLen)}
+		return h, &Error{Key: KeyDeadLetterStream, Accepted: fmt.Sprintf("must be at most %d bytes", MaxNameLen)}
 	}
-	if v, ok := md["deliveryCountField"]; ok {
+	if v, ok := f.lookup(KeyDeliveryCountField); ok {
 		switch {
 		case v == "off":
 			h.DeliveryCountField = ""
 		case v == "" || len(v) > 256:
-			return h, &Error{Key: "deliveryCountField", Accepted: "must be a field name of 1 to 256 bytes, or off", Got: v}
+			return h, &Error{Key: KeyDeliveryCountField, Accepted: "must be a field name of 1 to 256 bytes, or off", Got: v}
 		case policy.ReservedField(v):
-			return h, &Error{Key: "deliveryCountField", Accepted: "must not be a field pelwarden writes itself (" + strings.Join(policy.ReservedFields, ", ") + ")", Got: v}
+			return h, &Error{Key: KeyDeliveryCountField, Accepted: "must not be a field pelwarden writes itself (" + strings.Join(policy.ReservedFields, ", ") + ")", Got: v}
 		default:
 			h.DeliveryCountField = v
 		}
 	}
-	switch v := md["claimFallback"]; v {
+	switch v := f.get(KeyClaimFallback); v {
 	case "":
 	case "requeue", "skip":
 		h.ClaimFallback = policy.NoCandidate(v)
 	default:
-		return h, &Error{Key: "claimFallback", Accepted: "must be requeue or skip", Got: v}
+		return h, &Error{Key: KeyClaimFallback, Accepted: "must be requeue or skip", Got: v}
 	}
-	for key, dst := range map[string]*bool{"deleteGhostConsumers": &h.DeleteGhostConsumers, "deleteOriginal": &h.DeleteOriginal, "dryRun": &h.DryRun} {
-		if *dst, err = boolean(md, key, key == "deleteGhostConsumers"); err != nil {
+	for key, dst := range map[string]*bool{KeyDeleteGhostConsumers: &h.DeleteGhostConsumers, KeyDeleteOriginal: &h.DeleteOriginal, KeyDryRun: &h.DryRun} {
+		if *dst, err = boolean(f, key, key == KeyDeleteGhostConsumers); err != nil {
 			return h, err
 		}
 	}
 	return h, nil
 }
 
-func boolean(md map[string]string, key string, def bool) (bool, error) {
-	raw, ok := md[key]
+func boolean(f fields, key string, def bool) (bool, error) {
+	raw, ok := f.lookup(key)
 	if !ok {
 		return def, nil
 	}

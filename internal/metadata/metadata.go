@@ -110,41 +110,45 @@ type Env struct {
 // error. Keys it does not know are ignored, because KEDA forwards every
 // trigger key (scalerAddress among them).
 func Parse(md map[string]string, env Env) (Request, error) {
-	r, err := parseMetric(md, env)
+	return parse(fields{md: md}, env)
+}
+
+func parse(f fields, env Env) (Request, error) {
+	r, err := parseMetric(f, env)
 	if err != nil {
 		return r, err
 	}
-	r.Hygiene, err = parseHygiene(md, r.Target.Stream)
+	r.Hygiene, err = parseHygiene(f, r.Target.Stream)
 	return r, err
 }
 
 // parseMetric reads the keys that decide the metric: the connection, the
 // target and its liveness settings.
-func parseMetric(md map[string]string, env Env) (Request, error) {
+func parseMetric(f fields, env Env) (Request, error) {
 	var r Request
-	conn := md["redis"]
+	conn := f.get(KeyRedis)
 	if conn == "" {
 		conn = DefaultConnection
 	}
 	if !slices.Contains(env.Conns, conn) {
-		return r, &Error{Key: "redis", Accepted: "must name a configured Redis connection (" + strings.Join(env.Conns, ", ") + ")", Got: conn}
+		return r, &Error{Key: KeyRedis, Accepted: "must name a configured Redis connection (" + strings.Join(env.Conns, ", ") + ")", Got: conn}
 	}
-	stream, err := requiredName(md, "stream")
+	stream, err := requiredName(f, KeyStream)
 	if err != nil {
 		return r, err
 	}
-	group, err := groupName(md)
+	group, err := groupName(f)
 	if err != nil {
 		return r, err
 	}
-	r.Metric, r.TargetValue, err = parseMetricKey(md)
+	r.Metric, r.TargetValue, err = parseMetricKey(f)
 	if err != nil {
 		return r, err
 	}
-	if r.Activation, err = activation(md, r.Metric); err != nil {
+	if r.Activation, err = activation(f, r.Metric); err != nil {
 		return r, err
 	}
-	spec, profile, err := triggerSpec(md, env)
+	spec, profile, err := triggerSpec(f, env)
 	if err != nil {
 		return r, err
 	}
@@ -154,9 +158,9 @@ func parseMetric(md map[string]string, env Env) (Request, error) {
 	return r, nil
 }
 
-func parseSpec(md map[string]string, env Env) (liveness.Spec, error) {
+func parseSpec(f fields, env Env) (liveness.Spec, error) {
 	var s liveness.Spec
-	sources := md["liveness"]
+	sources := f.get(KeyLiveness)
 	if sources == "" {
 		sources = string(liveness.SourceIdle)
 	}
@@ -169,51 +173,52 @@ func parseSpec(md map[string]string, env Env) (liveness.Spec, error) {
 		case liveness.SourceKubernetes:
 			s.Kubernetes = true
 		default:
-			return s, &Error{Key: "liveness", Accepted: "must be a comma list of idle, heartbeat, kubernetes", Got: sources}
+			return s, &Error{Key: KeyLiveness, Accepted: "must be a comma list of idle, heartbeat, kubernetes", Got: sources}
 		}
 	}
-	if err := parsePods(md, env, &s); err != nil {
+	if err := parsePods(f, env, &s); err != nil {
 		return s, err
 	}
 	var err error
-	if s.GhostIdle, err = seconds(md, "ghostIdleSeconds", DefaultGhostIdleSeconds); err != nil {
+	if s.GhostIdle, err = seconds(f, KeyGhostIdleSeconds, DefaultGhostIdleSeconds); err != nil {
 		return s, err
 	}
-	if s.HeartbeatMaxAge, err = seconds(md, "heartbeatMaxAgeSeconds", DefaultHeartbeatMaxAgeSeconds); err != nil {
+	if s.HeartbeatMaxAge, err = seconds(f, KeyHeartbeatMaxAgeSeconds, DefaultHeartbeatMaxAgeSeconds); err != nil {
 		return s, err
 	}
-	if s.Owner, err = liveness.ParseOwnerMatch(md["ownerMatch"]); err != nil {
-		return s, &Error{Key: "ownerMatch", Accepted: "must be exact, prefix or regex:<pattern with (?P<owner>...)> (" + err.Error() + ")", Got: md["ownerMatch"]}
+	owner := f.get(KeyOwnerMatch)
+	if s.Owner, err = liveness.ParseOwnerMatch(owner); err != nil {
+		return s, &Error{Key: KeyOwnerMatch, Accepted: "must be exact, prefix or regex:<pattern with (?P<owner>...)> (" + err.Error() + ")", Got: owner}
 	}
-	s.HeartbeatKey = md["heartbeatKey"]
+	s.HeartbeatKey = f.get(KeyHeartbeatKey)
 	// One placeholder: each one multiplies the key by the candidate's
 	// length, and a key names one record.
 	placeholders := strings.Count(s.HeartbeatKey, "{consumer}") + strings.Count(s.HeartbeatKey, "{owner}")
 	switch {
 	case s.Heartbeat && placeholders != 1:
-		return s, &Error{Key: "heartbeatKey", Accepted: "required with liveness heartbeat: a key pattern with exactly one placeholder, {consumer} or {owner}, once", Got: s.HeartbeatKey}
+		return s, &Error{Key: KeyHeartbeatKey, Accepted: "required with liveness heartbeat: a key pattern with exactly one placeholder, {consumer} or {owner}, once", Got: s.HeartbeatKey}
 	case !s.Heartbeat && s.HeartbeatKey != "":
-		return s, &Error{Key: "heartbeatKey", Accepted: "is used only when liveness includes heartbeat", Got: s.HeartbeatKey}
+		return s, &Error{Key: KeyHeartbeatKey, Accepted: "is used only when liveness includes heartbeat", Got: s.HeartbeatKey}
 	case len(s.HeartbeatKey) > MaxNameLen:
-		return s, &Error{Key: "heartbeatKey", Accepted: fmt.Sprintf("must be at most %d bytes", MaxNameLen)}
+		return s, &Error{Key: KeyHeartbeatKey, Accepted: fmt.Sprintf("must be at most %d bytes", MaxNameLen)}
 	}
-	return s, parseStartGrace(md, &s)
+	return s, parseStartGrace(f, &s)
 }
 
 // parseStartGrace reads heartbeatStartGraceSeconds. Its default is the
 // heartbeat max age: a worker that beats as often as the max age demands
 // has written its first heartbeat by then.
-func parseStartGrace(md map[string]string, s *liveness.Spec) error {
-	raw, set := md["heartbeatStartGraceSeconds"]
+func parseStartGrace(f fields, s *liveness.Spec) error {
+	raw, set := f.lookup(KeyHeartbeatStartGraceSeconds)
 	switch {
 	case set && !s.Heartbeat:
-		return &Error{Key: "heartbeatStartGraceSeconds", Accepted: "is used only when liveness includes heartbeat", Got: raw}
+		return &Error{Key: KeyHeartbeatStartGraceSeconds, Accepted: "is used only when liveness includes heartbeat", Got: raw}
 	case !set:
 		s.StartGrace = s.HeartbeatMaxAge
 		return nil
 	}
 	var err error
-	s.StartGrace, err = graceSeconds(md, "heartbeatStartGraceSeconds", 0, " (a worker must beat before its first read)")
+	s.StartGrace, err = graceSeconds(f, KeyHeartbeatStartGraceSeconds, 0, " (a worker must beat before its first read)")
 	return err
 }
 
@@ -222,37 +227,38 @@ func parseStartGrace(md map[string]string, s *liveness.Spec) error {
 // of the same name, short enough for recovery in seconds.
 const DefaultPodDeletionGraceSeconds = 2
 
-func parsePods(md map[string]string, env Env, s *liveness.Spec) error {
-	keys := []string{"podSelector", "podNamespace", "podDeletionGraceSeconds"}
+func parsePods(f fields, env Env, s *liveness.Spec) error {
+	keys := []string{KeyPodSelector, KeyPodNamespace, KeyPodDeletionGraceSeconds}
 	if !s.Kubernetes {
 		for _, k := range keys {
-			if _, ok := md[k]; ok {
+			if f.has(k) {
 				return &Error{Key: k, Accepted: "is used only when liveness includes kubernetes"}
 			}
 		}
 		return nil
 	}
 	if !env.Kubernetes {
-		return &Error{Key: "liveness", Accepted: "kubernetes needs kubernetes.enabled in pelwarden's configuration", Got: md["liveness"]}
+		return &Error{Key: KeyLiveness, Accepted: "kubernetes needs kubernetes.enabled in pelwarden's configuration", Got: f.get(KeyLiveness)}
 	}
-	s.PodSelector = strings.TrimSpace(md["podSelector"])
+	selector := f.get(KeyPodSelector)
+	s.PodSelector = strings.TrimSpace(selector)
 	if _, err := labels.Parse(s.PodSelector); err != nil || s.PodSelector == "" || len(s.PodSelector) > MaxNameLen {
-		return &Error{Key: "podSelector", Accepted: "required with liveness kubernetes: a non-empty Kubernetes label selector such as app=worker", Got: md["podSelector"]}
+		return &Error{Key: KeyPodSelector, Accepted: "required with liveness kubernetes: a non-empty Kubernetes label selector such as app=worker", Got: selector}
 	}
-	s.PodNamespace = md["podNamespace"]
+	s.PodNamespace = f.get(KeyPodNamespace)
 	if s.PodNamespace == "" {
 		s.PodNamespace = env.Namespace
 	}
 	if errs := validation.IsDNS1123Label(s.PodNamespace); len(errs) > 0 {
-		return &Error{Key: "podNamespace", Accepted: "must be a namespace name (lowercase letters, digits and '-'); it defaults to the ScaledObject's namespace", Got: s.PodNamespace}
+		return &Error{Key: KeyPodNamespace, Accepted: "must be a namespace name (lowercase letters, digits and '-'); it defaults to the ScaledObject's namespace", Got: s.PodNamespace}
 	}
 	var err error
-	s.PodGrace, err = graceSeconds(md, "podDeletionGraceSeconds", DefaultPodDeletionGraceSeconds, "")
+	s.PodGrace, err = graceSeconds(f, KeyPodDeletionGraceSeconds, DefaultPodDeletionGraceSeconds, "")
 	return err
 }
 
-func requiredName(md map[string]string, key string) (string, error) {
-	v := md[key]
+func requiredName(f fields, key string) (string, error) {
+	v := f.get(key)
 	switch {
 	case v == "":
 		return "", &Error{Key: key, Accepted: "is required"}
@@ -264,8 +270,8 @@ func requiredName(md map[string]string, key string) (string, error) {
 
 // number parses a non-negative (or, with positive, strictly positive)
 // decimal; a missing key gives def.
-func number(md map[string]string, key string, def float64, positive bool) (float64, error) {
-	raw, ok := md[key]
+func number(f fields, key string, def float64, positive bool) (float64, error) {
+	raw, ok := f.lookup(key)
 	if !ok {
 		return def, nil
 	}
@@ -281,22 +287,22 @@ func number(md map[string]string, key string, def float64, positive bool) (float
 	return v, nil
 }
 
-func seconds(md map[string]string, key string, def float64) (time.Duration, error) {
-	v, err := number(md, key, def, true)
+func seconds(f fields, key string, def float64) (time.Duration, error) {
+	v, err := number(f, key, def, true)
 	d := time.Duration(v * float64(time.Second))
 	if err != nil || v > maxSeconds || d < MinDuration {
-		return 0, &Error{Key: key, Accepted: fmt.Sprintf("must be a number of seconds from %g (%s) to %d", MinDuration.Seconds(), MinDuration, maxSeconds), Got: md[key]}
+		return 0, &Error{Key: key, Accepted: fmt.Sprintf("must be a number of seconds from %g (%s) to %d", MinDuration.Seconds(), MinDuration, maxSeconds), Got: f.md[key]}
 	}
 	return d, nil
 }
 
 // graceSeconds reads a *Seconds key that may be 0: a non-zero value must
 // still be at least MinDuration once converted.
-func graceSeconds(md map[string]string, key string, def float64, zero string) (time.Duration, error) {
-	v, err := number(md, key, def, false)
+func graceSeconds(f fields, key string, def float64, zero string) (time.Duration, error) {
+	v, err := number(f, key, def, false)
 	d := time.Duration(v * float64(time.Second))
 	if err != nil || v > maxSeconds || (d < MinDuration && v != 0) {
-		return 0, &Error{Key: key, Accepted: fmt.Sprintf("must be 0%s or a number of seconds from %g (%s) to %d", zero, MinDuration.Seconds(), MinDuration, maxSeconds), Got: md[key]}
+		return 0, &Error{Key: key, Accepted: fmt.Sprintf("must be 0%s or a number of seconds from %g (%s) to %d", zero, MinDuration.Seconds(), MinDuration, maxSeconds), Got: f.md[key]}
 	}
 	return d, nil
 }

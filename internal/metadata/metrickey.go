@@ -10,11 +10,11 @@ import (
 // stream's length (streamLength) when a trigger has no group; a length has
 // no consumers and so no ghosts to leave out, so such a trigger is told to
 // stay with KEDA's own scaler rather than get a different metric here.
-func groupName(md map[string]string) (string, error) {
-	if _, ok := md["streamLength"]; ok && md["consumerGroup"] == "" {
-		return "", &Error{Key: "consumerGroup", Accepted: "is required: streamLength without consumerGroup is KEDA's stream-length (XLEN) metric, which pelwarden does not serve (a length has no ghost-held entries to leave out); keep KEDA's redis-streams trigger for it, or set consumerGroup"}
+func groupName(f fields) (string, error) {
+	if f.has(KeyStreamLength) && f.get(KeyConsumerGroup) == "" {
+		return "", &Error{Key: KeyConsumerGroup, Accepted: "is required: streamLength without consumerGroup is KEDA's stream-length (XLEN) metric, which pelwarden does not serve (a length has no ghost-held entries to leave out); keep KEDA's redis-streams trigger for it, or set consumerGroup"}
 	}
-	return requiredName(md, "consumerGroup")
+	return requiredName(f, KeyConsumerGroup)
 }
 
 // parseMetricKey chooses the metric as KEDA's redis-streams,
@@ -24,13 +24,13 @@ func groupName(md map[string]string) (string, error) {
 // pendingEntriesCount, and streamLength is ignored. backlogCount is
 // pelwarden's own key: KEDA gives it no precedence, so beside another
 // metric key it is an error naming both.
-func parseMetricKey(md map[string]string) (policy.Metric, float64, error) {
-	_, pending := md[policy.Pending.Key()]
-	_, lag := md[policy.Lag.Key()]
-	_, backlog := md[policy.Backlog.Key()]
+func parseMetricKey(f fields) (policy.Metric, float64, error) {
+	pending := f.has(policy.Pending.Key())
+	lag := f.has(policy.Lag.Key())
+	backlog := f.has(policy.Backlog.Key())
 	// The keys KEDA reads but then ignores are still numbers there: a
 	// malformed one is refused the same way here.
-	if _, err := number(md, "streamLength", 0, false); err != nil {
+	if _, err := number(f, KeyStreamLength, 0, false); err != nil {
 		return 0, 0, err
 	}
 	m := policy.Pending
@@ -45,15 +45,15 @@ func parseMetricKey(md map[string]string) (policy.Metric, float64, error) {
 		m = policy.Backlog
 	case lag:
 		m = policy.Lag
-		if _, err := number(md, policy.Pending.Key(), 0, false); err != nil {
+		if _, err := number(f, policy.Pending.Key(), 0, false); err != nil {
 			return 0, 0, err
 		}
 	case !pending:
 		return policy.Pending, DefaultPendingEntriesCount, nil
 	}
-	v, err := number(md, m.Key(), 0, true)
+	v, err := number(f, m.Key(), 0, true)
 	if err == nil && v < MinTarget {
-		err = &Error{Key: m.Key(), Accepted: fmt.Sprintf("must be a number >= %d (entries per replica)", MinTarget), Got: md[m.Key()]}
+		err = &Error{Key: m.Key(), Accepted: fmt.Sprintf("must be a number >= %d (entries per replica)", MinTarget), Got: f.md[m.Key()]}
 	}
 	return m, v, err
 }
@@ -63,13 +63,13 @@ func parseMetricKey(md map[string]string) (policy.Metric, float64, error) {
 // every metric they serve, so it is also the activation of
 // pendingEntriesCount here; pelwarden's own activation keys apply to their
 // metric only.
-func activation(md map[string]string, m policy.Metric) (float64, error) {
+func activation(f fields, m policy.Metric) (float64, error) {
 	key := m.ActivationKey()
-	_, own := md[key]
-	_, keda := md[policy.Lag.ActivationKey()]
+	own := f.has(key)
+	keda := f.has(policy.Lag.ActivationKey())
 	for _, other := range []policy.Metric{policy.Pending, policy.Lag, policy.Backlog} {
 		k := other.ActivationKey()
-		if _, ok := md[k]; !ok || other == m || (m == policy.Pending && other == policy.Lag) {
+		if !f.has(k) || other == m || (m == policy.Pending && other == policy.Lag) {
 			continue
 		}
 		return 0, &Error{Key: k, Accepted: fmt.Sprintf("applies to %s; with %s use %s", other.Key(), m.Key(), key)}
@@ -80,5 +80,5 @@ func activation(md map[string]string, m policy.Metric) (float64, error) {
 		}
 		key = policy.Lag.ActivationKey()
 	}
-	return number(md, key, 0, false)
+	return number(f, key, 0, false)
 }

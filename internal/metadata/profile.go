@@ -17,11 +17,11 @@ const ProfileKey = "livenessProfile"
 // EvidenceKeys say which evidence can mark a consumer dead: the sources,
 // the keys read, how consumers map to owners, which pods. With
 // livenessProfile the profile sets them and a trigger may not.
-var EvidenceKeys = []string{"liveness", "heartbeatKey", "ownerMatch", "podSelector", "podNamespace"}
+var EvidenceKeys = keyNames(KindEvidence)
 
 // ThresholdKeys say how long the evidence must hold: a trigger that names
 // a profile may make them longer, never shorter.
-var ThresholdKeys = []string{"ghostIdleSeconds", "heartbeatMaxAgeSeconds", "heartbeatStartGraceSeconds", "podDeletionGraceSeconds"}
+var ThresholdKeys = keyNames(KindThreshold)
 
 // LivenessKeys are the keys a liveness profile holds: its evidence and
 // its thresholds.
@@ -37,10 +37,10 @@ func ParseProfile(md map[string]string, kubernetes bool) (liveness.Spec, error) 
 			return liveness.Spec{}, &Error{Key: k, Accepted: "is not a liveness key; a profile holds only " + strings.Join(LivenessKeys, ", ")}
 		}
 	}
-	s, err := parseSpec(md, Env{Kubernetes: kubernetes})
+	s, err := parseSpec(fields{md: md}, Env{Kubernetes: kubernetes})
 	var me *Error
-	if errors.As(err, &me) && me.Key == "podNamespace" && md["podNamespace"] == "" {
-		return s, &Error{Key: "podNamespace", Accepted: "is required with liveness kubernetes in a profile: a profile serves every namespace a rule lets name it"}
+	if errors.As(err, &me) && me.Key == KeyPodNamespace && md[KeyPodNamespace] == "" {
+		return s, &Error{Key: KeyPodNamespace, Accepted: "is required with liveness kubernetes in a profile: a profile serves every namespace a rule lets name it"}
 	}
 	return s, err
 }
@@ -48,10 +48,10 @@ func ParseProfile(md map[string]string, kubernetes bool) (liveness.Spec, error) 
 // triggerSpec is the liveness spec of a trigger: its own keys, or, with
 // livenessProfile, the profile's spec with the thresholds the trigger
 // lengthens. It returns the profile's name, or "".
-func triggerSpec(md map[string]string, env Env) (liveness.Spec, string, error) {
-	name, named := md[ProfileKey]
+func triggerSpec(f fields, env Env) (liveness.Spec, string, error) {
+	name, named := f.lookup(ProfileKey)
 	if !named {
-		s, err := parseSpec(md, env)
+		s, err := parseSpec(f, env)
 		return s, "", err
 	}
 	profile, ok := env.Profiles[name]
@@ -59,7 +59,7 @@ func triggerSpec(md map[string]string, env Env) (liveness.Spec, string, error) {
 		return liveness.Spec{}, "", &Error{Key: ProfileKey, Accepted: "must name a profile of triggers.profiles in pelwarden's configuration", Got: name}
 	}
 	for _, k := range EvidenceKeys {
-		if _, set := md[k]; set {
+		if f.has(k) {
 			return liveness.Spec{}, "", &Error{Key: k, Accepted: "is set by livenessProfile " + name + "; leave it out"}
 		}
 	}
@@ -70,16 +70,16 @@ func triggerSpec(md map[string]string, env Env) (liveness.Spec, string, error) {
 		dst  *time.Duration
 		read func() (time.Duration, error)
 	}{
-		{"ghostIdleSeconds", true, &s.GhostIdle, func() (time.Duration, error) { return seconds(md, "ghostIdleSeconds", 0) }},
-		{"heartbeatMaxAgeSeconds", true, &s.HeartbeatMaxAge, func() (time.Duration, error) { return seconds(md, "heartbeatMaxAgeSeconds", 0) }},
-		{"heartbeatStartGraceSeconds", s.Heartbeat, &s.StartGrace, func() (time.Duration, error) {
-			return graceSeconds(md, "heartbeatStartGraceSeconds", 0, " (a worker must beat before its first read)")
+		{KeyGhostIdleSeconds, true, &s.GhostIdle, func() (time.Duration, error) { return seconds(f, KeyGhostIdleSeconds, 0) }},
+		{KeyHeartbeatMaxAgeSeconds, true, &s.HeartbeatMaxAge, func() (time.Duration, error) { return seconds(f, KeyHeartbeatMaxAgeSeconds, 0) }},
+		{KeyHeartbeatStartGraceSeconds, s.Heartbeat, &s.StartGrace, func() (time.Duration, error) {
+			return graceSeconds(f, KeyHeartbeatStartGraceSeconds, 0, " (a worker must beat before its first read)")
 		}},
-		{"podDeletionGraceSeconds", s.Kubernetes, &s.PodGrace, func() (time.Duration, error) {
-			return graceSeconds(md, "podDeletionGraceSeconds", 0, "")
+		{KeyPodDeletionGraceSeconds, s.Kubernetes, &s.PodGrace, func() (time.Duration, error) {
+			return graceSeconds(f, KeyPodDeletionGraceSeconds, 0, "")
 		}},
 	} {
-		raw, set := md[th.key]
+		raw, set := f.lookup(th.key)
 		if !set {
 			continue
 		}

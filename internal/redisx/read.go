@@ -126,6 +126,32 @@ func (r *Reader) Fetch(ctx context.Context, t liveness.Target, known []string) (
 	return obs, nil
 }
 
+// Confirm reads heartbeat keys of t's connection and Redis's clock in one
+// pipelined round trip: the look at a heartbeat's deadline, which a beat
+// written again decides without a read of the group (liveness.Confirmer).
+func (r *Reader) Confirm(ctx context.Context, t liveness.Target, keys []string) (liveness.Observation, error) {
+	c, ok := r.Conns.Get(t.Conn)
+	if !ok {
+		return liveness.Observation{}, fmt.Errorf("no redis connection named %q", t.Conn)
+	}
+	var obs liveness.Observation
+	pipe := c.Pipeline()
+	timeCmd := pipe.Time(ctx)
+	cmds := queueGets(ctx, pipe, keys)
+	if err := exec(ctx, pipe); err != nil {
+		return obs, fmt.Errorf("read the heartbeats of %s: %w", t, err)
+	}
+	obs.ReadAt = time.Now()
+	now, err := timeCmd.Result()
+	if err != nil {
+		return obs, fmt.Errorf("read the heartbeats of %s: %w", t, err)
+	}
+	obs.ServerTime = now
+	obs.Heartbeats = make(map[string]liveness.HeartbeatObs, len(keys))
+	collectGets(cmds, obs.Heartbeats)
+	return obs, nil
+}
+
 // maxTypeReads bounds the TYPE calls one read makes for heartbeat keys of
 // the wrong type; the rest are reported without their type.
 const maxTypeReads = 64

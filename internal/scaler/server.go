@@ -41,6 +41,10 @@ type Options struct {
 	// StreamIsActive stream open; one more is ResourceExhausted. 0 is no
 	// bound.
 	MaxActiveTargetsPerGroup int
+	// Refused, when set, is told of every GetMetricSpec answered with the
+	// placeholder spec, with the refusal it stands for, so that it is
+	// logged and counted as a refusal although the call succeeded.
+	Refused func(ctx context.Context, refusal error)
 	// Reported, when set, is told every value GetMetrics reports, under the
 	// metric name KEDA asked for.
 	Reported func(r metadata.Request, metricName string, value int64)
@@ -90,12 +94,31 @@ func New(view *liveness.View, opts Options) *Server {
 
 // GetMetricSpec reports the metric and its per-replica target. It needs no
 // Redis: the target comes from metadata.
-func (s *Server) GetMetricSpec(_ context.Context, ref *externalscaler.ScaledObjectRef) (*externalscaler.GetMetricSpecResponse, error) {
-	r, _, err := s.parse(ref)
-	if err != nil {
+//
+// A trigger refused for what it says (InvalidArgument from its metadata,
+// PermissionDenied from the trigger policy) is answered with the
+// placeholder spec (RefusedMetricName) rather than the refusal: KEDA
+// drops a GetMetricSpec error into its operator's log and reports only
+// that no scaler returned a spec, so the ScaledObject's owner would never
+// see why. With a spec KEDA starts its scale loop, whose GetMetrics and
+// IsActive get the refusal and show its text as KEDAScalerFailed events.
+// Bounds, caps and Redis errors stay errors: a cap is transient, and
+// KEDA's retry must then get the real spec.
+func (s *Server) GetMetricSpec(ctx context.Context, ref *externalscaler.ScaledObjectRef) (*externalscaler.GetMetricSpecResponse, error) {
+	if err := checkRef(ref); err != nil {
 		return nil, err
 	}
-	return metricSpec(r), nil
+	r, _, err := s.parseChecked(ref)
+	if err == nil {
+		return metricSpec(r), nil
+	}
+	if c := status.Code(err); c != codes.InvalidArgument && c != codes.PermissionDenied {
+		return nil, err
+	}
+	if s.opts.Refused != nil {
+		s.opts.Refused(ctx, err)
+	}
+	return refusedSpec(), nil
 }
 
 // GetMetrics reports the metric value from the target's snapshot. A Redis
@@ -107,6 +130,12 @@ func (s *Server) GetMetrics(ctx context.Context, req *externalscaler.GetMetricsR
 	r, _, err := s.parse(req.GetScaledObjectRef())
 	if err != nil {
 		return nil, err
+	}
+	// The placeholder's target of 1 was never this trigger's: served, a
+	// trigger that parses now would scale one replica per entry.
+	if IsRefusedMetric(req.GetMetricName()) {
+		return nil, status.Error(codes.FailedPrecondition, "metric "+RefusedMetricName+" is a placeholder: the HPA was made while pelwarden refused this trigger, "+
+			"which it serves now; re-apply or touch the ScaledObject so KEDA asks GetMetricSpec again")
 	}
 	snap, err := s.snapshot(ctx, r, time.Time{})
 	if err != nil {
@@ -222,12 +251,26 @@ func (s *Server) StreamMetricSpec(ref *externalscaler.ScaledObjectRef, stream gr
 // handler calls it first: the bounds of the namespace, name and metadata
 // are checked before any of them is hashed, kept or logged.
 func (s *Server) parse(ref *externalscaler.ScaledObjectRef) (metadata.Request, trigger.ID, error) {
+	if err := checkRef(ref); err != nil {
+		return metadata.Request{}, trigger.ID{}, err
+	}
+	return s.parseChecked(ref)
+}
+
+// checkRef refuses a missing ref, and a namespace, name or metadata past
+// its bound.
+func checkRef(ref *externalscaler.ScaledObjectRef) error {
 	if ref == nil {
-		return metadata.Request{}, trigger.ID{}, status.Error(codes.InvalidArgument, "scaledObjectRef is required")
+		return status.Error(codes.InvalidArgument, "scaledObjectRef is required")
 	}
 	if err := metadata.CheckTriggerBounds(ref.GetNamespace(), ref.GetName(), ref.GetScalerMetadata()); err != nil {
-		return metadata.Request{}, trigger.ID{}, status.Error(codes.InvalidArgument, err.Error())
+		return status.Error(codes.InvalidArgument, err.Error())
 	}
+	return nil
+}
+
+// parseChecked is parse of a ref that checkRef has passed.
+func (s *Server) parseChecked(ref *externalscaler.ScaledObjectRef) (metadata.Request, trigger.ID, error) {
 	r, id, err := s.parsed.get(ref)
 	if err != nil {
 		return *r, id, err

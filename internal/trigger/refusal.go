@@ -121,11 +121,11 @@ func (g *Registry) reach(namespace string, r *metadata.Request) *Refusal {
 	conn, spec := r.Target.Conn, r.Target.Spec
 	switch {
 	case !g.rules.reaches(namespace, conn):
-		return &Refusal{Code: codes.PermissionDenied, Key: "redis", Rule: fmt.Sprintf("namespace %q may not reach connection %q: no triggers.rules entry names both", namespace, conn)}
+		return &Refusal{Code: codes.PermissionDenied, Key: metadata.KeyRedis, Rule: fmt.Sprintf("namespace %q may not reach connection %q: no triggers.rules entry names both", namespace, conn)}
 	case r.Profile != "" && !g.rules.profiles(namespace, conn, r.Profile):
 		return &Refusal{Code: codes.PermissionDenied, Key: metadata.ProfileKey, Rule: fmt.Sprintf("namespace %q may not name profile %q on connection %q: no triggers.rules[].profiles glob of a rule naming both matches it", namespace, r.Profile, conn)}
 	case r.Profile == "" && spec.Heartbeat && !g.rules.heartbeatKeys(namespace, conn, spec.HeartbeatKey):
-		return &Refusal{Code: codes.PermissionDenied, Key: "heartbeatKey", Rule: fmt.Sprintf("namespace %q may not have pelwarden read keys of pattern %q on connection %q: no triggers.rules[].heartbeatKeys glob of a rule naming both matches it; name a livenessProfile instead, or ask the operator to allow the pattern", namespace, clip.String(spec.HeartbeatKey, 80), conn)}
+		return &Refusal{Code: codes.PermissionDenied, Key: metadata.KeyHeartbeatKey, Rule: fmt.Sprintf("namespace %q may not have pelwarden read keys of pattern %q on connection %q: no triggers.rules[].heartbeatKeys glob of a rule naming both matches it; name a livenessProfile instead, or ask the operator to allow the pattern", namespace, clip.String(spec.HeartbeatKey, 80), conn)}
 	}
 	return nil
 }

@@ -275,7 +275,7 @@ func (g *Registry) check(e *entry) *Refusal {
 		return &Refusal{Code: codes.InvalidArgument, Key: r.HygieneErr.Key, Rule: r.HygieneErr.Accepted}
 	}
 	if p.Reclaim != policy.ReclaimRequeue {
-		return &Refusal{Code: codes.PermissionDenied, Key: "reclaim", Rule: "trigger-driven hygiene is off (triggers.reclaim: off); list the group in hygiene.targets, or ask the operator to allow it"}
+		return &Refusal{Code: codes.PermissionDenied, Key: metadata.KeyReclaim, Rule: "trigger-driven hygiene is off (triggers.reclaim: off); list the group in hygiene.targets, or ask the operator to allow it"}
 	}
 	// ParseTrigger has checked this already; checked again here so that
 	// no parse path can hand the loop a config-only setting.
@@ -290,7 +290,7 @@ func (g *Registry) check(e *entry) *Refusal {
 		return refusal
 	}
 	if !g.rules.enrolls(e.id.Namespace, r.Target.Conn, r.Target.Stream) {
-		return &Refusal{Code: codes.PermissionDenied, Key: "stream", Rule: fmt.Sprintf("namespace %q may not enroll stream %q of connection %q in hygiene: no triggers.rules entry's hygieneStreams matches it", e.id.Namespace, r.Target.Stream, r.Target.Conn)}
+		return &Refusal{Code: codes.PermissionDenied, Key: metadata.KeyStream, Rule: fmt.Sprintf("namespace %q may not enroll stream %q of connection %q in hygiene: no triggers.rules entry's hygieneStreams matches it", e.id.Namespace, r.Target.Stream, r.Target.Conn)}
 	}
 	return nil
 }
@@ -301,7 +301,7 @@ func (g *Registry) check(e *entry) *Refusal {
 // when the configuration loads; checked again here so that no way of
 // making a request reaches the loop below a floor.
 func floors(f config.TriggerFloors, r *metadata.Request) *Refusal {
-	ths := append([]config.Threshold{{Key: "entryStaleSeconds", Floor: "entryStale", Value: r.Hygiene.EntryStale, Min: f.EntryStale}},
+	ths := append([]config.Threshold{{Key: metadata.KeyEntryStaleSeconds, Floor: "entryStale", Value: r.Hygiene.EntryStale, Min: f.EntryStale}},
 		f.Thresholds(r.Target.Spec)...)
 	for _, th := range ths {
 		if th.Value < th.Min {
@@ -309,7 +309,7 @@ func floors(f config.TriggerFloors, r *metadata.Request) *Refusal {
 		}
 	}
 	if n := r.Hygiene.MaxDeliveries; n != 0 && n < f.MaxDeliveries {
-		return &Refusal{Code: codes.InvalidArgument, Key: "maxDeliveries", Rule: fmt.Sprintf("must be 0 (never dead-letter) or at least %d for a trigger (triggers.floors.maxDeliveries), got %d", f.MaxDeliveries, n)}
+		return &Refusal{Code: codes.InvalidArgument, Key: metadata.KeyMaxDeliveries, Rule: fmt.Sprintf("must be 0 (never dead-letter) or at least %d for a trigger (triggers.floors.maxDeliveries), got %d", f.MaxDeliveries, n)}
 	}
 	return nil
 }
