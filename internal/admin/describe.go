@@ -36,7 +36,7 @@ func (s *Server) DescribeTarget(ctx context.Context, req *pelwardenv1.DescribeTa
 		out.Hygiene = h.Describe()
 	}
 	if ht, ok := s.opts.Hygiene(g.Conn, g.Stream, g.Group); ok && ht.ActFrom.After(now) {
-		out.HygieneActsFromMs, out.HygieneWarmUp = ht.ActFrom.UnixMilli(), ht.WarmUp
+		out.HygieneActsFromMs, out.HygieneWarmUp = ht.ActFrom.UnixMilli(), ht.Why()
 	}
 	s.describeProvenance(g, out)
 	return out, nil

@@ -46,7 +46,23 @@ type Reports struct {
 	max int
 
 	mu       sync.Mutex
-	byTarget map[liveness.TargetKey][]Report
+	byTarget map[liveness.TargetKey][]reported
+}
+
+// reported is a Report as kept: its target is its key's (TargetKey.Target),
+// since a copy beside the key doubled what a target's reports held.
+type reported struct {
+	Metric      policy.Metric
+	TargetValue float64
+	Activation  float64
+	MetricName  string
+	Value       int64
+	At          time.Time
+}
+
+func (f reported) report(k liveness.TargetKey) Report {
+	return Report{Target: k.Target(), Metric: f.Metric, TargetValue: f.TargetValue, Activation: f.Activation,
+		MetricName: f.MetricName, Value: f.Value, At: f.At}
 }
 
 // NewReports keeps the reports of at most max targets (0 means 10000);
@@ -55,7 +71,7 @@ func NewReports(maxTargets int) *Reports {
 	if maxTargets <= 0 {
 		maxTargets = 10000
 	}
-	return &Reports{max: maxTargets, byTarget: make(map[liveness.TargetKey][]Report)}
+	return &Reports{max: maxTargets, byTarget: make(map[liveness.TargetKey][]reported)}
 }
 
 // Record stores a reported value.
@@ -73,11 +89,11 @@ func (r *Reports) Record(req metadata.Request, metricName string, value int64, a
 			return
 		}
 	}
-	rep := Report{Target: req.Target, Metric: req.Metric, TargetValue: req.TargetValue, Activation: req.Activation,
+	rep := reported{Metric: req.Metric, TargetValue: req.TargetValue, Activation: req.Activation,
 		MetricName: metricName, Value: value, At: at}
 	if len(reps) >= MaxReportsPerTarget {
-		oldest := slices.IndexFunc(reps, func(p Report) bool {
-			return !slices.ContainsFunc(reps, func(q Report) bool { return q.At.Before(p.At) })
+		oldest := slices.IndexFunc(reps, func(p reported) bool {
+			return !slices.ContainsFunc(reps, func(q reported) bool { return q.At.Before(p.At) })
 		})
 		reps = slices.Delete(reps, oldest, oldest+1)
 	}
@@ -90,7 +106,7 @@ func (r *Reports) forgetOldest() {
 	var at time.Time
 	first := true
 	for k, reps := range r.byTarget {
-		newest := slices.MaxFunc(reps, func(a, b Report) int { return a.At.Compare(b.At) }).At
+		newest := slices.MaxFunc(reps, func(a, b reported) int { return a.At.Compare(b.At) }).At
 		if first || newest.Before(at) {
 			oldest, at, first = k, newest, false
 		}
@@ -110,9 +126,11 @@ func (r *Reports) Forget(t liveness.Target) {
 func (r *Reports) For(g liveness.GroupRef) []Report {
 	r.mu.Lock()
 	var out []Report
-	for _, reps := range r.byTarget {
-		if len(reps) > 0 && reps[0].Target.GroupRef == g {
-			out = append(out, reps...)
+	for k, reps := range r.byTarget {
+		if k.Group() == g {
+			for _, f := range reps {
+				out = append(out, f.report(k))
+			}
 		}
 	}
 	r.mu.Unlock()
@@ -120,13 +138,40 @@ func (r *Reports) For(g liveness.GroupRef) []Report {
 	return out
 }
 
-// All returns every report, in no order, for the metrics page.
-func (r *Reports) All() []Report {
+// Figure is a report as the metrics page shows it: the group and the
+// liveness settings' text (Spec.String) stand for the target, a third of
+// a Report's bytes, since a scrape holds one for every target.
+type Figure struct {
+	Group       liveness.GroupRef
+	Liveness    string
+	Metric      policy.Metric
+	TargetValue float64
+	Value       int64
+	At          time.Time
+}
+
+// Figures returns every report, in no order, for the metrics page. The
+// text of each liveness spec is made once a call, however many targets
+// share it.
+func (r *Reports) Figures() []Figure {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var out []Report
+	n := 0
 	for _, reps := range r.byTarget {
-		out = append(out, reps...)
+		n += len(reps)
+	}
+	out := make([]Figure, 0, n)
+	texts := map[liveness.Spec]string{}
+	for k, reps := range r.byTarget {
+		spec := k.Target().Spec
+		text, ok := texts[spec]
+		if !ok {
+			text = spec.String()
+			texts[spec] = text
+		}
+		for _, f := range reps {
+			out = append(out, Figure{Group: k.Group(), Liveness: text, Metric: f.Metric, TargetValue: f.TargetValue, Value: f.Value, At: f.At})
+		}
 	}
 	return out
 }

@@ -68,3 +68,23 @@ func TestRecordingAKnownReportAllocatesNothing(t *testing.T) {
 	r.Record(req, "m", 1, now)
 	require.Zero(t, testing.AllocsPerRun(100, func() { r.Record(req, "m", 2, now) }))
 }
+
+// TestFiguresAreEveryReportWithItsGroupAndLivenessText: the metrics page's
+// list has each report of every target, with the target's group and the
+// text of its liveness settings in place of the target.
+func TestFiguresAreEveryReportWithItsGroupAndLivenessText(t *testing.T) {
+	t.Parallel()
+	g := liveness.GroupRef{Conn: "default", Stream: "jobs", Group: "workers"}
+	quick := liveness.Target{GroupRef: g, Spec: liveness.Spec{Idle: true, GhostIdle: time.Second}}
+	slow := liveness.Target{GroupRef: liveness.GroupRef{Conn: "default", Stream: "other", Group: "workers"}, Spec: liveness.Spec{Idle: true, GhostIdle: time.Hour}}
+	now := time.Unix(1_800_000_000, 0)
+	r := NewReports(10)
+	r.Record(metadata.Request{Target: quick, Metric: policy.Pending, TargetValue: 5, Activation: 1}, "m", 3, now)
+	r.Record(metadata.Request{Target: quick, Metric: policy.Lag, TargetValue: 7}, "m", 4, now)
+	r.Record(metadata.Request{Target: slow, Metric: policy.Pending, TargetValue: 5}, "m", 5, now.Add(time.Second))
+	require.ElementsMatch(t, []Figure{
+		{Group: g, Liveness: quick.Spec.String(), Metric: policy.Pending, TargetValue: 5, Value: 3, At: now},
+		{Group: g, Liveness: quick.Spec.String(), Metric: policy.Lag, TargetValue: 7, Value: 4, At: now},
+		{Group: slow.GroupRef, Liveness: slow.Spec.String(), Metric: policy.Pending, TargetValue: 5, Value: 5, At: now.Add(time.Second)},
+	}, r.Figures())
+}

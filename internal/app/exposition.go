@@ -78,13 +78,13 @@ var groupFamilies = []targetFamily{
 // other settings on the same group has series of its own.
 var reportFamilies = []struct {
 	name, help string
-	value      func(admin.Report) float64
+	value      func(admin.Figure) float64
 }{
 	{"pelwarden_scaler_reported_value", "The value GetMetrics last reported to KEDA, by target, metric and per-replica target.",
-		func(r admin.Report) float64 { return float64(r.Value) }},
+		func(r admin.Figure) float64 { return float64(r.Value) }},
 	{"pelwarden_scaler_target_value", "The per-replica target of the metric GetMetrics last reported (pendingEntriesCount, lagCount or backlogCount), " +
 		"so dashboards can show the replicas the HPA asks for.",
-		func(r admin.Report) float64 { return r.TargetValue }},
+		func(r admin.Figure) float64 { return r.TargetValue }},
 }
 
 // hygieneFamilies are labeled by the group a hygiene target scans.
@@ -138,16 +138,24 @@ func acceptsGzip(h http.Header) bool {
 }
 
 // seriesRows is one family's series, reused from family to family: only
-// the values change.
+// the values change. Each row's gauge (and counter) points at its value
+// and is made once, in one allocation for all rows: made per family and
+// row, they were most of what a scrape of 10k targets allocated.
 type seriesRows struct {
-	metrics []*dto.Metric
-	values  []float64
+	metrics  []*dto.Metric
+	values   []float64
+	gauges   []dto.Gauge
+	counters []dto.Counter // made for the first counter family
 }
 
 func newSeriesRows(labels [][]*dto.LabelPair) *seriesRows {
-	r := &seriesRows{metrics: make([]*dto.Metric, len(labels)), values: make([]float64, len(labels))}
+	n := len(labels)
+	r := &seriesRows{metrics: make([]*dto.Metric, n), values: make([]float64, n), gauges: make([]dto.Gauge, n)}
+	ms := make([]dto.Metric, n)
 	for i, l := range labels {
-		r.metrics[i] = &dto.Metric{Label: l}
+		ms[i].Label = l
+		r.gauges[i].Value = &r.values[i]
+		r.metrics[i] = &ms[i]
 	}
 	return r
 }
@@ -158,12 +166,18 @@ func (r *seriesRows) encode(enc expfmt.Encoder, name, help string, kind dto.Metr
 	if len(r.metrics) == 0 {
 		return nil
 	}
+	if kind == dto.MetricType_COUNTER && r.counters == nil {
+		r.counters = make([]dto.Counter, len(r.metrics))
+		for i := range r.counters {
+			r.counters[i].Value = &r.values[i]
+		}
+	}
 	for i, m := range r.metrics {
 		m.Gauge, m.Counter = nil, nil
 		if kind == dto.MetricType_COUNTER {
-			m.Counter = &dto.Counter{Value: &r.values[i]}
+			m.Counter = &r.counters[i]
 		} else {
-			m.Gauge = &dto.Gauge{Value: &r.values[i]}
+			m.Gauge = &r.gauges[i]
 		}
 	}
 	return enc.Encode(&dto.MetricFamily{Name: proto.String(name), Help: proto.String(help), Type: kind.Enum(), Metric: r.metrics})
@@ -195,7 +209,7 @@ func (m *metrics) encodeTargets(enc expfmt.Encoder) error {
 	if err := m.encodeHygiene(enc); err != nil {
 		return err
 	}
-	reports := latestReports(m.reports.All())
+	reports := latestFigures(m.reports.Figures())
 	rows = newSeriesRows(labelsOf(reports, reportLabelValues, reportLabels))
 	for _, f := range reportFamilies {
 		for i, r := range reports {
@@ -232,8 +246,8 @@ var (
 	reportLabels = append(slices.Clone(liveness.LabelNames), livenessLabel, "metric", "target")
 )
 
-func reportLabelValues(r admin.Report) []string {
-	return r.Target.Labels(liveness.LabelValue(r.Target.Spec.String()), r.Metric.Key(), strconv.FormatFloat(r.TargetValue, 'g', -1, 64))
+func reportLabelValues(f admin.Figure) []string {
+	return f.Group.Labels(liveness.LabelValue(f.Liveness), f.Metric.Key(), strconv.FormatFloat(f.TargetValue, 'g', -1, 64))
 }
 
 // judged is a target's latest good snapshot with its liveness label.
@@ -246,12 +260,18 @@ type judged struct {
 // order, so a scrape's order is stable and a group's targets are next to
 // each other.
 func (m *metrics) snapshots() []judged {
-	latest := m.view.Latest()
-	out := make([]judged, 0, len(latest))
-	for _, l := range latest {
-		if l.Snapshot != nil {
-			out = append(out, judged{s: l.Snapshot, spec: liveness.LabelValue(l.Snapshot.Target.Spec.String())})
+	snaps := m.view.Snapshots()
+	out := make([]judged, len(snaps))
+	// Targets mostly share a few profiles: each spec's label is made once
+	// a scrape, not once a target.
+	labels := map[liveness.Spec]string{}
+	for i, s := range snaps {
+		spec, ok := labels[s.Target.Spec]
+		if !ok {
+			spec = liveness.LabelValue(s.Target.Spec.String())
+			labels[s.Target.Spec] = spec
 		}
+		out[i] = judged{s: s, spec: spec}
 	}
 	slices.SortFunc(out, func(a, b judged) int {
 		return cmp.Or(compareGroups(a.s.Target.GroupRef, b.s.Target.GroupRef), cmp.Compare(a.spec, b.spec))
@@ -280,30 +300,25 @@ func newestPerGroup(snaps []judged) []*liveness.Snapshot {
 	return out
 }
 
-// latestReports keeps one report per series: reports of one target,
+// latestFigures keeps one report per series: reports of one target,
 // metric and per-replica target that differ only in their activation are
-// one series, the latest (their values come from one snapshot).
-func latestReports(all []admin.Report) []admin.Report {
-	type row struct {
-		r    admin.Report
-		spec string
+// one series, the latest (their values come from one snapshot). It sorts
+// and compacts all in place.
+func latestFigures(all []admin.Figure) []admin.Figure {
+	same := func(a, b *admin.Figure) int {
+		return cmp.Or(compareGroups(a.Group, b.Group), cmp.Compare(a.Liveness, b.Liveness),
+			cmp.Compare(a.Metric, b.Metric), cmp.Compare(a.TargetValue, b.TargetValue))
 	}
-	rows := make([]row, len(all))
-	for i, r := range all {
-		rows[i] = row{r, r.Target.Spec.String()}
-	}
-	same := func(a, b row) int {
-		return cmp.Or(compareGroups(a.r.Target.GroupRef, b.r.Target.GroupRef), cmp.Compare(a.spec, b.spec),
-			cmp.Compare(a.r.Metric, b.r.Metric), cmp.Compare(a.r.TargetValue, b.r.TargetValue))
-	}
-	slices.SortFunc(rows, func(a, b row) int { return cmp.Or(same(a, b), a.r.At.Compare(b.r.At)) })
+	slices.SortFunc(all, func(a, b admin.Figure) int { return cmp.Or(same(&a, &b), a.At.Compare(b.At)) })
 	out := all[:0]
-	for i, r := range rows {
-		if i > 0 && same(rows[i-1], r) == 0 {
-			out[len(out)-1] = r.r // sorted by time last: the later one wins
+	for i := range all {
+		// out only ever writes below i, or to i itself: all[i-1] and
+		// all[i] are still as sorted.
+		if i > 0 && same(&all[i-1], &all[i]) == 0 {
+			out[len(out)-1] = all[i] // sorted by time last: the later one wins
 			continue
 		}
-		out = append(out, r.r)
+		out = append(out, all[i])
 	}
 	return out
 }
@@ -316,14 +331,19 @@ func labelsOf[T any](rows []T, values func(T) []string, names []string) [][]*dto
 		order[i] = i
 	}
 	slices.SortFunc(order, func(a, b int) int { return cmp.Compare(names[a], names[b]) })
+	// One allocation for every row's pairs and one for the pointers to
+	// them, rather than two a row.
+	n := len(names)
 	out := make([][]*dto.LabelPair, len(rows))
+	pairs := make([]dto.LabelPair, len(rows)*n)
+	ptrs := make([]*dto.LabelPair, len(rows)*n)
 	for i, r := range rows {
 		vs := values(r)
-		pairs := make([]dto.LabelPair, len(names))
-		out[i] = make([]*dto.LabelPair, len(names))
+		out[i] = ptrs[i*n : (i+1)*n : (i+1)*n]
 		for j, k := range order {
-			pairs[j].Name, pairs[j].Value = &names[k], &vs[k]
-			out[i][j] = &pairs[j]
+			p := &pairs[i*n+j]
+			p.Name, p.Value = &names[k], &vs[k]
+			out[i][j] = p
 		}
 	}
 	return out

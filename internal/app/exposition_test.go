@@ -170,3 +170,32 @@ func TestMetricsPageWithNoTargetsHasNoEmptyFamilies(t *testing.T) {
 	require.NotContains(t, mfs, "pelwarden_scaler_reported_value")
 	require.Contains(t, mfs, "pelwarden_targets")
 }
+
+// TestReportsThatDifferOnlyInActivationAreOneSeriesTheLatest: two
+// ScaledObjects with the same target and metric but other activations
+// share one series, whose value is the one reported last, whatever order
+// the reports come in; every other report is a series of its own.
+func TestReportsThatDifferOnlyInActivationAreOneSeriesTheLatest(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1_700_000_000, 0)
+	g := liveness.GroupRef{Conn: "default", Stream: "s", Group: "a"}
+	short := liveness.Spec{Idle: true, GhostIdle: time.Second}.String()
+	long := liveness.Spec{Idle: true, GhostIdle: time.Hour}.String()
+	figs := []admin.Figure{
+		{Group: g, Liveness: short, Metric: policy.Pending, TargetValue: 5, Value: 1, At: now},
+		{Group: g, Liveness: short, Metric: policy.Pending, TargetValue: 5, Value: 2, At: now.Add(2 * time.Second)},
+		{Group: g, Liveness: short, Metric: policy.Pending, TargetValue: 5, Value: 3, At: now.Add(time.Second)},
+		{Group: g, Liveness: long, Metric: policy.Pending, TargetValue: 5, Value: 4, At: now},
+		{Group: g, Liveness: short, Metric: policy.Lag, TargetValue: 5, Value: 5, At: now},
+		{Group: g, Liveness: short, Metric: policy.Pending, TargetValue: 6, Value: 6, At: now},
+	}
+	for turn := range len(figs) {
+		in := append(slices.Clone(figs[turn:]), figs[:turn]...)
+		var values []int64
+		for _, f := range latestFigures(in) {
+			values = append(values, f.Value)
+		}
+		slices.Sort(values)
+		require.Equal(t, []int64{2, 4, 5, 6}, values, "turn %d", turn)
+	}
+}

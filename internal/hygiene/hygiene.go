@@ -42,8 +42,17 @@ type Target struct {
 	// settings that may still change, and Plan shows on demand what it
 	// would do. Zero: at once.
 	ActFrom time.Time
-	// WarmUp says why the group waits until ActFrom.
-	WarmUp string
+	// WarmUp says why the group waits until ActFrom; nil when it does
+	// not. It is put into words only when shown (Why).
+	WarmUp fmt.Stringer
+}
+
+// Why says why the group waits until ActFrom; empty when nothing does.
+func (t Target) Why() string {
+	if t.WarmUp == nil {
+		return ""
+	}
+	return t.WarmUp.String()
 }
 
 func (t Target) settings() string { return t.Target.Key() + "\x00" + t.Hygiene.String() }
@@ -104,7 +113,9 @@ type Loop struct {
 // runner is one target's place in the loop. Its fields are guarded by
 // Loop.mu.
 type runner struct {
-	t         Target
+	// t is replaced, never written to: the view keeps t.Target itself,
+	// not a copy, for as long as the runner's pin registered it.
+	t         *Target
 	permanent bool
 	lastSeen  time.Time
 	// due is when the next scan starts; index is the runner's place in the
@@ -195,9 +206,11 @@ func (l *Loop) Add(t Target, permanent bool) error {
 			l.opts.Log.Debug("hygiene settings changed", "target", t.Target.String(), "reclaim", t.Hygiene.Mode, "dryRun", t.Hygiene.DryRun)
 		}
 		if !t.ActFrom.Equal(r.t.ActFrom) && t.ActFrom.After(now) {
-			l.opts.Log.Info("hygiene target warms up", "target", t.Target.String(), "actFrom", t.ActFrom, "why", t.WarmUp)
+			l.opts.Log.Info("hygiene target warms up", "target", t.Target.String(), "actFrom", t.ActFrom, "why", t.Why())
 		}
-		r.t = t
+		if *r.t != t {
+			r.t = share(t)
+		}
 		r.lastSeen = now
 		r.permanent = r.permanent || permanent
 		return nil
@@ -207,17 +220,22 @@ func (l *Loop) Add(t Target, permanent bool) error {
 		l.metrics.refused.Inc()
 		return fmt.Errorf("%w: hygiene.maxTargets is %d; a target from hygiene.targets is always accepted", ErrFull, l.opts.MaxTargets)
 	}
-	unpin, err := l.view.Pin(t.Target)
+	shared := share(t)
+	unpin, err := l.view.Pin(&shared.Target)
 	if err != nil && !permanent {
 		return err
 	}
-	r = &runner{t: t, permanent: permanent, lastSeen: now, due: now, unpin: unpin}
+	r = &runner{t: shared, permanent: permanent, lastSeen: now, due: now, unpin: unpin}
 	l.targets[t.Target.GroupRef] = r
 	heap.Push(&l.queue, r)
 	l.poke(l.wake)
 	l.opts.Log.Info("hygiene target added", "target", t.Target.String(), "reclaim", t.Hygiene.Mode, "dryRun", t.Hygiene.DryRun, "actFrom", t.ActFrom)
 	return nil
 }
+
+// share is t where a runner and the view can both point to it; it is
+// never written to after.
+func share(t Target) *Target { return &t }
 
 // Lookup returns the target the loop looks after for a consumer group,
 // with its current settings.
@@ -228,7 +246,7 @@ func (l *Loop) Lookup(conn, stream, group string) (Target, bool) {
 	if !ok {
 		return Target{}, false
 	}
-	return r.t, true
+	return *r.t, true
 }
 
 // Observe is the view's OnRefresh hook: when a read of a hygiene target

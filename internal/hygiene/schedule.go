@@ -97,10 +97,10 @@ func (l *Loop) next(now time.Time) (*runner, time.Duration) {
 // only a ghost newer than the scan moves it forward again.
 func (l *Loop) scanRunner(ctx context.Context, r *runner) {
 	l.mu.Lock()
-	t, atDeadline := r.t, r.atDeadline
+	t, atDeadline := *r.t, r.atDeadline
 	r.atDeadline = false
 	if r.unpin == nil { // the view was full when the target came from configuration
-		r.unpin, _ = l.view.Pin(t.Target)
+		r.unpin, _ = l.view.Pin(&r.t.Target)
 	}
 	l.mu.Unlock()
 	// decided holds the ghosts of the read this turn decided on; it stays

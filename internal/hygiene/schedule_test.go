@@ -376,7 +376,7 @@ func TestAWarmingTargetComesUpOnlyWhenItsWarmUpEnds(t *testing.T) {
 	var c clock
 	l := newLoopOn(t, srv.Addr(), time.Second, nil, prometheus.NewRegistry(), func(o *Options) { o.Now = c.now })
 	warming := target(t)
-	warming.ActFrom, warming.WarmUp = c.now().Add(time.Minute), "trigger jobs/a joined"
+	warming.ActFrom, warming.WarmUp = c.now().Add(time.Minute), reason("trigger jobs/a joined")
 	require.NoError(t, l.Add(warming, false))
 	require.NoError(t, l.Add(target(t, "stream", "configured"), true))
 
@@ -407,5 +407,11 @@ func TestAWarmingTargetComesUpOnlyWhenItsWarmUpEnds(t *testing.T) {
 	require.Equal(t, "jobs", got.t.Target.Stream)
 	ht, ok := l.Lookup("default", "jobs", "workers")
 	require.True(t, ok)
-	require.Equal(t, "trigger jobs/a joined", ht.WarmUp, "Lookup shows why it waited")
+	require.Equal(t, "trigger jobs/a joined", ht.Why(), "Lookup shows why it waited")
+	require.Empty(t, Target{}.Why(), "a target that never waited says nothing")
 }
+
+// reason is a warm-up's why as the registry's *WarmUp gives it.
+type reason string
+
+func (r reason) String() string { return string(r) }

@@ -123,7 +123,7 @@ func (v *View) confirmBeats(ctx context.Context, es []*entry) bool {
 	}
 	ctx, cancel := context.WithTimeout(ctx, v.opts.FetchTimeout)
 	defer cancel()
-	obs, err := v.opts.Confirm(ctx, es[0].target, keys)
+	obs, err := v.opts.Confirm(ctx, *es[0].target, keys)
 	if err != nil {
 		return false
 	}

@@ -10,6 +10,22 @@ type TargetKey struct{ k viewKey }
 // Comparable returns t's TargetKey.
 func (t Target) Comparable() TargetKey { return TargetKey{keyOf(t)} }
 
+// Group is the group of the targets with key k.
+func (k TargetKey) Group() GroupRef { return k.k.GroupRef }
+
+// Target is a target whose key is k: its group and every setting its Key
+// names, the settings of a source that is off (which keyOf leaves out)
+// zero. So its Key, Spec.String and labels are those of every target with
+// key k, and a holder keyed by k needs no copy of the target beside it.
+func (k TargetKey) Target() Target {
+	return Target{GroupRef: k.k.GroupRef, Spec: Spec{
+		Idle: k.k.idle, Heartbeat: k.k.heartbeat, Kubernetes: k.k.kubernetes,
+		GhostIdle: k.k.ghostIdle, HeartbeatKey: k.k.heartbeatKey, HeartbeatMaxAge: k.k.heartbeatMaxAge, StartGrace: k.k.startGrace,
+		Owner:        OwnerMatch{mode: k.k.ownerMode, expr: k.k.ownerExpr},
+		PodNamespace: k.k.podNamespace, PodSelector: k.k.podSelector, PodGrace: k.k.podGrace,
+	}}
+}
+
 // viewKey is Target.Key as a comparable value: the view's map is looked up
 // on every poll, and building the key string allocated on each. Two
 // targets have equal viewKeys exactly when they have equal Keys.

@@ -20,11 +20,11 @@ func TestAPinnedTargetDoesNotExpireAndGoesOnceUnpinned(t *testing.T) {
 		Now: func() time.Time { return now }, OnExpire: func(t Target) { expired = append(expired, t.Stream) },
 	})
 	tg := Target{GroupRef: GroupRef{Conn: "default", Stream: "jobs", Group: "workers"}}
-	unpinA, err := v.Pin(tg)
+	unpinA, err := v.Pin(&tg)
 	require.NoError(t, err)
-	unpinB, err := v.Pin(tg)
+	unpinB, err := v.Pin(&tg)
 	require.NoError(t, err)
-	_, err = v.Pin(Target{GroupRef: GroupRef{Conn: "default", Stream: "other", Group: "workers"}})
+	_, err = v.Pin(&Target{GroupRef: GroupRef{Conn: "default", Stream: "other", Group: "workers"}})
 	require.ErrorIs(t, err, ErrTooManyTargets, "a pin registers, within MaxTargets")
 
 	now = now.Add(time.Hour)
@@ -91,4 +91,55 @@ func TestTargetsOfOneGroupAreKeptApartAndExpireAlone(t *testing.T) {
 func idleFor(d time.Duration) Observation {
 	return Observation{LagValid: true, Consumers: []ConsumerObs{{Name: "w", Pending: 2, Idle: d, Inactive: d}},
 		PendingByConsumer: map[string]int64{"w": 2}}
+}
+
+// TestSnapshotsListsEveryTargetReadAndNoneNotYetRead: the metrics page's
+// list holds the latest snapshot of each target of every group that has
+// one, as Latest does, and leaves out a target not read yet.
+func TestSnapshotsListsEveryTargetReadAndNoneNotYetRead(t *testing.T) {
+	t.Parallel()
+	v := NewView(func(context.Context, Target, []string) (Observation, error) {
+		return idleFor(10 * time.Second), nil
+	}, ViewOptions{RefreshInterval: time.Second, MaxAge: time.Second, Expiry: time.Minute, MaxTargets: 4})
+	group := GroupRef{Conn: "default", Stream: "jobs", Group: "workers"}
+	quick := Target{GroupRef: group, Spec: Spec{Idle: true, GhostIdle: time.Second}}
+	slow := Target{GroupRef: group, Spec: Spec{Idle: true, GhostIdle: time.Hour}}
+	other := Target{GroupRef: GroupRef{Conn: "default", Stream: "other", Group: "workers"}}
+	unread := Target{GroupRef: GroupRef{Conn: "default", Stream: "unread", Group: "workers"}}
+	var want []*Snapshot
+	for _, tg := range []Target{quick, slow, other} {
+		s, err := v.Refresh(context.Background(), tg)
+		require.NoError(t, err)
+		want = append(want, s)
+	}
+	_, err := v.Pin(&unread)
+	require.NoError(t, err)
+	require.ElementsMatch(t, want, v.Snapshots())
+	require.Len(t, v.Latest(), 4, "the unread one is registered")
+}
+
+// TestAPinnedTargetIsTheHoldersNotACopy: the view keeps the target a pin
+// registered, so the hygiene loop's target and the view's are one value,
+// and every snapshot judged for it points to it; a target another caller
+// registers first stays that caller's copy.
+func TestAPinnedTargetIsTheHoldersNotACopy(t *testing.T) {
+	t.Parallel()
+	v := NewView(func(context.Context, Target, []string) (Observation, error) {
+		return idleFor(10 * time.Second), nil
+	}, ViewOptions{RefreshInterval: time.Second, MaxAge: time.Second, Expiry: time.Minute, MaxTargets: 2})
+	pinned := &Target{GroupRef: GroupRef{Conn: "default", Stream: "jobs", Group: "workers"}, Spec: Spec{Idle: true, GhostIdle: time.Second}}
+	_, err := v.Pin(pinned)
+	require.NoError(t, err)
+	s, err := v.Refresh(context.Background(), *pinned)
+	require.NoError(t, err)
+	require.Same(t, pinned, s.Target)
+
+	polled := Target{GroupRef: GroupRef{Conn: "default", Stream: "other", Group: "workers"}, Spec: pinned.Spec}
+	s, err = v.Refresh(context.Background(), polled)
+	require.NoError(t, err)
+	again := polled
+	_, err = v.Pin(&again)
+	require.NoError(t, err)
+	require.NotSame(t, &again, s.Target, "registered by a poll first: the view's own copy")
+	require.Equal(t, polled, *s.Target)
 }

@@ -64,7 +64,7 @@ func TestTargetsDifferingOnlyInThresholdsShareOneReadPerRefresh(t *testing.T) {
 		}})
 	targets := thresholdTargets(n)
 	for _, tg := range targets {
-		_, err := v.Pin(tg) // registered, not read: the background reads them
+		_, err := v.Pin(&tg) // registered, not read: the background reads them
 		require.NoError(t, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -117,7 +117,7 @@ func TestTargetsWokenByOneEventShareOneReadAcrossThresholds(t *testing.T) {
 	targets := thresholdTargets(n)
 	ctx := context.Background()
 	for _, tg := range targets {
-		_, err := v.Pin(tg)
+		_, err := v.Pin(&tg)
 		require.NoError(t, err)
 	}
 	event := time.Now()
@@ -198,7 +198,7 @@ func TestPodSetsAddToOneSharedReadEachTheirOwnPods(t *testing.T) {
 	}
 	a1, a2, b := pods("app=a", time.Second), pods("app=a", 2*time.Second), pods("app=b", time.Second)
 	for _, tg := range []Target{a1, a2, b} {
-		_, err := v.Pin(tg)
+		_, err := v.Pin(&tg)
 		require.NoError(t, err)
 	}
 	ctx := context.Background()
@@ -227,7 +227,7 @@ func TestAReadOneTargetAskedForIsJudgedForTheOthersOnlyWhenTheyAsk(t *testing.T)
 		OnRefresh: func(Target, *Snapshot, error, time.Duration) { refreshed.Add(1) }})
 	targets := thresholdTargets(n)
 	for _, tg := range targets {
-		_, err := v.Pin(tg)
+		_, err := v.Pin(&tg)
 		require.NoError(t, err)
 	}
 	ctx := context.Background()

@@ -65,6 +65,26 @@ func TestViewKeyIgnoresTheSettingsOfASourceThatIsOffLikeTargetKey(t *testing.T) 
 	require.Equal(t, keyOf(a), keyOf(b), "no ownerMatch is exact")
 }
 
+// TestATargetKeyGivesBackATargetWithTheSameKey: a holder keyed by a
+// TargetKey keeps no copy of the target; the target the key gives back
+// has every setting the key names, so its Key, spec text and labels are
+// the original's.
+func TestATargetKeyGivesBackATargetWithTheSameKey(t *testing.T) {
+	t.Parallel()
+	g := GroupRef{Conn: "c", Stream: "s", Group: "g"}
+	all := Target{GroupRef: g, Spec: allOn(t)}
+	require.Equal(t, all, all.Comparable().Target(), "with every source on, every field comes back")
+	offSet := Target{GroupRef: g, Spec: Spec{Idle: true, GhostIdle: time.Minute, StartGrace: time.Second, PodNamespace: "apps", PodSelector: "app=w", PodGrace: time.Second}}
+	for _, tg := range []Target{all, offSet, {GroupRef: g}} {
+		k := tg.Comparable()
+		back := k.Target()
+		require.Equal(t, tg.Key(), back.Key())
+		require.Equal(t, tg.Spec.String(), back.Spec.String())
+		require.Equal(t, k, back.Comparable())
+		require.Equal(t, g, k.Group())
+	}
+}
+
 func TestCachedServesAFreshSnapshotWithoutAllocating(t *testing.T) {
 	target := Target{GroupRef: GroupRef{Conn: "c", Stream: "s", Group: "g"}, Spec: allOn(t)}
 	v := NewView(func(context.Context, Target, []string) (Observation, error) {

@@ -209,12 +209,12 @@ func (v *View) settle(e *entry, c *call) (*Snapshot, error) {
 	e.mu.Unlock()
 	var snap *Snapshot
 	if c.err == nil {
-		obs, rows := v.observation(e.target, c), c.consumerRows()
+		obs, rows := v.observation(*e.target, c), c.consumerRows()
 		// One at a time per reader: the thousand targets an XADD wakes
 		// together judge in turn on one CPU, not on all of them at once,
 		// which other groups' polls would queue behind.
 		e.reader.judging.Lock()
-		snap = build(&e.target, obs, rows, prev, c.at, v.opts.Breaker)
+		snap = build(e.target, obs, rows, prev, c.at, v.opts.Breaker)
 		e.reader.judging.Unlock()
 	}
 	e.mu.Lock()
@@ -238,7 +238,7 @@ func (v *View) settle(e *entry, c *call) (*Snapshot, error) {
 		v.schedule(e, snap)
 	}
 	if v.opts.OnRefresh != nil {
-		v.opts.OnRefresh(e.target, snap, c.err, c.at.Sub(c.started))
+		v.opts.OnRefresh(*e.target, snap, c.err, c.at.Sub(c.started))
 	}
 	return snap, c.err
 }

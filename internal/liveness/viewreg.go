@@ -107,7 +107,7 @@ func (v *View) sweepLocked(r *reader, now time.Time, expired *[]Target) (stale b
 		e.mu.Unlock()
 		if gone {
 			v.n--
-			*expired = append(*expired, e.target)
+			*expired = append(*expired, *e.target)
 			continue
 		}
 		kept = append(kept, e)
@@ -143,7 +143,7 @@ const indexFrom = 8
 func (r *reader) add(e *entry) {
 	r.entries = append(r.entries, e)
 	if r.byKey != nil {
-		r.byKey[keyOf(e.target)] = e
+		r.byKey[keyOf(*e.target)] = e
 		return
 	}
 	r.reindex()
@@ -158,7 +158,7 @@ func (r *reader) reindex() {
 	case r.byKey == nil || len(r.byKey) != len(r.entries):
 		r.byKey = make(map[viewKey]*entry, len(r.entries))
 		for _, e := range r.entries {
-			r.byKey[keyOf(e.target)] = e
+			r.byKey[keyOf(*e.target)] = e
 		}
 	}
 }
@@ -166,10 +166,14 @@ func (r *reader) reindex() {
 func (v *View) register(t Target) (*entry, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	return v.registerLocked(t)
+	return v.registerLocked(t, nil)
 }
 
-func (v *View) registerLocked(t Target) (*entry, error) {
+// registerLocked returns t's entry, registering t if it is new: as
+// shared when that is not nil (it is then t, and never written to), else
+// as a copy of t, made only then so a known target's lookup allocates
+// nothing; v.mu is held.
+func (v *View) registerLocked(t Target, shared *Target) (*entry, error) {
 	rk, key := readKeyOf(t), keyOf(t)
 	r := v.readerLocked(rk)
 	if r != nil {
@@ -184,7 +188,11 @@ func (v *View) registerLocked(t Target) (*entry, error) {
 		r = &reader{key: rk}
 		v.groups[t.GroupRef] = append(v.groups[t.GroupRef], r)
 	}
-	e := &entry{target: t, reader: r, lastAsked: v.opts.Now()}
+	if shared == nil {
+		shared = new(Target)
+		*shared = t
+	}
+	e := &entry{target: shared, reader: r, lastAsked: v.opts.Now()}
 	r.mu.Lock()
 	r.add(e)
 	r.mu.Unlock()
@@ -218,7 +226,7 @@ func (r *reader) lookup(key viewKey) *entry {
 		return r.byKey[key]
 	}
 	for _, e := range r.entries {
-		if keyOf(e.target) == key {
+		if keyOf(*e.target) == key {
 			return e
 		}
 	}

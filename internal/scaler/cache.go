@@ -38,7 +38,9 @@ type parseCache struct {
 // parsed is one trigger's entry. Its request is an allocation of its own:
 // the trigger registry keeps the request for as long as the trigger is
 // remembered, and a pointer into the entry would keep the metadata's copy
-// alive after the cache let it go.
+// alive after the cache let it go. The request is parsed from the
+// metadata's copy (flatMetadata.asMap), so the strings it keeps are
+// that copy's, not the call's beside it.
 type parsed struct {
 	metadata flatMetadata
 	req      *metadata.Request
@@ -58,6 +60,11 @@ type flatMetadata struct {
 func flatten(md map[string]string) flatMetadata {
 	keys := slices.Sorted(maps.Keys(md))
 	var b strings.Builder
+	n := 0
+	for k, v := range md {
+		n += len(k) + len(v)
+	}
+	b.Grow(n) // the text's exact size, not the builder's doublings
 	f := flatMetadata{ends: make([]uint32, 0, 2*len(keys))}
 	for _, k := range keys {
 		b.WriteString(k)
@@ -67,6 +74,18 @@ func flatten(md map[string]string) flatMetadata {
 	}
 	f.text = b.String()
 	return f
+}
+
+// asMap is the metadata f was made from, each key and value a part of
+// f's text.
+func (f flatMetadata) asMap() map[string]string {
+	m := make(map[string]string, len(f.ends)/2)
+	start := uint32(0)
+	for i := 0; i < len(f.ends); i += 2 {
+		m[f.text[start:f.ends[i]]] = f.text[f.ends[i]:f.ends[i+1]]
+		start = f.ends[i+1]
+	}
+	return m
 }
 
 // equal reports whether md is the metadata f was made from.
@@ -90,9 +109,9 @@ func newParseCache(parse ParseFunc, size int, bytes int64) *parseCache {
 }
 
 // parsedSize estimates the memory an entry holds: the metadata's flat
-// copy, the metadata strings the request points into (counted as another
-// copy), the ID's strings, an error's text, and a fixed part for the
-// structs.
+// copy, the strings the request makes of its own (metric names and the
+// like; counted as another copy, a margin), the ID's strings, an error's
+// text, and a fixed part for the structs.
 func parsedSize(id trigger.ID, p *parsed) int64 {
 	n := 2*len(p.metadata.text) + 4*len(p.metadata.ends) + len(id.Namespace) + len(id.Name) + 1024
 	if p.err != nil {
@@ -112,8 +131,9 @@ func (c *parseCache) get(ref *externalscaler.ScaledObjectRef) (*metadata.Request
 	if p, ok := c.lru.Get(id); ok && p.metadata.equal(md) {
 		return p.req, id, p.err
 	}
-	r, err := c.parse(ref)
-	p := &parsed{metadata: flatten(md), req: &r, err: err}
+	f := flatten(md)
+	r, err := c.parse(&externalscaler.ScaledObjectRef{Name: ref.GetName(), Namespace: ref.GetNamespace(), ScalerMetadata: f.asMap()})
+	p := &parsed{metadata: f, req: &r, err: err}
 	c.lru.Add(id, p, parsedSize(id, p))
 	return p.req, id, err
 }

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/kedacore/keda/v2/pkg/scalers/externalscaler"
 	"github.com/stretchr/testify/require"
@@ -186,4 +187,28 @@ func TestAKeptRequestDoesNotPinItsEvictedEntry(t *testing.T) {
 	grew := int64(after.HeapAlloc) - int64(before.HeapAlloc)
 	require.Less(t, grew, int64(n*metadata.MaxValueBytes/2), "%d bytes a kept request", grew/n)
 	runtime.KeepAlive(kept)
+}
+
+// TestAParsedRequestKeepsTheCachesCopyOfTheMetadata: the strings a request
+// takes from the metadata are parts of the one copy the cache keeps to
+// compare with, not the call's strings kept beside it.
+func TestAParsedRequestKeepsTheCachesCopyOfTheMetadata(t *testing.T) {
+	t.Parallel()
+	parse := func(ref *externalscaler.ScaledObjectRef) (metadata.Request, error) {
+		return metadata.Request{MetricName: ref.GetScalerMetadata()["stream"], Profile: ref.GetScalerMetadata()["livenessProfile"]}, nil
+	}
+	c := newParseCache(parse, 8, 1<<20)
+	md := map[string]string{"stream": strings.Repeat("s", 40), "consumerGroup": "w", "livenessProfile": "idle"}
+	r, id, err := c.get(ref("apps", md))
+	require.NoError(t, err)
+	require.Equal(t, md["stream"], r.MetricName)
+	require.Equal(t, "idle", r.Profile)
+	p, ok := c.lru.Get(id)
+	require.True(t, ok)
+	text := p.metadata.text
+	for _, s := range []string{r.MetricName, r.Profile} {
+		at := uintptr(unsafe.Pointer(unsafe.StringData(s)))
+		start := uintptr(unsafe.Pointer(unsafe.StringData(text)))
+		require.True(t, at >= start && at+uintptr(len(s)) <= start+uintptr(len(text)), "%q is not part of the cache's copy", s)
+	}
 }

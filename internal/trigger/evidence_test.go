@@ -91,8 +91,8 @@ func TestGroupsOfTriggersWarmUpAfterStartAndAfterEveryChange(t *testing.T) {
 	require.NoError(t, f.admit(t, "jobs", "a", md()))
 	e := f.loop.last[jobs]
 	require.Equal(t, start.Add(10*time.Second+time.Minute), e.ActFrom, "a minute after the first trigger joined")
-	require.Contains(t, e.WarmUp, "pelwarden started")
-	require.Contains(t, e.WarmUp, "trigger jobs/a joined")
+	require.Contains(t, e.WarmUp.String(), "pelwarden started")
+	require.Contains(t, e.WarmUp.String(), "trigger jobs/a joined")
 
 	f.now = f.now.Add(30 * time.Second)
 	require.NoError(t, f.admit(t, "jobs", "a", md()), "a known trigger's poll")
@@ -104,8 +104,8 @@ func TestGroupsOfTriggersWarmUpAfterStartAndAfterEveryChange(t *testing.T) {
 	require.NoError(t, f.admit(t, "jobs", "b", md("entryStaleSeconds", "600")))
 	e = f.loop.last[jobs]
 	require.Equal(t, f.now.Add(time.Minute), e.ActFrom, "a member that joins starts the warm-up again")
-	require.Contains(t, e.WarmUp, "trigger jobs/b joined")
-	require.NotContains(t, e.WarmUp, "pelwarden started")
+	require.Contains(t, e.WarmUp.String(), "trigger jobs/b joined")
+	require.NotContains(t, e.WarmUp.String(), "pelwarden started")
 
 	f.now = f.now.Add(50 * time.Second)
 	require.NoError(t, f.admit(t, "jobs", "a", md()))
@@ -114,7 +114,7 @@ func TestGroupsOfTriggersWarmUpAfterStartAndAfterEveryChange(t *testing.T) {
 	e = f.loop.last[jobs]
 	require.Equal(t, 60*time.Second, e.Hygiene.EntryStale)
 	require.Equal(t, f.now.Add(time.Minute), e.ActFrom, "a member that leaves starts it again")
-	require.Contains(t, e.WarmUp, "trigger jobs/b left")
+	require.Contains(t, e.WarmUp.String(), "trigger jobs/b left")
 
 	r, err := metadata.Parse(md("stream", "jobs-2"), f.env)
 	require.NoError(t, err)

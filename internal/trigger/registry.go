@@ -13,7 +13,6 @@ import (
 	"hash/maphash"
 	"log/slog"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -37,8 +36,9 @@ type Enrollment struct {
 	// pelwarden started and after the group's triggers or their merged
 	// settings last changed.
 	ActFrom time.Time
-	// WarmUp says why the group waits until ActFrom.
-	WarmUp string
+	// WarmUp says why the group waits until ActFrom (a *WarmUp); nil for
+	// hygiene.targets.
+	WarmUp fmt.Stringer
 }
 
 // EnrollFunc hands a group's effective settings to the hygiene loop. An
@@ -109,11 +109,11 @@ type group struct {
 	// two, so a slice, not a map.
 	members []*entry
 	pushed  time.Time
-	// settings is the members and merged settings last pushed; changed
-	// is when they last changed, and why, which starts the warm-up again.
-	settings string
-	changed  time.Time
-	why      string
+	// settings is the members and merged settings last pushed; warm is
+	// when and why they last changed, which starts the warm-up again (nil
+	// before the first push).
+	settings signature
+	warm     *WarmUp
 }
 
 // space is what one namespace holds: view targets and hygiene groups, each
@@ -346,32 +346,13 @@ func (g *Registry) push(grp *group, now time.Time, why string) error {
 	grp.pushed = now
 	en := Enrollment{Target: eff.Target, Hygiene: eff.Hygiene, Permanent: grp.config != nil}
 	if grp.config == nil {
-		if s := grp.signature(eff); s != grp.settings {
-			grp.settings, grp.changed, grp.why = s, now, cmp.Or(why, "the merged settings changed")
+		if s := grp.signature(eff); grp.warm == nil || s != grp.settings {
+			grp.settings = s
+			grp.warm = &WarmUp{why: cmp.Or(why, "the merged settings changed"), changed: now, started: g.started, period: g.opts.Policy.WarmUp}
 		}
-		en.ActFrom, en.WarmUp = g.warmUp(grp)
+		en.ActFrom, en.WarmUp = grp.warm.changed.Add(grp.warm.period), grp.warm
 	}
 	return g.opts.Enroll(en)
-}
-
-// warmUp is when a group of triggers may first act, and why not before.
-func (g *Registry) warmUp(grp *group) (time.Time, string) {
-	w := g.opts.Policy.WarmUp
-	why := fmt.Sprintf("%s at %s", grp.why, grp.changed.UTC().Format(time.RFC3339Nano))
-	if grp.changed.Sub(g.started) < w {
-		why = fmt.Sprintf("pelwarden started at %s; %s", g.started.UTC().Format(time.RFC3339Nano), why)
-	}
-	return grp.changed.Add(w), why + fmt.Sprintf(": every trigger of the group polls within triggers.warmUp (%s) before it acts", w)
-}
-
-// signature is a group's members and merged settings, to tell a change.
-func (grp *group) signature(eff Effective) string {
-	var b strings.Builder
-	for _, e := range grp.members {
-		fmt.Fprintf(&b, "%s/%x|", e.id.from(), e.id.Hash)
-	}
-	b.WriteString(eff.Target.Key() + "|" + eff.Hygiene.String() + "|" + eff.Conflict)
-	return b.String()
 }
 
 // leave takes e out of its group, which is merged again without it; a
