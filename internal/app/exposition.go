@@ -1,6 +1,7 @@
 package app
 
 import (
+	"bufio"
 	"cmp"
 	"compress/gzip"
 	"io"
@@ -124,8 +125,45 @@ func (m *metrics) handler(reg prometheus.Gatherer) http.Handler {
 				return // the scraper went away; nothing to tell it
 			}
 		}
-		_ = m.encodeTargets(enc)
+		var fams families = dtoFamilies{enc}
+		if format.FormatType() == expfmt.TypeTextPlain {
+			bw := bufio.NewWriterSize(out, 32<<10)
+			defer func() { _ = bw.Flush() }()
+			fams = &textFamilies{w: bw}
+		}
+		_ = m.encodeTargets(fams)
 	})
+}
+
+// families writes the per-target families in the scrape's format. A set
+// of rows shares its label names and each row's label values; each family
+// of the set gives every row a value.
+type families interface {
+	rows(names []string, n int, values func(i int) []string) familyRows
+}
+
+type familyRows interface {
+	family(name, help string, kind dto.MetricType, value func(i int) float64) error
+}
+
+// dtoFamilies encodes through expfmt, for every format: one family's
+// messages at a time, over label pairs made once for the set.
+type dtoFamilies struct{ enc expfmt.Encoder }
+
+func (d dtoFamilies) rows(names []string, n int, values func(i int) []string) familyRows {
+	return dtoRows{enc: d.enc, rows: newSeriesRows(labelsOf(n, values, names))}
+}
+
+type dtoRows struct {
+	enc  expfmt.Encoder
+	rows *seriesRows
+}
+
+func (d dtoRows) family(name, help string, kind dto.MetricType, value func(i int) float64) error {
+	for i := range d.rows.values {
+		d.rows.values[i] = value(i)
+	}
+	return d.rows.encode(d.enc, name, help, kind)
 }
 
 func acceptsGzip(h http.Header) bool {
@@ -184,38 +222,29 @@ func (r *seriesRows) encode(enc expfmt.Encoder, name, help string, kind dto.Metr
 }
 
 // encodeTargets writes the per-target families.
-func (m *metrics) encodeTargets(enc expfmt.Encoder) error {
+func (m *metrics) encodeTargets(out families) error {
 	snaps := m.snapshots()
 	now := float64(m.now().UnixNano()) / 1e9
-	rows := newSeriesRows(labelsOf(snaps, func(j judged) []string { return j.s.Target.Labels(j.spec) }, judgedLabels))
+	rows := out.rows(judgedLabels, len(snaps), func(i int) []string { return snaps[i].s.Target.Labels(snaps[i].spec) })
 	for _, f := range judgedFamilies {
-		for i, j := range snaps {
-			rows.values[i] = f.value(j.s, now)
-		}
-		if err := rows.encode(enc, f.name, f.help, dto.MetricType_GAUGE); err != nil {
+		if err := rows.family(f.name, f.help, dto.MetricType_GAUGE, func(i int) float64 { return f.value(snaps[i].s, now) }); err != nil {
 			return err
 		}
 	}
 	groups := newestPerGroup(snaps)
-	rows = newSeriesRows(labelsOf(groups, func(s *liveness.Snapshot) []string { return s.Target.Labels() }, liveness.LabelNames))
+	rows = out.rows(liveness.LabelNames, len(groups), func(i int) []string { return groups[i].Target.Labels() })
 	for _, f := range groupFamilies {
-		for i, s := range groups {
-			rows.values[i] = f.value(s, now)
-		}
-		if err := rows.encode(enc, f.name, f.help, dto.MetricType_GAUGE); err != nil {
+		if err := rows.family(f.name, f.help, dto.MetricType_GAUGE, func(i int) float64 { return f.value(groups[i], now) }); err != nil {
 			return err
 		}
 	}
-	if err := m.encodeHygiene(enc); err != nil {
+	if err := m.encodeHygiene(out); err != nil {
 		return err
 	}
 	reports := latestFigures(m.reports.Figures())
-	rows = newSeriesRows(labelsOf(reports, reportLabelValues, reportLabels))
+	rows = out.rows(reportLabels, len(reports), func(i int) []string { return reportLabelValues(reports[i]) })
 	for _, f := range reportFamilies {
-		for i, r := range reports {
-			rows.values[i] = f.value(r)
-		}
-		if err := rows.encode(enc, f.name, f.help, dto.MetricType_GAUGE); err != nil {
+		if err := rows.family(f.name, f.help, dto.MetricType_GAUGE, func(i int) float64 { return f.value(reports[i]) }); err != nil {
 			return err
 		}
 	}
@@ -223,18 +252,15 @@ func (m *metrics) encodeTargets(enc expfmt.Encoder) error {
 }
 
 // encodeHygiene writes the hygiene loop's per-group families.
-func (m *metrics) encodeHygiene(enc expfmt.Encoder) error {
+func (m *metrics) encodeHygiene(out families) error {
 	if m.hygiene == nil {
 		return nil
 	}
 	series := m.hygiene()
 	slices.SortFunc(series, func(a, b hygiene.GroupSeries) int { return compareGroups(a.Group, b.Group) })
-	rows := newSeriesRows(labelsOf(series, func(s hygiene.GroupSeries) []string { return s.Group.Labels() }, liveness.LabelNames))
+	rows := out.rows(liveness.LabelNames, len(series), func(i int) []string { return series[i].Group.Labels() })
 	for _, f := range hygieneFamilies {
-		for i, s := range series {
-			rows.values[i] = f.value(s)
-		}
-		if err := rows.encode(enc, f.name, f.help, f.kind); err != nil {
+		if err := rows.family(f.name, f.help, f.kind, func(i int) float64 { return f.value(series[i]) }); err != nil {
 			return err
 		}
 	}
@@ -325,7 +351,7 @@ func latestFigures(all []admin.Figure) []admin.Figure {
 
 // labelsOf builds each row's label pairs once per scrape; every family of
 // the rows shares them. The pairs are sorted by name, as a registry's are.
-func labelsOf[T any](rows []T, values func(T) []string, names []string) [][]*dto.LabelPair {
+func labelsOf(rows int, values func(i int) []string, names []string) [][]*dto.LabelPair {
 	order := make([]int, len(names))
 	for i := range order {
 		order[i] = i
@@ -334,11 +360,11 @@ func labelsOf[T any](rows []T, values func(T) []string, names []string) [][]*dto
 	// One allocation for every row's pairs and one for the pointers to
 	// them, rather than two a row.
 	n := len(names)
-	out := make([][]*dto.LabelPair, len(rows))
-	pairs := make([]dto.LabelPair, len(rows)*n)
-	ptrs := make([]*dto.LabelPair, len(rows)*n)
-	for i, r := range rows {
-		vs := values(r)
+	out := make([][]*dto.LabelPair, rows)
+	pairs := make([]dto.LabelPair, rows*n)
+	ptrs := make([]*dto.LabelPair, rows*n)
+	for i := range rows {
+		vs := values(i)
 		out[i] = ptrs[i*n : (i+1)*n : (i+1)*n]
 		for j, k := range order {
 			p := &pairs[i*n+j]
