@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pelwarden/pelwarden/internal/liveness"
@@ -120,4 +121,41 @@ func TestAnEntryHandedToAKnownGhostIsRequeuedWhenItTurnsStale(t *testing.T) {
 	require.NoError(t, err)
 	wait("the entry handed to the ghost is requeued when it turns stale")
 	require.Equal(t, map[string]int{"j0": 3}, jobsInStream(t, rdb), "the original, its copy, and one copy of the copy the ghost took")
+}
+
+// TestAGhostSeenHoldingEntriesWhileATurnRanArmsItsEntries: a turn
+// requeues a ghost's entries; a read that lands while it runs shows the
+// ghost holding an entry again (handed over after the turn's read), which
+// Observe leaves to the turn. The ghost was in the turn's own read, so it
+// is no new ghost, and it had not read within entryStaleSeconds, so the
+// turn sets no look of its own: its end looks again one entryStaleSeconds
+// after its read, as Observe would have, not at the next scan an hour on.
+func TestAGhostSeenHoldingEntriesWhileATurnRanArmsItsEntries(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	require.NoError(t, rdb.Set(ctx, "hb:w1", time.Now().Add(-time.Hour).UnixMilli(), 0).Err())
+	redistest.Hold(t, rdb, "jobs", "workers", "w1", "j", 1)
+	time.Sleep(300 * time.Millisecond) // w1's read and its entry, older than entryStaleSeconds
+	l := newLoopOn(t, srv.Addr(), time.Hour, nil, prometheus.NewRegistry(), func(o *Options) { o.ScanInterval = time.Hour })
+	tg := target(t, "liveness", "heartbeat", "heartbeatKey", "hb:{consumer}", "heartbeatMaxAgeSeconds", "1", "entryStaleSeconds", "0.1")
+	require.NoError(t, l.Add(tg, true))
+	_, err := l.view.Refresh(ctx, tg.Target)
+	require.NoError(t, err)
+	time.Sleep(1100 * time.Millisecond) // a stale heartbeat is Unknown for a max age after pelwarden's first read
+	s, err := l.view.Refresh(ctx, tg.Target)
+	require.NoError(t, err)
+	require.Equal(t, 1, s.GhostConsumers)
+	r, _ := l.next(time.Now())
+	require.NotNil(t, r, "the new target is due at once")
+	l.mu.Lock()
+	r.missed = map[string]bool{"w1": true} // what Observe kept while the turn ran
+	l.mu.Unlock()
+	l.scanRunner(ctx, r)
+	require.Empty(t, pendingOf(t, rdb), "the turn requeued the ghost's entry")
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	require.True(t, r.atDeadline, "the turn's end looks at the ghost's entries")
+	require.True(t, r.due.Before(time.Now().Add(time.Minute)), "when they turn stale, not at the next scan (due in %s)", time.Until(r.due))
 }

@@ -127,7 +127,8 @@ func (l *Loop) scanRunner(ctx context.Context, r *runner) {
 		l.metrics.forget(t.Target.GroupRef)
 		return
 	}
-	seen := union(latest, r.missed)
+	missed := r.missed
+	seen := union(latest, missed)
 	r.ghosts, r.missed = seen, nil
 	r.busy = busy
 	if !busy && r.leader {
@@ -143,6 +144,13 @@ func (l *Loop) scanRunner(ctx context.Context, r *runner) {
 		r.due = l.opts.Now()
 	}
 	heap.Push(&l.queue, r)
+	if len(missed) > 0 {
+		// A read while this turn ran showed ghosts holding entries, which
+		// Observe left to the turn: an entry handed to a known ghost after
+		// the turn's own read turns stale one entryStaleSeconds on, as
+		// Observe would have armed it.
+		l.armEntries(r)
+	}
 	l.poke(l.wake)
 }
 
