@@ -149,13 +149,28 @@ func TestAGhostSeenHoldingEntriesWhileATurnRanArmsItsEntries(t *testing.T) {
 	require.Equal(t, 1, s.GhostConsumers)
 	r, _ := l.next(time.Now())
 	require.NotNil(t, r, "the new target is due at once")
+	// What Observe keeps of a read that lands while the turn runs, made
+	// after the read the turn decides on.
 	l.mu.Lock()
-	r.missed = map[string]bool{"w1": true} // what Observe kept while the turn ran
+	r.missed, r.missedAt = map[string]bool{"w1": true}, time.Now().Add(time.Minute)
 	l.mu.Unlock()
 	l.scanRunner(ctx, r)
 	require.Empty(t, pendingOf(t, rdb), "the turn requeued the ghost's entry")
 	l.mu.Lock()
+	armed, due := r.atDeadline, r.due
+	l.mu.Unlock()
+	require.True(t, armed, "the turn's end looks at the ghost's entries")
+	require.True(t, due.Before(time.Now().Add(time.Minute)), "when they turn stale, not at the next scan (due in %s)", time.Until(due))
+
+	// A read older than the turn's own (it showed the entries the turn
+	// took) sets no look.
+	r2, _ := l.next(time.Now().Add(time.Minute))
+	require.Same(t, r, r2)
+	l.mu.Lock()
+	r.missed, r.missedAt = map[string]bool{"w1": true}, time.Now().Add(-time.Minute)
+	l.mu.Unlock()
+	l.scanRunner(ctx, r)
+	l.mu.Lock()
 	defer l.mu.Unlock()
-	require.True(t, r.atDeadline, "the turn's end looks at the ghost's entries")
-	require.True(t, r.due.Before(time.Now().Add(time.Minute)), "when they turn stale, not at the next scan (due in %s)", time.Until(r.due))
+	require.False(t, r.atDeadline, "an older read's ghosts were the turn's to take")
 }

@@ -130,9 +130,11 @@ type runner struct {
 	// latest read the loop has looked at.
 	ghosts map[string]bool
 	// missed gathers the ghosts of the reads observed while the target was
-	// out of the queue for its turn; the turn's end compares them with
-	// what it decided on.
-	missed map[string]bool
+	// out of the queue for its turn, and missedAt is when the newest of
+	// those reads was made; the turn's end compares them with what it
+	// decided on.
+	missed   map[string]bool
+	missedAt time.Time
 	// leader is the lease's state as last known; it is known until
 	// leaseKnown, after which the worker asks Redis before scanning.
 	leader     bool
@@ -276,6 +278,9 @@ func (l *Loop) Observe(t liveness.Target, s *liveness.Snapshot) {
 		// The turn in progress may have read the group before this read:
 		// its end decides whether these ghosts were acted on.
 		r.missed = union(r.missed, now)
+		if s.At.After(r.missedAt) {
+			r.missedAt = s.At
+		}
 		return
 	}
 	fresh := newGhost(r.ghosts, now)

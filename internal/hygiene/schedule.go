@@ -110,11 +110,11 @@ func (l *Loop) scanRunner(ctx context.Context, r *runner) {
 	// A turn at an entry's deadline scans whatever the view's latest read
 	// says: that read may be older than the entry.
 	busy, entryDue, since := w.busy || atDeadline, w.due, w.readAt
-	decided := w.ghosts
+	decided, decidedAt := w.ghosts, w.readAt
 	if busy {
 		decided, since = nil, l.opts.Now()
 		if l.holdsLease(ctx, r, t) {
-			decided, entryDue = l.scanOnce(ctx, t)
+			decided, entryDue, decidedAt = l.scanOnce(ctx, t)
 		}
 	}
 	latest := ghostsHolding(l.view, t.Target)
@@ -127,9 +127,9 @@ func (l *Loop) scanRunner(ctx context.Context, r *runner) {
 		l.metrics.forget(t.Target.GroupRef)
 		return
 	}
-	missed := r.missed
+	missed, missedAt := r.missed, r.missedAt
 	seen := union(latest, missed)
-	r.ghosts, r.missed = seen, nil
+	r.ghosts, r.missed, r.missedAt = seen, nil, time.Time{}
 	r.busy = busy
 	if !busy && r.leader {
 		l.dropLease(r)
@@ -144,29 +144,29 @@ func (l *Loop) scanRunner(ctx context.Context, r *runner) {
 		r.due = l.opts.Now()
 	}
 	heap.Push(&l.queue, r)
-	if len(missed) > 0 {
-		// A read while this turn ran showed ghosts holding entries, which
-		// Observe left to the turn: an entry handed to a known ghost after
-		// the turn's own read turns stale one entryStaleSeconds on, as
-		// Observe would have armed it.
+	if len(missed) > 0 && missedAt.After(decidedAt) {
+		// A read made after the one this turn decided on showed ghosts
+		// holding entries, which Observe left to the turn: an entry
+		// handed to a known ghost after the turn's read turns stale one
+		// entryStaleSeconds on, as Observe would have armed it.
 		l.armEntries(r)
 	}
 	l.poke(l.wake)
 }
 
 // scanOnce runs t's scan and returns the ghosts of the read it decided
-// on, or nil if it failed (logged at a bounded rate), and when an entry it
-// left turns takable (entryDeadline).
-func (l *Loop) scanOnce(ctx context.Context, t Target) (map[string]bool, time.Time) {
+// on, or nil if it failed (logged at a bounded rate), when an entry it
+// left turns takable (entryDeadline), and when that read was made.
+func (l *Loop) scanOnce(ctx context.Context, t Target) (ghosts map[string]bool, entryDue, readAt time.Time) {
 	snap, steps, _, err := l.scan(ctx, t)
 	switch {
 	case err == nil:
 		l.errs.Forget(t.Target.String()) // recovered: its next error is news
-		return orEmpty(ghostsIn(snap)), l.entryDeadline(ctx, t, steps)
+		return orEmpty(ghostsIn(snap)), l.entryDeadline(ctx, t, steps), snap.At
 	case ctx.Err() == nil:
 		l.errs.Log(ctx, l.opts.Log, slog.LevelWarn, t.Target.String(), "hygiene scan failed", "target", t.Target.String(), "err", err)
 	}
-	return nil, time.Time{}
+	return nil, time.Time{}, time.Time{}
 }
 
 // work is what a turn learns from the view's latest read before it
