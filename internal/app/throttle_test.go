@@ -108,16 +108,25 @@ func TestAConnectionWhoseCallsKeepBeingRefusedIsHeldOnArrival(t *testing.T) {
 	require.InDelta(t, before, held(), 0, "once tokens came back, the connection's calls are not held")
 }
 
+// oneConnection is a throttle of one refusal a second on a stopped clock,
+// and one connection's context and bucket.
+func oneConnection(t *testing.T) (*refusalThrottle, *stoppedClock, context.Context, *bucket) {
+	t.Helper()
+	throttle := newRefusalThrottle(1, prometheus.NewRegistry())
+	clock := &stoppedClock{now: time.Unix(1_800_000_000, 0)}
+	throttle.now = clock.Now
+	ctx := throttle.TagConn(context.Background(), &stats.ConnTagInfo{})
+	b, ok := ctx.Value(bucketKey{}).(*bucket)
+	require.True(t, ok)
+	return throttle, clock, ctx, b
+}
+
 // TestOnlyRefusalsTakeATokenNotAFailingRedis: a call that ends
 // Unavailable (Redis out of reach), Internal or well takes no token; a
 // refusal takes one.
 func TestOnlyRefusalsTakeATokenNotAFailingRedis(t *testing.T) {
 	t.Parallel()
-	throttle := newRefusalThrottle(1, prometheus.NewRegistry())
-	clock := &stoppedClock{now: time.Unix(1_800_000_000, 0)}
-	throttle.now = clock.Now
-	ctx := throttle.TagConn(context.Background(), &stats.ConnTagInfo{})
-	b := ctx.Value(bucketKey{}).(*bucket)
+	throttle, clock, ctx, b := oneConnection(t)
 	for _, err := range []error{nil, status.Error(codes.Unavailable, "redis"), status.Error(codes.DeadlineExceeded, "slow"), status.Error(codes.Internal, "bug")} {
 		throttle.HandleRPC(ctx, &stats.End{Error: err})
 	}
@@ -176,11 +185,7 @@ func TestOnlyRefusalsTakeATokenNotAFailingRedis(t *testing.T) {
 // refusal it stands for would, and a trigger's own spec takes none.
 func TestThePlaceholderSpecTakesAToken(t *testing.T) {
 	t.Parallel()
-	throttle := newRefusalThrottle(1, prometheus.NewRegistry())
-	clock := &stoppedClock{now: time.Unix(1_800_000_000, 0)}
-	throttle.now = clock.Now
-	ctx := throttle.TagConn(context.Background(), &stats.ConnTagInfo{})
-	b := ctx.Value(bucketKey{}).(*bucket)
+	throttle, _, ctx, b := oneConnection(t)
 	answer := func(name string) {
 		call := throttle.TagRPC(ctx, &stats.RPCTagInfo{})
 		throttle.HandleRPC(call, &stats.OutPayload{Payload: &externalscaler.GetMetricSpecResponse{
