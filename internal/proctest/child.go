@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 )
 
@@ -61,18 +62,50 @@ func (c *Child) Kill() {
 	<-c.done
 }
 
-// FreePort asks the kernel for a free loopback port. It is released before
-// the server binds it, so callers retry on ErrPortTaken.
+// FreePort asks the kernel for a free loopback port that this process has
+// not been given before. It is released before the server binds it, so
+// callers retry on ErrPortTaken. The kernel hands a closed port out again
+// soon (within a few hundred picks), and a port a test killed a server on
+// is still known to others: a sentinel that waits for the old master, a
+// client that dials it again. Given to a second server, it would bring
+// that server into the first one's setup.
 func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find free port: %w", err)
+	for range freePortAttempts {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, fmt.Errorf("find free port: %w", err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		if err := l.Close(); err != nil {
+			return 0, fmt.Errorf("find free port: %w", err)
+		}
+		if Reserve(port) {
+			return port, nil
+		}
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	if err := l.Close(); err != nil {
-		return 0, fmt.Errorf("find free port: %w", err)
+	return 0, fmt.Errorf("find free port: the kernel offered only ports given out before, %d times", freePortAttempts)
+}
+
+// freePortAttempts bounds FreePort's asks for a port not given out before.
+const freePortAttempts = 100
+
+// reserved holds every port FreePort or Reserve gave out in this process.
+var reserved = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: make(map[int]bool)}
+
+// Reserve records port as given out, for one more port a server binds
+// beside the one FreePort gave it (a cluster node's bus port); false if it
+// was given out before.
+func Reserve(port int) bool {
+	reserved.Lock()
+	defer reserved.Unlock()
+	if reserved.ports[port] {
+		return false
 	}
-	return port, nil
+	reserved.ports[port] = true
+	return true
 }
 
 // FileSize is the size of the file at path, 0 if it cannot be read: where

@@ -95,6 +95,9 @@ func (s *Server) pickPort() (int, error) {
 		if err := l.Close(); err != nil {
 			return 0, fmt.Errorf("find free bus port: %w", err)
 		}
+		if !proctest.Reserve(port + busPortOffset) {
+			continue
+		}
 		return port, nil
 	}
 	return 0, fmt.Errorf("no port with a free bus port (+%d) after %d attempts", busPortOffset, busPortAttempts)
