@@ -47,7 +47,7 @@ func startSentinel(t *testing.T) *backend {
 		},
 		failover: func(t *testing.T, _ string) {
 			t.Helper()
-			waitReplicas(t, s.Master(t).Client(t))
+			redistest.WaitReplicated(t, s.Master(t).Client(t))
 			s.Failover(t)
 		},
 	}
@@ -68,18 +68,10 @@ func startCluster(t *testing.T) *backend {
 		failover: func(t *testing.T, key string) {
 			t.Helper()
 			m := c.MasterForKey(t, key)
-			waitReplicas(t, m.Client(t))
+			redistest.WaitReplicated(t, m.Client(t))
 			require.NotNil(t, c.KillMaster(t, m), "the killed master's replica takes over")
 		},
 	}
-}
-
-// waitReplicas returns once the replicas have every write the master took.
-func waitReplicas(t *testing.T, master *redis.Client) {
-	t.Helper()
-	n, err := master.Do(context.Background(), "WAIT", 1, 5000).Int()
-	require.NoError(t, err, "WAIT on the master")
-	require.Equal(t, 1, n, "the replica acknowledged every write")
 }
 
 // metricPart is how a metric name spells one part of the target.

@@ -287,7 +287,7 @@ func TestASentinelFailoverSlowerThanTheMaxAgeTakesNoLiveWorkersEntries(t *testin
 		r.Sentinel = config.RedisSentinelConfig{MasterName: s.MasterName(), Addrs: s.SentinelAddrs()}
 	}, g.tune)
 	requireMetric(t, p, g.metadata(), g.jobs)
-	waitReplicas(t, s.Master(t).Client(t))
+	redistest.WaitReplicated(t, s.Master(t).Client(t))
 	pl := pollMetrics(p, g.metadata(), g.livePending())
 
 	old := s.Master(t).Addr()
@@ -346,7 +346,7 @@ func TestAClusterNodeHoldingHeartbeatsKilledTakesNoLiveWorkersEntries(t *testing
 		r.Cluster = config.RedisClusterConfig{Addrs: c.Addrs()}
 	}, g.tune)
 	requireMetric(t, p, g.metadata(), g.jobs)
-	waitReplicas(t, victim.Client(t))
+	redistest.WaitReplicated(t, victim.Client(t))
 	pl := pollMetrics(p, g.metadata(), g.livePending())
 
 	replica := c.ReplicaOf(t, victim).Client(t)

@@ -56,7 +56,7 @@ func TestClusterKillMasterHasTheReplicaVotedMaster(t *testing.T) {
 	require.NoError(t, rdb.Set(ctx, "{k}k", "v", 0).Err(), "SET before the kill")
 	old := c.MasterForKey(t, "{k}k")
 	// Let the replica receive the write before the master dies.
-	require.NoError(t, old.Client(t).Do(ctx, "WAIT", 1, 5000).Err(), "WAIT for the replica")
+	WaitReplicated(t, old.Client(t))
 
 	promoted := c.KillMaster(t, old)
 
@@ -142,12 +142,12 @@ func TestSentinelFailoverAndKillMasterMoveTheMasterTheClientFollows(t *testing.T
 	require.Len(t, s.SentinelAddrs(), 3, "3 sentinels by default")
 	first := s.Master(t)
 	require.NoError(t, rdb.Set(ctx, "k", "v", 0).Err(), "SET through the failover client")
-	require.NoError(t, first.Client(t).Do(ctx, "WAIT", 1, 5000).Err(), "WAIT for the replica")
+	WaitReplicated(t, first.Client(t))
 
 	second := s.Failover(t)
 	require.NotEqual(t, first, second, "SENTINEL FAILOVER names another master")
 	require.NoError(t, rdb.Set(ctx, "k2", "v2", 0).Err(), "SET after the failover through the same client")
-	require.NoError(t, second.Client(t).Do(ctx, "WAIT", 1, 5000).Err(), "WAIT for the old master, now a replica")
+	WaitReplicated(t, second.Client(t))
 
 	third := s.KillMaster(t)
 	require.Equal(t, first, third, "with one replica the old master comes back as master")

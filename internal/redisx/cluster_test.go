@@ -204,7 +204,7 @@ func TestScriptsLoadAgainOnAPromotedReplica(t *testing.T) {
 	require.NoError(t, err, "a dry run loads the script on the master")
 	require.Equal(t, ConsumerDeleted, got)
 	master := c.MasterForKey(t, stream)
-	require.NoError(t, master.Client(t).Do(ctx, "WAIT", 1, 5000).Err())
+	redistest.WaitReplicated(t, master.Client(t))
 
 	promoted := c.Failover(t, master)
 	exists, err := promoted.Client(t).ScriptExists(ctx, delConsumerScript.Hash()).Result()

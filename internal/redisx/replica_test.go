@@ -67,7 +67,7 @@ func TestReplicaReadsReachOnlyTheDiagnosticsClient(t *testing.T) {
 			t.Parallel()
 			s := start(t)
 			require.NoError(t, s.master.Set(ctx, s.key, "v", 0).Err())
-			require.NoError(t, s.master.Do(ctx, "WAIT", 1, 5000).Err())
+			redistest.WaitReplicated(t, s.master) //nolint:contextcheck // the wait ends with the test, as ctx does
 			conns, err := Open([]config.Redis{s.conn})
 			require.NoError(t, err)
 			t.Cleanup(func() { _ = conns.Close() })
