@@ -3,7 +3,6 @@ package redistest
 import (
 	"context"
 	"fmt"
-	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -291,35 +290,28 @@ type slotOwner struct {
 	replicas   []string // ids, sorted
 }
 
-// slotOwners asks one node, with CLUSTER SHARDS, which master serves which
-// slots.
+// slotOwners asks one node, with CLUSTER SLOTS, which master serves which
+// slots: the map go-redis's cluster client reads. CLUSTER SHARDS, which
+// go-redis would have callers use instead, would not do: after a failover
+// some versions list the failed master in its shard beside the promoted
+// one, both with the shard's slots.
 func slotOwners(ctx context.Context, r *redis.Client) ([]slotOwner, error) {
-	shards, err := r.ClusterShards(ctx).Result()
+	slots, err := r.ClusterSlots(ctx).Result() //nolint:staticcheck // SA1019: CLUSTER SLOTS is what clients follow; see above
 	if err != nil {
 		return nil, err
 	}
-	var owners []slotOwner
-	for _, sh := range shards {
+	owners := make([]slotOwner, 0, len(slots))
+	for _, sl := range slots {
+		if len(sl.Nodes) == 0 {
+			return nil, fmt.Errorf("slots %d-%d have no node", sl.Start, sl.End)
+		}
 		var replicas []string
-		for _, n := range sh.Nodes {
-			if n.Role != "master" && n.Health == "online" {
-				replicas = append(replicas, n.ID)
-			}
+		for _, n := range sl.Nodes[1:] {
+			replicas = append(replicas, n.ID)
 		}
 		slices.Sort(replicas)
-		for _, n := range sh.Nodes {
-			if n.Role != "master" {
-				continue
-			}
-			port := n.Port
-			if port == 0 {
-				port = n.TLSPort
-			}
-			addr := net.JoinHostPort(n.IP, strconv.FormatInt(port, 10))
-			for _, r := range sh.Slots {
-				owners = append(owners, slotOwner{start: int(r.Start), end: int(r.End), id: n.ID, addr: addr, replicas: replicas})
-			}
-		}
+		m := sl.Nodes[0]
+		owners = append(owners, slotOwner{start: sl.Start, end: sl.End, id: m.ID, addr: m.Addr, replicas: replicas})
 	}
 	return owners, nil
 }

@@ -49,7 +49,7 @@ func (c *Cluster) masterOfSlot(ctx context.Context, slot int) (*ClusterNode, err
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("redistest: CLUSTER SHARDS: %w", err)
+		return nil, fmt.Errorf("redistest: CLUSTER SLOTS: %w", err)
 	}
 	for _, o := range owners {
 		if o.start <= slot && slot <= o.end {
@@ -181,7 +181,7 @@ func (c *Cluster) slotsOf(tb testing.TB, n *ClusterNode) int {
 		return err
 	})
 	if err != nil {
-		tb.Fatalf("redistest: CLUSTER SHARDS: %v", err)
+		tb.Fatalf("redistest: CLUSTER SLOTS: %v", err)
 	}
 	count := 0
 	for _, o := range owners {

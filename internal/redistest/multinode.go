@@ -85,20 +85,26 @@ func (s *Server) running() bool {
 }
 
 // eventually polls cond until it returns nil, and returns its last error,
-// naming what it waited for, once settleTimeout has passed.
+// naming what it waited for, once settleTimeout has passed. An attempt
+// cut short by the wait's own end says only that time ran out: the error
+// reported is then the attempt's before it, the reason the wait went on.
 func eventually(ctx context.Context, what string, cond func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, settleTimeout)
 	defer cancel()
 	tick := time.NewTicker(pollInterval)
 	defer tick.Stop()
+	var last error
 	for {
 		err := cond(ctx)
 		if err == nil {
 			return nil
 		}
+		if ctx.Err() == nil || last == nil {
+			last = err
+		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("redistest: %s: not within %s: %w", what, settleTimeout, err)
+			return fmt.Errorf("redistest: %s: not within %s: %w", what, settleTimeout, last)
 		case <-tick.C:
 		}
 	}
