@@ -42,7 +42,8 @@ test:
 	$(GO) test -race -count=1 -timeout 15m ./...
 	set -e; for m in $(MODULES); do $(GO) -C $$m test -race -count=1 -timeout 15m ./...; done
 
-## compat: the end-to-end and hygiene packages (-race) once per redis-server:
+## compat: the end-to-end, hygiene, redisx and redistest packages (-race) once
+## per redis-server:
 ## the one on PATH and each REDIS_DIRS/*/bin/redis-server; prints a
 ## pass/fail table
 compat:
