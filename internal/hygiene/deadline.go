@@ -54,10 +54,11 @@ func (l *Loop) armEntries(r *runner) {
 // steps, the steps a turn just executed, turns takable, plus
 // liveness.DeadlineMargin; zero when none will before new evidence. It
 // costs one round trip, each taking owner's oldest pending entry, and
-// none when no step takes anything.
-func (l *Loop) entryDeadline(ctx context.Context, t Target, steps []reclaim.Step) time.Time {
+// none when no step takes anything. failed says that read failed: the
+// deadline then leaves those entries out, and the turn looks again soon.
+func (l *Loop) entryDeadline(ctx context.Context, t Target, steps []reclaim.Step) (at time.Time, failed bool) {
 	if t.Hygiene.DryRun {
-		return time.Time{} // a dry run takes nothing: its entries stay takable and a look would repeat the report
+		return time.Time{}, false // a dry run takes nothing: its entries stay takable and a look would repeat the report
 	}
 	now := l.opts.Now()
 	next := quietDeadline(steps, t.Hygiene, now)
@@ -71,19 +72,19 @@ func (l *Loop) entryDeadline(ctx context.Context, t Target, steps []reclaim.Step
 	}
 	c, ok := l.conns.Get(t.Target.Conn)
 	if len(owners) == 0 || !ok {
-		return withMargin(next)
+		return withMargin(next), false
 	}
 	oldest, err := redisx.OldestPending(ctx, c, t.Target.Stream, t.Target.Group, owners)
 	if err != nil {
-		l.errs.Log(ctx, l.opts.Log, slog.LevelWarn, t.Target.String(), "hygiene: reading the oldest entries left failed; the scan interval looks again", "target", t.Target.String(), "err", err)
-		return withMargin(next)
+		l.errs.Log(ctx, l.opts.Log, slog.LevelWarn, t.Target.String(), "hygiene: reading the oldest entries left failed; the target is looked at again soon", "target", t.Target.String(), "err", err)
+		return withMargin(next), true
 	}
 	for i, st := range taking {
 		if d, ok := entryTurns(st, oldest[i], t.Hygiene); ok {
 			next = earliest(next, now.Add(d))
 		}
 	}
-	return withMargin(next)
+	return withMargin(next), false
 }
 
 // quietDeadline is the deadline of the owners steps leave alone that hold

@@ -150,6 +150,8 @@ type runner struct {
 	// since is when the read the last turn judged by was made: an entry a
 	// ghost holds that the turn did not see was delivered after it.
 	since time.Time
+	// failures counts the turns in a row that failed (retryFailed).
+	failures int
 }
 
 // New returns a Loop; its metrics are registered on reg. Wire the view's

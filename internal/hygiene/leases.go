@@ -87,17 +87,18 @@ func (l *Loop) renewAll(ctx context.Context) {
 
 // holdsLease reports whether this replica may scan r now: from the last
 // renewal while it is current, else by taking r's lease on its own.
-func (l *Loop) holdsLease(ctx context.Context, r *runner, t Target) bool {
+// It is false, with failed true, when Redis could not answer.
+func (l *Loop) holdsLease(ctx context.Context, r *runner, t Target) (held, failed bool) {
 	now := l.opts.Now()
 	l.mu.Lock()
 	known, leader := now.Before(r.leaseKnown), r.leader
 	l.mu.Unlock()
 	if known {
-		return leader
+		return leader, false
 	}
 	c, ok := l.conns.Get(t.Target.Conn)
 	if !ok {
-		return false
+		return false, false
 	}
 	held, err := redisx.Lease{Client: c, Key: leaseKey(t.Target), Holder: l.holder, TTL: l.opts.LeaseTTL}.Hold(ctx)
 	if err != nil {
@@ -105,14 +106,14 @@ func (l *Loop) holdsLease(ctx context.Context, r *runner, t Target) bool {
 			l.opts.Engine.CountError(t.Target.GroupRef)
 			l.errs.Log(ctx, l.opts.Log, slog.LevelWarn, t.Target.String(), "hygiene lease failed", "target", t.Target.String(), "err", err)
 		}
-		return false
+		return false, true
 	}
 	l.mu.Lock()
 	if !r.removed {
 		l.setLease(r, held, now)
 	}
 	l.mu.Unlock()
-	return held
+	return held, false
 }
 
 // setLease records a lease answer obtained at start; l.mu is held. A lease

@@ -105,16 +105,21 @@ func (l *Loop) scanRunner(ctx context.Context, r *runner) {
 	l.mu.Unlock()
 	// decided holds the ghosts of the read this turn decided on; it stays
 	// nil when the turn could not decide (another replica's lease, or a
-	// failed scan), which never brings the next turn forward.
+	// failed scan), which never brings the next turn forward by itself; a
+	// failure does, through retryFailed.
 	w := l.mayHaveWork(t)
 	// A turn at an entry's deadline scans whatever the view's latest read
 	// says: that read may be older than the entry.
 	busy, entryDue, since := w.busy || atDeadline, w.due, w.readAt
 	decided, decidedAt := w.ghosts, w.readAt
+	failed := false
 	if busy {
 		decided, since = nil, l.opts.Now()
-		if l.holdsLease(ctx, r, t) {
-			decided, entryDue, decidedAt = l.scanOnce(ctx, t)
+		var held bool
+		if held, failed = l.holdsLease(ctx, r, t); held {
+			var d decision
+			d, failed = l.scanOnce(ctx, t)
+			decided, entryDue, decidedAt = d.ghosts, d.entryDue, d.readAt
 		}
 	}
 	latest := ghostsHolding(l.view, t.Target)
@@ -138,6 +143,7 @@ func (l *Loop) scanRunner(ctx context.Context, r *runner) {
 	if !entryDue.IsZero() && entryDue.Before(r.due) {
 		r.due, r.atDeadline = entryDue, true
 	}
+	l.retryFailed(r, failed && ctx.Err() == nil)
 	if decided != nil && newGhost(decided, seen) {
 		// A read newer than the one decided on shows a ghost holding
 		// entries, seen while this turn ran: its scan is now.
@@ -154,20 +160,57 @@ func (l *Loop) scanRunner(ctx context.Context, r *runner) {
 	l.poke(l.wake)
 }
 
-// scanOnce runs t's scan and returns the ghosts of the read it decided
-// on, or nil if it failed (logged at a bounded rate), when an entry it
-// left turns takable (entryDeadline), and when that read was made.
-func (l *Loop) scanOnce(ctx context.Context, t Target) (ghosts map[string]bool, entryDue, readAt time.Time) {
+// decision is what a turn's scan decided on.
+type decision struct {
+	// ghosts are the ghosts holding entries of the read decided on; nil
+	// when the scan failed.
+	ghosts map[string]bool
+	// entryDue is when an entry the scan left turns takable
+	// (entryDeadline); readAt is when the read decided on was made.
+	entryDue, readAt time.Time
+}
+
+// scanOnce runs t's scan and returns what it decided on. failed says a
+// read or a write to Redis failed (logged at a bounded rate): the scan, or
+// the read of the oldest entries it left.
+func (l *Loop) scanOnce(ctx context.Context, t Target) (d decision, failed bool) {
 	snap, steps, _, err := l.scan(ctx, t)
 	switch {
 	case err == nil:
 		l.errs.Forget(t.Target.String()) // recovered: its next error is news
-		return orEmpty(ghostsIn(snap)), l.entryDeadline(ctx, t, steps), snap.At
+		d.ghosts, d.readAt = orEmpty(ghostsIn(snap)), snap.At
+		d.entryDue, failed = l.entryDeadline(ctx, t, steps)
+		return d, failed
 	case ctx.Err() == nil:
 		l.errs.Log(ctx, l.opts.Log, slog.LevelWarn, t.Target.String(), "hygiene scan failed", "target", t.Target.String(), "err", err)
 	}
-	return nil, time.Time{}, time.Time{}
+	return decision{}, true
 }
+
+// retryFailed brings the next turn of r, whose turn just ended, forward
+// after a turn that failed: a look at an entry's deadline that Redis did
+// not answer would otherwise wait a whole scan interval. The retries back
+// off from retryFirst, doubling up to the scan interval, so an outage
+// costs each target a read per interval at most once it lasts. A retry
+// scans on a fresh read, as a look at a deadline does. l.mu is held; r is
+// not queued yet.
+func (l *Loop) retryFailed(r *runner, failed bool) {
+	if !failed {
+		r.failures = 0
+		return
+	}
+	r.failures++
+	wait := l.opts.ScanInterval
+	if shift := r.failures - 1; shift < 32 {
+		wait = min(wait, retryFirst<<shift)
+	}
+	if at := l.opts.Now().Add(wait); at.Before(r.due) {
+		r.due, r.atDeadline = at, true
+	}
+}
+
+// retryFirst is the wait before the first retry of a failed turn.
+const retryFirst = 250 * time.Millisecond
 
 // work is what a turn learns from the view's latest read before it
 // scans.

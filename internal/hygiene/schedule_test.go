@@ -3,6 +3,7 @@ package hygiene
 import (
 	"container/heap"
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"strings"
@@ -415,3 +416,46 @@ func TestAWarmingTargetComesUpOnlyWhenItsWarmUpEnds(t *testing.T) {
 type reason string
 
 func (r reason) String() string { return string(r) }
+
+// TestATurnRedisDidNotAnswerIsRetriedSoonBackingOff: a turn whose read
+// fails is due again a quarter second on, then half a second, not a scan
+// interval (an hour here) later; the first turn Redis answers gives the
+// ghost's entries back, and the target then waits its interval again.
+func TestATurnRedisDidNotAnswerIsRetriedSoonBackingOff(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	redistest.Hold(t, rdb, "jobs", "workers", "gone", "x", 2)
+	time.Sleep(300 * time.Millisecond) // gone passes ghostIdle, its entries entryStale
+	var fail atomic.Bool
+	fail.Store(true)
+	l := newLoopFetching(t, srv.Addr(), time.Hour, nil, prometheus.NewRegistry(), func(o *Options) { o.ScanInterval = time.Hour },
+		func(next liveness.Fetcher) liveness.Fetcher {
+			return func(ctx context.Context, t liveness.Target, known []string) (liveness.Observation, error) {
+				if fail.Load() {
+					return liveness.Observation{}, errors.New("connection refused")
+				}
+				return next(ctx, t, known)
+			}
+		})
+	require.NoError(t, l.Add(target(t), false))
+	r, _ := l.next(time.Now())
+	require.NotNil(t, r, "a new target is due at once")
+
+	for _, want := range []time.Duration{retryFirst, 2 * retryFirst} {
+		l.scanRunner(context.Background(), r)
+		_, wait := l.next(time.Now())
+		require.LessOrEqual(t, wait, want, "a failed turn is retried within %s", want)
+		require.Greater(t, wait, want/2, "the retries back off")
+		time.Sleep(wait)
+		r, _ = l.next(time.Now())
+		require.NotNil(t, r, "the retry is due")
+	}
+	require.Equal(t, int64(2), pendingOf(t, rdb)["gone"], "no failed turn gave anything back")
+
+	fail.Store(false)
+	l.scanRunner(context.Background(), r)
+	require.Zero(t, pendingOf(t, rdb)["gone"], "the turn Redis answered gives the ghost's entries back")
+	_, wait := l.next(time.Now())
+	require.Greater(t, wait, time.Minute, "then the target waits its interval again")
+}
