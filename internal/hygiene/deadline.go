@@ -51,12 +51,13 @@ func (l *Loop) armEntries(r *runner) {
 }
 
 // entryDeadline is when the earliest entry left with the owner of one of
-// steps, the steps a turn just executed, turns takable, plus
-// liveness.DeadlineMargin; zero when none will before new evidence. It
-// costs one round trip, each taking owner's oldest pending entry, and
-// none when no step takes anything. failed says that read failed: the
-// deadline then leaves those entries out, and the turn looks again soon.
-func (l *Loop) entryDeadline(ctx context.Context, t Target, steps []reclaim.Step) (at time.Time, failed bool) {
+// steps, the steps a turn that began at began just executed, turns
+// takable, plus liveness.DeadlineMargin; zero when none will before new
+// evidence. It costs one round trip, each taking owner's oldest pending
+// entry, and none when no step takes anything. failed says that read
+// failed: the deadline then leaves those entries out, and the turn looks
+// again soon.
+func (l *Loop) entryDeadline(ctx context.Context, t Target, steps []reclaim.Step, began time.Time) (at time.Time, failed bool) {
 	if t.Hygiene.DryRun {
 		return time.Time{}, false // a dry run takes nothing: its entries stay takable and a look would repeat the report
 	}
@@ -79,8 +80,9 @@ func (l *Loop) entryDeadline(ctx context.Context, t Target, steps []reclaim.Step
 		l.errs.Log(ctx, l.opts.Log, slog.LevelWarn, t.Target.String(), "hygiene: reading the oldest entries left failed; the target is looked at again soon", "target", t.Target.String(), "err", err)
 		return withMargin(next), true
 	}
+	ran := l.opts.Now().Sub(began)
 	for i, st := range taking {
-		if d, ok := entryTurns(st, oldest[i], t.Hygiene); ok {
+		if d, ok := entryTurns(st, oldest[i], t.Hygiene, ran); ok {
 			next = earliest(next, now.Add(d))
 		}
 	}
@@ -118,13 +120,16 @@ func withMargin(at time.Time) time.Time {
 }
 
 // entryTurns is how long after oldest, the owner's oldest entry left, was
-// read it turns idle enough for st's threshold. An owner left with none
-// whose name was read within the threshold may be handed one at once (a
-// pod that still reads while its worker is silent, seed 000): a look one
-// threshold on takes what it got. An entry already past the threshold was
-// left by the engine for its own reason (a collision, a claim refused),
-// which the interval looks at again.
-func entryTurns(st reclaim.Step, oldest *redisx.PendingEntry, h policy.Hygiene) (time.Duration, bool) {
+// read it turns idle enough for st's threshold; ran is how long before
+// that read the turn began. An owner left with none whose name was read
+// within the threshold may be handed one at once (a pod that still reads
+// while its worker is silent, seed 000): a look one threshold on takes
+// what it got. An entry past the threshold that was short of it when the
+// turn began crossed it while the turn ran, perhaps after the script
+// looked at it: it is looked at again at once. One already past it then
+// was left by the engine for its own reason (a collision, a claim
+// refused), which the interval looks at again.
+func entryTurns(st reclaim.Step, oldest *redisx.PendingEntry, h policy.Hygiene, ran time.Duration) (time.Duration, bool) {
 	threshold := st.MinIdle
 	if !st.Owner.GoneAt.IsZero() {
 		// A ghost whose pod went gives up at once what was delivered
@@ -138,6 +143,8 @@ func entryTurns(st reclaim.Step, oldest *redisx.PendingEntry, h policy.Hygiene) 
 		return 0, false
 	case oldest.Idle < threshold:
 		return threshold - oldest.Idle, true
+	case oldest.Idle-ran < threshold:
+		return 0, true
 	}
 	return 0, false
 }

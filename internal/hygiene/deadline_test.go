@@ -53,6 +53,7 @@ func TestEntryTurnsAtTheInstantItsOwnersThresholdAllows(t *testing.T) {
 	}
 	gone := ghost(time.Minute)
 	gone.Owner.GoneAt, gone.MinIdle = time.Now().Add(-2*time.Second), 2*time.Second
+	const ran = 50 * time.Millisecond // the turn began this long before the oldest entries were read
 	cases := map[string]struct {
 		st     reclaim.Step
 		oldest *redisx.PendingEntry
@@ -63,13 +64,44 @@ func TestEntryTurnsAtTheInstantItsOwnersThresholdAllows(t *testing.T) {
 		"none left, but the name is still read":             {ghost(time.Second), nil, 10 * time.Second, true},
 		"none left, and nobody read the name since":         {ghost(time.Minute), nil, 0, false},
 		"an entry the engine left past its threshold":       {ghost(time.Second), &redisx.PendingEntry{Idle: time.Minute}, 0, false},
+		"an entry past it by as long as the turn ran":       {ghost(time.Second), &redisx.PendingEntry{Idle: h.EntryStale + ran}, 0, false},
+		"an entry that turned while the turn ran":           {ghost(time.Second), &redisx.PendingEntry{Idle: h.EntryStale + ran/2}, 0, true},
 		"after its pod went, a later entry waits for stale": {gone, &redisx.PendingEntry{Idle: time.Second}, 9 * time.Second, true},
 	}
 	for name, c := range cases {
-		d, ok := entryTurns(c.st, c.oldest, h)
+		d, ok := entryTurns(c.st, c.oldest, h, ran)
 		require.Equal(t, c.ok, ok, name)
 		require.Equal(t, c.want, d, name)
 	}
+}
+
+// TestAnEntryThatTurnsStaleWhileATurnRunsIsLookedAtAgainAtOnce: the turn's
+// script may have looked at the entry a hair short of its threshold, and
+// the read of the oldest entries that follows finds it past: unless the
+// entry was past it before the turn began, which is the engine leaving it
+// for its own reason, the next look is now, not at the next scan.
+func TestAnEntryThatTurnsStaleWhileATurnRunsIsLookedAtAgainAtOnce(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	ids := redistest.Hold(t, rdb, "jobs", "workers", "w1", "j", 1)
+	l := newLoopRefreshing(t, srv.Addr(), time.Hour, nil)
+	tg := target(t, "entryStaleSeconds", "1")
+	stale := tg.Hygiene.EntryStale
+	// Time passes in Redis: the entry is past its threshold by 10ms.
+	require.NoError(t, rdb.Do(ctx, "XCLAIM", "jobs", "workers", "w1", 0, ids[0], "IDLE", (stale+10*time.Millisecond).Milliseconds(), "JUSTID").Err())
+	steps := []reclaim.Step{{Owner: liveness.ConsumerView{Name: "w1", Verdict: liveness.Ghost, Pending: 1}, Action: reclaim.Requeue, MinIdle: stale}}
+
+	before := time.Now()
+	at, failed := l.entryDeadline(ctx, tg, steps, before.Add(-200*time.Millisecond))
+	require.False(t, failed)
+	require.False(t, at.IsZero(), "an entry that turned while the turn ran is looked at again")
+	require.True(t, at.Before(before.Add(time.Second)), "at once, not at the next scan (due in %s)", at.Sub(before))
+
+	at, failed = l.entryDeadline(ctx, tg, steps, time.Now())
+	require.False(t, failed)
+	require.True(t, at.IsZero(), "an entry past its threshold before the turn began was left by the engine; due at %s", at)
 }
 
 // TestAGhostHoldingNothingWhoseNameIsReadIsLookedAtOneStaleThresholdOn:

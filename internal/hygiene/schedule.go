@@ -174,12 +174,13 @@ type decision struct {
 // read or a write to Redis failed (logged at a bounded rate): the scan, or
 // the read of the oldest entries it left.
 func (l *Loop) scanOnce(ctx context.Context, t Target) (d decision, failed bool) {
+	began := l.opts.Now()
 	snap, steps, _, err := l.scan(ctx, t)
 	switch {
 	case err == nil:
 		l.errs.Forget(t.Target.String()) // recovered: its next error is news
 		d.ghosts, d.readAt = orEmpty(ghostsIn(snap)), snap.At
-		d.entryDue, failed = l.entryDeadline(ctx, t, steps)
+		d.entryDue, failed = l.entryDeadline(ctx, t, steps, began)
 		return d, failed
 	case ctx.Err() == nil:
 		l.errs.Log(ctx, l.opts.Log, slog.LevelWarn, t.Target.String(), "hygiene scan failed", "target", t.Target.String(), "err", err)
