@@ -51,12 +51,12 @@ func (l *Loop) armEntries(r *runner) {
 }
 
 // entryDeadline is when the earliest entry left with the owner of one of
-// steps, the steps a turn that began at began just executed, turns
-// takable, plus liveness.DeadlineMargin; zero when none will before new
-// evidence. It costs one round trip, each taking owner's oldest pending
-// entry, and none when no step takes anything. failed says that read
-// failed: the deadline then leaves those entries out, and the turn looks
-// again soon.
+// steps turns takable, plus liveness.DeadlineMargin; zero when none will
+// before new evidence. steps are what a turn just executed, and began is
+// when that turn began. It costs one round trip, each taking owner's
+// oldest pending entry, and none when no step takes anything. failed says
+// that read failed: the deadline then leaves those entries out, and the
+// turn looks again soon.
 func (l *Loop) entryDeadline(ctx context.Context, t Target, steps []reclaim.Step, began time.Time) (at time.Time, failed bool) {
 	if t.Hygiene.DryRun {
 		return time.Time{}, false // a dry run takes nothing: its entries stay takable and a look would repeat the report
