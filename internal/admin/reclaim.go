@@ -19,11 +19,20 @@ import (
 // Reclaim gives entries back through the engine: every entry of one
 // consumer past its threshold, or named entries, each checked in the
 // script to be pending, owned as expected and idle enough. An owner the
-// loop would not take from is refused unless force is set.
+// loop would not take from is refused unless force is set. A dry run
+// needs no credential, so it takes a slot among Plan's, whose work it
+// does.
 func (s *Server) Reclaim(ctx context.Context, req *pelwardenv1.ReclaimRequest) (*pelwardenv1.ReclaimResponse, error) {
 	q, err := checkReclaim(req, s.opts.Conns.Names())
 	if err != nil {
 		return nil, err
+	}
+	if req.GetDryRun() {
+		release, err := s.heavyCall("Reclaim")
+		if err != nil {
+			return nil, err
+		}
+		defer release()
 	}
 	job, snap, err := s.reclaimJob(ctx, q, req.GetForce(), req.GetDryRun())
 	if err != nil {

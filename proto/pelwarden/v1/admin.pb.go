@@ -1502,7 +1502,8 @@ type ReclaimRequest struct {
 	Selector isReclaimRequest_Selector `protobuf_oneof:"selector"`
 	// "requeue" (default) or "claim".
 	Mode string `protobuf:"bytes,4,opt,name=mode,proto3" json:"mode,omitempty"`
-	// Report what would happen; change nothing.
+	// Report what would happen; change nothing. A dry run needs no
+	// credential.
 	DryRun bool `protobuf:"varint,5,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
 	// Reclaim from an owner the view does not judge a ghost, for entries
 	// idle at least entryStaleSeconds. Never needed for a ghost.
