@@ -107,3 +107,27 @@ func TestADryRunReclaimNeedsNoCredentialAndATokenlessCallerChangesNothing(t *tes
 	pending, length := books(t, c)
 	require.Equal(t, []int64{0, 6}, []int64{pending, length}, "with the token the entries are requeued")
 }
+
+// TestAReclaimThatTakesNothingSaysWhy: a consumer whose entries are all
+// younger than the threshold, and one that holds none.
+func TestAReclaimThatTakesNothingSaysWhy(t *testing.T) {
+	t.Parallel()
+	addr, c := serveAdminOn(t, config.Admin{TokenFile: tokenFile(t, token)}, nil)
+	client := dial(t, addr, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, c.XAdd(ctx, &redis.XAddArgs{Stream: "jobs", Values: []string{"job", "x"}}).Err())
+	_, err := c.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "workers", Consumer: "worker-1", Streams: []string{"jobs", ">"}}).Result()
+	require.NoError(t, err)
+	require.NoError(t, c.XGroupCreateConsumer(ctx, "jobs", "workers", "worker-2").Err())
+	notes := map[string]string{
+		"worker-1": `no pending entry of consumer "worker-1" has been idle at least 30s (entryStaleSeconds, as force asks); younger entries are left with it`,
+		"worker-2": `consumer "worker-2" holds no pending entries`,
+	}
+	for consumer, note := range notes {
+		res, err := client.Reclaim(ctx, &pelwardenv1.ReclaimRequest{Target: &pelwardenv1.TargetRef{Stream: "jobs", Group: "workers"},
+			Force: true, DryRun: true, Selector: &pelwardenv1.ReclaimRequest_Consumer{Consumer: consumer}})
+		require.NoError(t, err)
+		require.Equal(t, note, res.GetNote())
+	}
+}
