@@ -73,7 +73,7 @@ entries back to live workers.`,
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newServeCommand(env, stderr, runApp), newVersionCommand(stdout))
+	root.AddCommand(newServeCommand(env, stderr, runApp), newVersionCommand(stdout), newCompletionCommand(stdout))
 	root.AddCommand(adminCommands(env, stderr)...)
 	return root
 }
