@@ -60,7 +60,7 @@ func (f checkTriggerFlags) flagMetadata() (map[string]string, error) {
 	if f.metadataJSON != "" {
 		dec := json.NewDecoder(strings.NewReader(f.metadataJSON))
 		if err := dec.Decode(&md); err != nil {
-			return nil, fmt.Errorf(`--metadata-json must be a JSON object of strings, {"stream":"jobs",...}: %v`, err)
+			return nil, fmt.Errorf(`--metadata-json must be a JSON object of strings, {"stream":"jobs",...}: %w`, err)
 		}
 		return md, nil
 	}

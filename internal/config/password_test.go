@@ -125,7 +125,9 @@ func TestNoSecretsLeavesPasswordsUnread(t *testing.T) {
 	t.Parallel()
 	read := map[string]bool{}
 	src := config.Sources{
-		Env: func(name string) (string, bool) { return map[string]string{config.EnvConfig: "/etc/pelwarden.yaml"}[name], name == config.EnvConfig },
+		Env: func(name string) (string, bool) {
+			return map[string]string{config.EnvConfig: "/etc/pelwarden.yaml"}[name], name == config.EnvConfig
+		},
 		ReadFile: func(path string) ([]byte, error) {
 			read[path] = true
 			if path == "/etc/pelwarden.yaml" {
