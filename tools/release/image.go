@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -107,6 +108,9 @@ func writeImage(path, ref string, img v1.Image) error {
 	tag, err := name.NewTag(ref)
 	if err != nil {
 		return fmt.Errorf("-ref: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil { //nolint:gosec // G301: build output others read
+		return err
 	}
 	return tarball.WriteToFile(path, tag, img)
 }
