@@ -12,7 +12,7 @@ BUF       := $(GO) tool -modfile=tools/buf/go.mod buf
 # (plotting), the benchmark report (benchstat's parser) and the chart tests
 # (prometheus-operator's types) need. test and lint cover them after the
 # main module.
-MODULES   := cmd/pelwarden-demo bench/report test/chart tools/promtool
+MODULES   := cmd/pelwarden-demo bench/report test/chart tools/promtool tools/release
 BENCHTIME ?= 2s
 BENCH_PEL ?= 200000,1000000
 # KUBE_BIN is a directory with etcd and kube-apiserver binaries (as
@@ -22,19 +22,35 @@ KUBE_BIN  ?=
 # with KEDA's CRDs; test-keda needs them.
 KEDA_BIN  ?=
 KEDA_CRDS ?=
-# The release `pelwarden version` reports in the image, and the image's name.
+# The release `pelwarden version` reports, and the commit and its time,
+# which stamp the binary and the image (the same commit builds the same
+# image digest).
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-IMAGE     ?= pelwarden:dev
+REVISION  := $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+LDFLAGS   := -s -w -X main.version=$(VERSION) -X main.commit=$(REVISION)
+# The image: its repository and tag (the version without its v, as the
+# chart's appVersion), the architecture, and the tarball make image writes.
+IMAGE_REPO ?= ghcr.io/pelwarden/pelwarden
+IMAGE_TAG  ?= $(patsubst v%,%,$(VERSION))
+ARCH       ?= $(shell $(GO) env GOARCH)
+IMAGE_OUT  ?= bin/pelwarden-image.tar
+# The release tool (tools/release, a module of its own) builds the image and
+# packages the chart without Docker or helm.
+RELEASE_TOOL := $(GO) -C tools/release run .
+# make release: DRY_RUN=1 builds and checks everything but creates no tag.
+DRY_RUN    ?=
+RELEASE_DIR = bin/release/$(VERSION)
 
 REDIS_DIRS ?= ../shared/redis
 
-.PHONY: all build test test-kube test-keda compat lint generate bench demo fuzz chaos image clean
+.PHONY: all build test test-kube test-keda compat lint generate bench demo fuzz chaos image check-image release clean
 
 all: build
 
 ## build: the pelwarden binary in bin/
 build:
-	$(GO) build -trimpath -o $(BIN) ./cmd/pelwarden
+	$(GO) build -trimpath -buildvcs=true -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/pelwarden
 
 ## test: unit, end-to-end and fuzz-seed tests against real redis-server
 ## processes, then the nested modules' tests (the chart checks among them)
@@ -145,10 +161,46 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzHeartbeatReasonNeverQuotesTheValue -fuzztime 60s ./internal/liveness/
 	$(GO) test -run '^$$' -fuzz FuzzMarkdownScanner -fuzztime 30s ./internal/doccheck/
 
-## image: the container image $(IMAGE) (Dockerfile: static binary on
-## distroless, nonroot), its binary reporting $(VERSION)
+## image: the container image as a tarball, $(IMAGE_OUT), named
+## $(IMAGE_REPO):$(IMAGE_TAG), with no Docker daemon: the static binary for
+## linux/$(ARCH) over a nonroot user and a CA bundle, labelled with the
+## version, the commit and the license. The same commit gives the same
+## digest. Push it with crane, skopeo or docker load (charts/pelwarden/README.md).
 image:
-	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(ARCH) $(GO) build -trimpath -buildvcs=true -ldflags "$(LDFLAGS)" \
+		-o bin/linux-$(ARCH)/pelwarden ./cmd/pelwarden
+	$(RELEASE_TOOL) image -binary $(abspath bin/linux-$(ARCH)/pelwarden) -arch $(ARCH) \
+		-ref $(IMAGE_REPO):$(IMAGE_TAG) -version $(IMAGE_TAG) -revision $(REVISION) \
+		-source https://github.com/pelwarden/pelwarden -created $(SOURCE_DATE_EPOCH) -o $(abspath $(IMAGE_OUT))
+
+## check-image: reads $(IMAGE_OUT) as a registry would: its config (user,
+## entrypoint, labels), its binary's `version`, and a second make image of
+## the same commit gives the same digest
+check-image:
+	PELWARDEN_IMAGE=$(abspath $(IMAGE_OUT)) PELWARDEN_IMAGE_REVISION=$(REVISION) \
+		$(GO) -C tools/release test -count=1 -run '^TestTheImage' .
+
+## release: make release VERSION=vX.Y.Z [DRY_RUN=1]: checks the version's
+## form, a clean tree, that the tag is free (or on HEAD) and that
+## charts/pelwarden/Chart.yaml's version and appVersion are X.Y.Z; then
+## builds into $(RELEASE_DIR) the image tarball, the linux binary and the
+## chart (helm package's archive, chart version = appVersion = image tag),
+## with SHA256SUMS; then tags HEAD vX.Y.Z, unless DRY_RUN is set. Pushing
+## is left to the one who releases: the steps are printed.
+release:
+	$(RELEASE_TOOL) check -version $(VERSION) -repo $(CURDIR)
+	rm -rf $(RELEASE_DIR)
+	$(MAKE) --no-print-directory image VERSION=$(VERSION) IMAGE_OUT=$(RELEASE_DIR)/pelwarden-$(IMAGE_TAG)-image-linux-$(ARCH).tar
+	cp bin/linux-$(ARCH)/pelwarden $(RELEASE_DIR)/pelwarden-$(IMAGE_TAG)-linux-$(ARCH)
+	$(RELEASE_TOOL) chart -chart $(CURDIR)/charts/pelwarden -version $(IMAGE_TAG) -created $(SOURCE_DATE_EPOCH) -o $(abspath $(RELEASE_DIR))
+	$(RELEASE_TOOL) sums $(abspath $(RELEASE_DIR))
+	cat $(RELEASE_DIR)/SHA256SUMS
+ifeq ($(DRY_RUN),)
+	git rev-parse -q --verify refs/tags/$(VERSION) >/dev/null || git tag -a $(VERSION) -m "pelwarden $(VERSION)"
+	@echo "tagged $(VERSION); to publish: git push origin $(VERSION), then push the image and the chart (charts/pelwarden/README.md)"
+else
+	@echo "dry run: $(VERSION) built in $(RELEASE_DIR); no tag was created"
+endif
 
 clean:
 	rm -rf bin/

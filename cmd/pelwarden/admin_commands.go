@@ -5,10 +5,12 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/proto"
 
 	pelwardenv1 "github.com/pelwarden/pelwarden/proto/pelwarden/v1"
 )
@@ -38,13 +40,19 @@ func newStatusCommand(env func(string) (string, bool), stderr io.Writer) *cobra.
 		Use:   "status",
 		Short: "Show each target's consumers with verdict, pending and idle, then totals",
 		Long: `Show each target's consumers as pelwarden judges them: verdict, pending
-entries, idle time, heartbeat age, pod, owner and the reasons, then totals.` + targetHelp,
+entries, idle time, heartbeat age, pod, owner and every reason, then totals.
+Each target says how old its numbers are. Exits 1 when a target's latest
+read failed (Redis down): its numbers are then stale, shown with their age.` + targetHelp,
 	}
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "refresh every --interval until interrupted")
 	cmd.Flags().DurationVar(&interval, "interval", 2*time.Second, "refresh interval of --watch")
 	return adminCommand(env, stderr, cmd, false, func(s *session) error {
 		if !watch {
-			return statusOnce(s, false)
+			failed, err := statusOnce(s, false)
+			if err == nil && len(failed) > 0 {
+				err = fmt.Errorf("the latest read of %d target(s) failed, so their numbers are stale: %s", len(failed), strings.Join(failed, ", "))
+			}
+			return err
 		}
 		if interval <= 0 {
 			return fmt.Errorf("--interval must be positive, got %s", interval)
@@ -54,7 +62,7 @@ entries, idle time, heartbeat age, pod, owner and the reasons, then totals.` + t
 		tick := time.NewTicker(interval)
 		defer tick.Stop()
 		for {
-			if err := statusOnce(s, true); err != nil {
+			if _, err := statusOnce(s, true); err != nil {
 				return err
 			}
 			select {
@@ -66,38 +74,43 @@ entries, idle time, heartbeat age, pod, owner and the reasons, then totals.` + t
 	})
 }
 
-func statusOnce(s *session, live bool) error {
+// statusOnce prints the targets once and returns those whose latest read
+// failed.
+func statusOnce(s *session, live bool) ([]string, error) {
 	ctx, cancel := s.call()
 	defer cancel()
 	var targets []*pelwardenv1.Target
 	var described *pelwardenv1.DescribeTargetResponse
+	var res proto.Message
 	if ref := s.flags.target(); ref != nil {
-		res, err := s.client.DescribeTarget(ctx, &pelwardenv1.DescribeTargetRequest{Target: ref})
+		d, err := s.client.DescribeTarget(ctx, &pelwardenv1.DescribeTargetRequest{Target: ref})
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if s.flags.output == "json" {
-			return printJSON(s.out, res)
-		}
-		targets, described = []*pelwardenv1.Target{res.GetTarget()}, res
+		targets, described, res = []*pelwardenv1.Target{d.GetTarget()}, d, d
 	} else {
-		res, err := s.client.ListTargets(ctx, &pelwardenv1.ListTargetsRequest{})
+		l, err := s.client.ListTargets(ctx, &pelwardenv1.ListTargetsRequest{})
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if s.flags.output == "json" {
-			return printJSON(s.out, res)
+		targets, res = l.GetTargets(), l
+	}
+	if f := s.flags.format(); f.structured() {
+		var n statusTotals
+		for _, t := range targets {
+			n.add(t)
 		}
-		targets = res.GetTargets()
+		return n.failed, printMessage(s.out, f, res)
 	}
 	if live {
 		clearScreen(s.out)
 		fmt.Fprintf(s.out, "pelwarden status at %s (every refresh; Ctrl-C to stop)\n\n", time.Now().Format(time.TimeOnly))
 	}
-	if err := renderStatus(s.out, targets); err != nil {
-		return err
+	failed, err := renderStatus(s.out, targets, s.flags.format())
+	if err != nil {
+		return nil, err
 	}
-	return renderHygiene(s.out, described)
+	return failed, renderHygiene(s.out, described)
 }
 
 // clearScreen clears a terminal between --watch frames; a pipe or file
@@ -133,13 +146,13 @@ It changes nothing.` + targetHelp,
 			}
 			plans = append(plans, res)
 		}
-		if s.flags.output == "json" {
+		if f := s.flags.format(); f.structured() {
 			if len(plans) == 1 {
-				return printJSON(s.out, plans[0])
+				return printMessage(s.out, f, plans[0])
 			}
-			return printJSONList(s.out, plans)
+			return printMessages(s.out, f, plans)
 		}
-		return renderPlans(s.out, plans)
+		return renderPlans(s.out, plans, s.flags.format())
 	})
 }
 
@@ -200,8 +213,8 @@ an allowed mTLS client certificate.`,
 		if err != nil {
 			return err
 		}
-		if s.flags.output == "json" {
-			return printJSON(s.out, res)
+		if f := s.flags.format(); f.structured() {
+			return printMessage(s.out, f, res)
 		}
 		return renderReclaim(s.out, res)
 	})
@@ -230,8 +243,8 @@ under admin.workerIdentityPrefix names this consumer.`,
 		if err != nil {
 			return err
 		}
-		if s.flags.output == "json" {
-			return printJSON(s.out, res)
+		if f := s.flags.format(); f.structured() {
+			return printMessage(s.out, f, res)
 		}
 		gone := "deleted"
 		if !res.GetConsumerDeleted() {
@@ -265,10 +278,10 @@ deleted, and groups whose lag Redis reports as NULL.` + targetHelp,
 		if err != nil {
 			return err
 		}
-		if s.flags.output == "json" {
-			return printJSON(s.out, res)
+		if f := s.flags.format(); f.structured() {
+			return printMessage(s.out, f, res)
 		}
-		return renderFindings(s.out, res.GetFindings())
+		return renderFindings(s.out, res.GetFindings(), s.flags.format())
 	})
 }
 

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -15,6 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	pelwardenv1 "github.com/pelwarden/pelwarden/proto/pelwarden/v1"
 )
@@ -29,6 +31,9 @@ type cannedAdmin struct {
 	mu       sync.Mutex
 	auth     []string
 	reclaims []*pelwardenv1.ReclaimRequest
+	// redisDown makes ListTargets answer as pelwarden does while Redis
+	// is down: the last good numbers, with the read's error.
+	redisDown bool
 }
 
 func (c *cannedAdmin) record(ctx context.Context) {
@@ -61,7 +66,33 @@ func (c *cannedAdmin) ListTargets(ctx context.Context, _ *pelwardenv1.ListTarget
 			{Name: "sender-0", Owner: "sender-0", Verdict: pelwardenv1.Verdict_VERDICT_UNKNOWN, Pending: 3, IdleMs: 90, InactiveMs: -1, HeartbeatAgeMs: -1,
 				Reasons: []string{"idle: last read attempt (90ms)", "heartbeat: no heartbeat at beat:sender-0", "heartbeat: no consumer of the group has a heartbeat record"}},
 		}}
+	c.mu.Lock()
+	redisDown := c.redisDown
+	c.mu.Unlock()
+	if redisDown {
+		down := proto.Clone(cannedTarget).(*pelwardenv1.Target)
+		down.Error, down.SnapshotAgeMs = "dial tcp 10.0.0.7:6379: connect: connection refused", 42_000
+		return &pelwardenv1.ListTargetsResponse{Targets: []*pelwardenv1.Target{down, missing}}, nil
+	}
 	return &pelwardenv1.ListTargetsResponse{Targets: []*pelwardenv1.Target{cannedTarget, typo, missing}}, nil
+}
+
+// cannedFindings has a long detail, and a count of entries the ids do
+// not list.
+var cannedFindings = []*pelwardenv1.Finding{
+	{Kind: pelwardenv1.FindingKind_FINDING_KIND_IDLE_UNDECIDED, Target: &pelwardenv1.TargetRef{Redis: "default", Stream: "jobs", Group: "workers"},
+		Consumer: "worker-2", Entries: 8, Detail: "the consumer holds 8 entries and only its idle time could judge it, but this Redis (before 7.2) " +
+			"counts idle from the last read that delivered entries: a worker that polls an empty stream while it works on what it holds " +
+			"ages exactly like a dead one. The consumer is Unknown: its entries are counted as live and never taken."},
+	{Kind: pelwardenv1.FindingKind_FINDING_KIND_TOMBSTONE, Target: &pelwardenv1.TargetRef{Redis: "default", Stream: "jobs", Group: "workers"},
+		Consumer: "worker-1", Entries: 2, Ids: []string{"1-0", "2-0"}, Detail: "2 pending entries whose stream entry was deleted"},
+	{Kind: pelwardenv1.FindingKind_FINDING_KIND_NULL_LAG, Target: &pelwardenv1.TargetRef{Redis: "default", Stream: "jobs", Group: "workers"},
+		Detail: "XINFO GROUPS reports the lag as NULL"},
+}
+
+func (c *cannedAdmin) Findings(ctx context.Context, _ *pelwardenv1.FindingsRequest) (*pelwardenv1.FindingsResponse, error) {
+	c.record(ctx)
+	return &pelwardenv1.FindingsResponse{Findings: cannedFindings}, nil
 }
 
 func (c *cannedAdmin) DescribeTarget(ctx context.Context, req *pelwardenv1.DescribeTargetRequest) (*pelwardenv1.DescribeTargetResponse, error) {
@@ -114,11 +145,21 @@ func (c *cannedAdmin) Reclaim(ctx context.Context, req *pelwardenv1.ReclaimReque
 	c.reclaims = append(c.reclaims, req)
 	c.mu.Unlock()
 	md, _ := metadata.FromIncomingContext(ctx)
-	if auth := md.Get("authorization"); len(auth) != 1 || auth[0] != "Bearer s3cret" {
+	if auth := md.Get("authorization"); !req.GetDryRun() && (len(auth) != 1 || auth[0] != "Bearer s3cret") {
 		return nil, status.Error(codes.Unauthenticated, "Reclaim needs a bearer token or an allowed client certificate")
+	}
+	if req.GetConsumer() == "worker-0" {
+		return &pelwardenv1.ReclaimResponse{Counts: map[string]int64{}, DryRun: req.GetDryRun(),
+			Note: `no pending entry of consumer "worker-0" has been idle at least 30s (entryStaleSeconds, as force asks); younger entries are left with it`}, nil
 	}
 	return &pelwardenv1.ReclaimResponse{Counts: map[string]int64{"requeued": 1, "not-pending": 1},
 		Outcomes: []*pelwardenv1.EntryOutcome{{Id: "1-0", Outcome: "requeued", Detail: "9-0"}, {Id: "2-0", Outcome: "not-pending"}}}, nil
+}
+
+func (c *cannedAdmin) setRedisDown(down bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.redisDown = down
 }
 
 func startCanned(t *testing.T) (*cannedAdmin, string) {
@@ -153,12 +194,19 @@ func TestStatusAndPlanOutputMatchTheGoldenFiles(t *testing.T) {
 	t.Parallel()
 	_, addr := startCanned(t)
 	cases := map[string][]string{
-		"status":             {"status", "--server", addr},
-		"status-target":      {"status", "--server", addr, "--stream", "jobs", "--group", "workers"},
-		"status-json":        {"status", "--server", addr, "-o", "json"},
-		"plan":               {"plan", "--server", addr},
-		"plan-target-json":   {"plan", "--server", addr, "--stream", "jobs", "--group", "workers", "-o", "json"},
-		"reclaim-with-token": {"reclaim", "--server", addr, "--stream", "jobs", "--group", "workers", "--id", "1-0,2-0"},
+		"status":                {"status", "--server", addr},
+		"status-wide":           {"status", "--server", addr, "-o", "wide"},
+		"status-target":         {"status", "--server", addr, "--stream", "jobs", "--group", "workers"},
+		"status-json":           {"status", "--server", addr, "-o", "json"},
+		"plan":                  {"plan", "--server", addr},
+		"plan-wide":             {"plan", "--server", addr, "-o", "wide"},
+		"plan-target-json":      {"plan", "--server", addr, "--stream", "jobs", "--group", "workers", "-o", "json"},
+		"plan-yaml":             {"plan", "--server", addr, "-o", "yaml"},
+		"reclaim-with-token":    {"reclaim", "--server", addr, "--stream", "jobs", "--group", "workers", "--id", "1-0,2-0"},
+		"reclaim-nothing-taken": {"reclaim", "--server", addr, "--stream", "jobs", "--group", "workers", "--consumer", "worker-0", "--force", "--dry-run"},
+		"findings":              {"findings", "--server", addr},
+		"findings-wide":         {"findings", "--server", addr, "-o", "wide"},
+		"findings-yaml":         {"findings", "--server", addr, "-o", "yaml"},
 	}
 	for name, args := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -212,8 +260,8 @@ func TestAdminCommandErrors(t *testing.T) {
 			wantStderr: "--stream and --group are required",
 		},
 		"bad output format": {
-			args: []string{"status", "--server", addr, "-o", "yaml"}, wantCode: exitUsage,
-			wantStderr: `--output must be table or json, got "yaml"`,
+			args: []string{"status", "--server", addr, "-o", "xml"}, wantCode: exitUsage,
+			wantStderr: `--output must be table, wide, json or yaml, got "xml"`,
 		},
 		"deregister needs a consumer": {
 			args: []string{"deregister", "--server", addr, "--stream", "jobs", "--group", "workers"}, wantCode: exitUsage,
@@ -258,13 +306,17 @@ func TestCheckTriggerExitsOneWhenAnyPartIsRefused(t *testing.T) {
 	}{
 		"admitted":          {md: "stream=jobs,consumerGroup=workers,reclaim=requeue", code: exitOK, stdout: "metric   served\nhygiene  admitted\n"},
 		"metrics only":      {md: "stream=jobs,consumerGroup=workers", code: exitOK, stdout: "metric   served\nhygiene  not asked for\n"},
-		"hygiene refused":   {md: "stream=jobs,consumerGroup=workers,reclaim=requeue,deleteOriginal=true", code: exitFailure, stdout: "hygiene  refused InvalidArgument deleteOriginal: deletes entries", stderr: "pelwarden: InvalidArgument: hygiene refused: deletes entries"},
+		"hygiene refused":   {md: "stream=jobs,consumerGroup=workers,reclaim=requeue,deleteOriginal=true", code: exitFailure, stdout: "hygiene  refused InvalidArgument deleteOriginal: deletes entries", stderr: "pelwarden: InvalidArgument: hygiene refused, key deleteOriginal: deletes entries"},
 		"connection denied": {md: "redis=orders,stream=jobs,consumerGroup=workers", code: exitFailure, stdout: "metric   refused PermissionDenied", stderr: "pelwarden: PermissionDenied: metadata \"redis\""},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			r := runAdmin(t, nil, "check-trigger", "--server", addr, "--namespace", "jobs", "--metadata", tc.md)
+			args := []string{"check-trigger", "--server", addr, "--namespace", "jobs"}
+			for _, pair := range strings.Split(tc.md, ",") {
+				args = append(args, "--metadata", pair)
+			}
+			r := runAdmin(t, nil, args...)
 			require.Equal(t, tc.code, r.code, "stderr: %s", r.stderr)
 			require.Contains(t, r.stdout, tc.stdout)
 			if tc.stderr == "" {

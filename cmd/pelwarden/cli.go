@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -14,8 +16,10 @@ import (
 	"github.com/pelwarden/pelwarden/internal/config"
 )
 
-// version is set at build time with -ldflags "-X main.version=v1.2.3".
-var version = "dev"
+// version is set at build time with -ldflags "-X main.version=v1.2.3";
+// commit, likewise, names the commit where Go's own VCS stamp is missing
+// (a git worktree, whose .git is a file, gets none).
+var version, commit = "dev", ""
 
 // Exit statuses.
 const (
@@ -69,7 +73,7 @@ entries back to live workers.`,
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newServeCommand(env, stderr, runApp), newVersionCommand(stdout))
+	root.AddCommand(newServeCommand(env, stderr, runApp), newVersionCommand(stdout), newCompletionCommand(stdout))
 	root.AddCommand(adminCommands(env, stderr)...)
 	return root
 }
@@ -164,10 +168,36 @@ func printConfigError(w io.Writer, err error) {
 func newVersionCommand(stdout io.Writer) *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
-		Short: "Print the pelwarden version",
+		Short: "Print the pelwarden version, the commit it was built from and its Go version",
 		Args:  cobra.NoArgs,
-		Run: func(*cobra.Command, []string) {
-			fmt.Fprintln(stdout, version)
+		RunE: func(*cobra.Command, []string) error {
+			info, _ := debug.ReadBuildInfo()
+			_, err := fmt.Fprint(stdout, versionText(version, commit, info))
+			return err
 		},
 	}
+}
+
+// versionText names the release (set with -ldflags), the commit (from the
+// build information Go records with -buildvcs=true in a git checkout, as
+// make build does, else from -ldflags) and the toolchain.
+func versionText(release, stamped string, info *debug.BuildInfo) string {
+	revision, goVersion := "unknown (built without VCS stamping)", runtime.Version()
+	if stamped != "" {
+		revision = stamped
+	}
+	if info != nil {
+		goVersion = info.GoVersion
+		settings := map[string]string{}
+		for _, s := range info.Settings {
+			settings[s.Key] = s.Value
+		}
+		if rev := settings["vcs.revision"]; rev != "" {
+			revision = rev
+			if settings["vcs.modified"] == "true" {
+				revision += " (with uncommitted changes)"
+			}
+		}
+	}
+	return fmt.Sprintf("version: %s\ncommit:  %s\ngo:      %s %s/%s\n", release, revision, goVersion, runtime.GOOS, runtime.GOARCH)
 }

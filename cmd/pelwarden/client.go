@@ -61,7 +61,7 @@ func (f *clientFlags) register(fs *pflag.FlagSet, env func(string) (string, bool
 	fs.StringVar(&f.cert, "tls-cert", "", "client certificate (PEM) for mutual TLS")
 	fs.StringVar(&f.key, "tls-key", "", "client key (PEM) for mutual TLS")
 	fs.StringVar(&f.serverName, "tls-server-name", "", "name to verify in pelwarden's certificate; empty means the host of --server")
-	fs.StringVarP(&f.output, "output", "o", "table", "output format: table or json")
+	fs.StringVarP(&f.output, "output", "o", string(formatTable), "output format: table, wide (every column, every reason whole), json or yaml")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "deadline of each call")
 	fs.StringVar(&f.redis, "redis", "", `Redis connection name of the target; empty means "default"`)
 	fs.StringVar(&f.stream, "stream", "", "stream of the target")
@@ -71,8 +71,8 @@ func (f *clientFlags) register(fs *pflag.FlagSet, env func(string) (string, bool
 // check validates the flags before anything is dialed.
 func (f *clientFlags) check(needTarget bool) error {
 	switch {
-	case f.output != "table" && f.output != "json":
-		return fmt.Errorf("--output must be table or json, got %q", f.output)
+	case !f.format().valid():
+		return fmt.Errorf("--output must be table, wide, json or yaml, got %q", f.output)
 	case (f.cert == "") != (f.key == ""):
 		return errors.New("--tls-cert and --tls-key go together")
 	case f.timeout <= 0:
@@ -84,6 +84,8 @@ func (f *clientFlags) check(needTarget bool) error {
 	}
 	return nil
 }
+
+func (f *clientFlags) format() format { return format(f.output) }
 
 func (f *clientFlags) target() *pelwardenv1.TargetRef {
 	if f.stream == "" {
@@ -192,6 +194,11 @@ func adminCommand(env func(string) (string, bool), stderr io.Writer, cmd *cobra.
 ) *cobra.Command {
 	f := &clientFlags{}
 	f.register(cmd.Flags(), env)
+	names := make([]string, len(formats))
+	for i, x := range formats {
+		names[i] = string(x)
+	}
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(names, cobra.ShellCompDirectiveNoFileComp))
 	cmd.Args = cobra.NoArgs
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if err := f.check(needTarget); err != nil {

@@ -125,7 +125,7 @@ func TestCommandLineExitStatus(t *testing.T) {
 		"version": {
 			args:       []string{"version"},
 			wantCode:   exitOK,
-			wantStdout: "dev\n",
+			wantStdout: "version: dev\ncommit:  ",
 		},
 	}
 	for name, tt := range tests {

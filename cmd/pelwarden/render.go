@@ -14,7 +14,8 @@ import (
 	pelwardenv1 "github.com/pelwarden/pelwarden/proto/pelwarden/v1"
 )
 
-// maxReason bounds the reasons column; -o json has them whole.
+// maxReason bounds the one-line texts of the hygiene block; -o json and
+// -o yaml have them whole.
 const maxReason = 90
 
 func newTable(w io.Writer) *tabwriter.Writer {
@@ -28,17 +29,61 @@ func targetName(redis, stream, group string) string {
 	return redis + "/" + stream + "/" + group
 }
 
-// renderStatus prints each target's consumers, then totals.
-func renderStatus(w io.Writer, targets []*pelwardenv1.Target) error {
-	var consumers, alive, ghost, degraded, unknown int
-	var live, held, heldDegraded, lag int64
+// statusTotals add up the targets' consumers and entries.
+type statusTotals struct {
+	consumers, alive, ghost, degraded, unknown int
+	live, held, heldDegraded, lag              int64
+	failed                                     []string
+}
+
+func (n *statusTotals) add(t *pelwardenv1.Target) {
+	n.live, n.held, n.heldDegraded, n.lag = n.live+t.GetLivePending(), n.held+t.GetGhostPending(), n.heldDegraded+t.GetDegradedPending(), n.lag+t.GetLag()
+	if t.GetError() != "" {
+		n.failed = append(n.failed, targetName(t.GetRedis(), t.GetStream(), t.GetGroup()))
+	}
+	for _, c := range t.GetConsumers() {
+		n.consumers++
+		switch c.GetVerdict() {
+		case pelwardenv1.Verdict_VERDICT_ALIVE:
+			n.alive++
+		case pelwardenv1.Verdict_VERDICT_GHOST:
+			n.ghost++
+		case pelwardenv1.Verdict_VERDICT_DEGRADED:
+			n.degraded++
+		default:
+			n.unknown++
+		}
+	}
+}
+
+// readAge says how old a target's numbers are; a failed read says so, so
+// stale numbers are never shown as current.
+func readAge(t *pelwardenv1.Target) string {
+	age := millis(t.GetSnapshotAgeMs())
+	switch {
+	case t.GetError() == "":
+		return "read " + age + " ago"
+	case t.GetSnapshotAgeMs() == 0 && len(t.GetConsumers()) == 0:
+		return "NO GOOD READ YET: the numbers are not counts"
+	default:
+		return "STALE: last good read " + age + " ago"
+	}
+}
+
+// renderStatus prints each target's consumers, then totals, and returns
+// the targets whose latest read failed.
+func renderStatus(w io.Writer, targets []*pelwardenv1.Target, f format) ([]string, error) {
+	var n statusTotals
 	for i, t := range targets {
 		if i > 0 {
 			fmt.Fprintln(w)
 		}
-		fmt.Fprintf(w, "%s  lag %d%s  pending %d live, %d held by ghosts, %d by degraded workers (%d unknown)\n",
+		fmt.Fprintf(w, "%s  lag %d%s  pending %d live, %d held by ghosts, %d by degraded workers (%d unknown)  %s\n",
 			targetName(t.GetRedis(), t.GetStream(), t.GetGroup()), t.GetLag(), estimated(t.GetLagEstimated()),
-			t.GetLivePending(), t.GetGhostPending(), t.GetDegradedPending(), t.GetUnknownPending())
+			t.GetLivePending(), t.GetGhostPending(), t.GetDegradedPending(), t.GetUnknownPending(), readAge(t))
+		if f == formatWide {
+			fmt.Fprintf(w, "  liveness %s\n", or(t.GetLiveness(), "-"))
+		}
 		switch {
 		case t.GetError() != "":
 			fmt.Fprintf(w, "  last read failed: %s\n", t.GetError())
@@ -49,43 +94,47 @@ func renderStatus(w io.Writer, targets []*pelwardenv1.Target) error {
 		case t.GetNoHeartbeatRecords():
 			fmt.Fprintln(w, "  no consumer has a heartbeat record under heartbeatKey: the pattern is probably wrong, so all are Unknown")
 		}
-		live, held, heldDegraded, lag = live+t.GetLivePending(), held+t.GetGhostPending(), heldDegraded+t.GetDegradedPending(), lag+t.GetLag()
+		n.add(t)
 		if len(t.GetConsumers()) == 0 {
 			continue
 		}
-		tw := newTable(w)
-		fmt.Fprintln(tw, "  CONSUMER\tVERDICT\tPENDING\tIDLE\tHEARTBEAT\tPOD\tOWNER\tREASONS")
-		for _, c := range t.GetConsumers() {
-			consumers++
-			switch c.GetVerdict() {
-			case pelwardenv1.Verdict_VERDICT_ALIVE:
-				alive++
-			case pelwardenv1.Verdict_VERDICT_GHOST:
-				ghost++
-			case pelwardenv1.Verdict_VERDICT_DEGRADED:
-				degraded++
-			default:
-				unknown++
-			}
-			pod := or(c.GetPod(), "-")
-			if c.GetSharedName() {
-				pod += " (shared name)"
-			}
-			fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", c.GetName(), verdictText(c.GetVerdict()), c.GetPending(),
-				millis(c.GetIdleMs()), millis(c.GetHeartbeatAgeMs()), pod, or(c.GetOwner(), "-"),
-				clip.String(strings.Join(c.GetReasons(), "; "), maxReason))
-		}
-		if err := tw.Flush(); err != nil {
-			return err
+		if err := renderConsumers(w, t.GetConsumers(), f); err != nil {
+			return nil, err
 		}
 	}
 	fmt.Fprintf(w, "\n%d targets, %d consumers: %d alive, %d ghost, %d degraded, %d unknown; pending %d live, %d held by ghosts, %d by degraded workers; lag %d\n",
-		len(targets), consumers, alive, ghost, degraded, unknown, live, held, heldDegraded, lag)
-	return nil
+		len(targets), n.consumers, n.alive, n.ghost, n.degraded, n.unknown, n.live, n.held, n.heldDegraded, n.lag)
+	return n.failed, nil
 }
 
-// renderPlans prints each target's plan, then what it adds up to.
-func renderPlans(w io.Writer, plans []*pelwardenv1.PlanResponse) error {
+// renderConsumers is one target's table: every reason, one a line,
+// wrapped (whole with -o wide, which adds the time since the last
+// successful read).
+func renderConsumers(w io.Writer, consumers []*pelwardenv1.Consumer, f format) error {
+	tw := newTable(w)
+	header := []string{"CONSUMER", "VERDICT", "PENDING", "IDLE"}
+	if f == formatWide {
+		header = append(header, "INACTIVE")
+	}
+	fmt.Fprintf(tw, "  %s\tHEARTBEAT\tPOD\tOWNER\tREASONS\n", strings.Join(header, "\t"))
+	for _, c := range consumers {
+		pod := or(c.GetPod(), "-")
+		if c.GetSharedName() {
+			pod += " (shared name)"
+		}
+		cells := []string{c.GetName(), verdictText(c.GetVerdict()), fmt.Sprint(c.GetPending()), millis(c.GetIdleMs())}
+		if f == formatWide {
+			cells = append(cells, millis(c.GetInactiveMs()))
+		}
+		cells = append(cells, millis(c.GetHeartbeatAgeMs()), pod, or(c.GetOwner(), "-"))
+		printRows(tw, "  ", cells, reasonLines(c.GetReasons(), f))
+	}
+	return tw.Flush()
+}
+
+// renderPlans prints each target's plan, then what it adds up to; each
+// reason is wrapped (whole with -o wide, which adds the tombstones).
+func renderPlans(w io.Writer, plans []*pelwardenv1.PlanResponse, f format) error {
 	totals := map[string]int64{}
 	for i, p := range plans {
 		if i > 0 {
@@ -101,10 +150,18 @@ func renderPlans(w io.Writer, plans []*pelwardenv1.PlanResponse) error {
 			continue
 		}
 		tw := newTable(w)
-		fmt.Fprintln(tw, "  CONSUMER\tVERDICT\tACTION\tENTRIES\tDEAD-LETTER\tCLAIM-TO\tREASON")
+		header := "  CONSUMER\tVERDICT\tACTION\tENTRIES\tDEAD-LETTER\tCLAIM-TO\tREASON"
+		if f == formatWide {
+			header = "  CONSUMER\tVERDICT\tACTION\tENTRIES\tDEAD-LETTER\tTOMBSTONES\tCLAIM-TO\tREASON"
+		}
+		fmt.Fprintln(tw, header)
 		for _, st := range p.GetSteps() {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%d\t%s\t%s\n", st.GetConsumer(), verdictText(st.GetVerdict()), st.GetAction(),
-				st.GetEntries(), st.GetDeadLetterEntries(), or(st.GetClaimTo(), "-"), clip.String(st.GetReason(), maxReason))
+			cells := []string{st.GetConsumer(), verdictText(st.GetVerdict()), st.GetAction(), fmt.Sprint(st.GetEntries()), fmt.Sprint(st.GetDeadLetterEntries())}
+			if f == formatWide {
+				cells = append(cells, fmt.Sprint(st.GetTombstoneEntries()))
+			}
+			cells = append(cells, or(st.GetClaimTo(), "-"))
+			printRows(tw, "  ", cells, reasonLines([]string{st.GetReason()}, f))
 			switch st.GetAction() {
 			case "none":
 			case "delete-consumer":
@@ -123,9 +180,17 @@ func renderPlans(w io.Writer, plans []*pelwardenv1.PlanResponse) error {
 	return nil
 }
 
+// renderReclaim prints the outcomes, and why nothing was taken when
+// nothing was.
 func renderReclaim(w io.Writer, res *pelwardenv1.ReclaimResponse) error {
 	if res.GetDryRun() {
 		fmt.Fprintln(w, "dry run: nothing was changed")
+	}
+	if res.GetNote() != "" {
+		fmt.Fprintf(w, "nothing taken: %s\n", res.GetNote())
+	}
+	if len(res.GetCounts()) == 0 && len(res.GetOutcomes()) == 0 {
+		return nil
 	}
 	tw := newTable(w)
 	fmt.Fprintln(tw, "OUTCOME\tENTRIES")
@@ -146,20 +211,49 @@ func renderReclaim(w io.Writer, res *pelwardenv1.ReclaimResponse) error {
 	return tw.Flush()
 }
 
-func renderFindings(w io.Writer, findings []*pelwardenv1.Finding) error {
+// renderFindings prints a table of the findings, numbered, and each
+// one's detail below it, wrapped: a paragraph does not fit in a cell. -o
+// wide adds the ids a finding lists.
+func renderFindings(w io.Writer, findings []*pelwardenv1.Finding, f format) error {
 	if len(findings) == 0 {
 		_, err := fmt.Fprintln(w, "no findings")
 		return err
 	}
 	tw := newTable(w)
-	fmt.Fprintln(tw, "KIND\tTARGET\tCONSUMER\tENTRIES\tDETAIL")
-	for _, f := range findings {
-		t := f.GetTarget()
-		kind := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(f.GetKind().String(), "FINDING_KIND_"), "_", "-"))
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", kind, targetName(t.GetRedis(), t.GetStream(), t.GetGroup()),
-			or(f.GetConsumer(), "-"), len(f.GetIds()), f.GetDetail())
+	header := "#\tKIND\tTARGET\tCONSUMER\tENTRIES"
+	if f == formatWide {
+		header += "\tIDS"
 	}
-	return tw.Flush()
+	fmt.Fprintln(tw, header)
+	for i, fd := range findings {
+		t := fd.GetTarget()
+		kind := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(fd.GetKind().String(), "FINDING_KIND_"), "_", "-"))
+		entries := "-"
+		if n := max(fd.GetEntries(), int64(len(fd.GetIds()))); n > 0 {
+			entries = fmt.Sprint(n)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s", i+1, kind, targetName(t.GetRedis(), t.GetStream(), t.GetGroup()), or(fd.GetConsumer(), "-"), entries)
+		if f == formatWide {
+			fmt.Fprintf(tw, "\t%s", or(strings.Join(fd.GetIds(), ","), "-"))
+		}
+		fmt.Fprintln(tw)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for i, fd := range findings {
+		number := fmt.Sprintf("%d. ", i+1)
+		indent := strings.Repeat(" ", len(number))
+		fmt.Fprintln(w)
+		for j, l := range wrap(fd.GetDetail(), 76) {
+			if j == 0 {
+				fmt.Fprintf(w, "%s%s\n", number, l)
+			} else {
+				fmt.Fprintf(w, "%s%s\n", indent, l)
+			}
+		}
+	}
+	return nil
 }
 
 // printJSONList writes several responses as one JSON array.

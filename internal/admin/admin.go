@@ -58,28 +58,28 @@ type Options struct {
 type Server struct {
 	pelwardenv1.UnimplementedAdminServer
 	opts Options
-	// heavy holds a slot per Plan, Findings or ListPending call running:
-	// each can read whole PELs (Findings every registered group's; one
-	// ListPending page's XPENDING IDLE scans the PEL until its page is
-	// full), and they are open to whoever reaches the port, so their Redis
-	// load is bounded by calls at once, like the hygiene loop's by its
-	// workers.
+	// heavy holds a slot per Plan, Findings, ListPending or dry-run
+	// Reclaim call running: each can read whole PELs (Findings every
+	// registered group's; one ListPending page's XPENDING IDLE scans the
+	// PEL until its page is full), and they are open to whoever reaches
+	// the port, so their Redis load is bounded by calls at once, like the
+	// hygiene loop's by its workers.
 	heavy chan struct{}
 }
 
-// maxHeavyCalls is how many Plan, Findings and ListPending calls run at
-// once; one more is ResourceExhausted at once rather than queued behind
+// maxHeavyCalls is how many Plan, Findings, ListPending and dry-run
+// Reclaim calls run at once; one more is ResourceExhausted at once rather than queued behind
 // them.
 const maxHeavyCalls = 2
 
-// heavyCall takes a slot for a Plan, Findings or ListPending call, or
-// refuses it.
+// heavyCall takes a slot for a Plan, Findings, ListPending or dry-run
+// Reclaim call, or refuses it.
 func (s *Server) heavyCall(method string) (release func(), err error) {
 	select {
 	case s.heavy <- struct{}{}:
 		return func() { <-s.heavy }, nil
 	default:
-		return nil, status.Errorf(codes.ResourceExhausted, "%s: %d Plan, Findings and ListPending calls are already running, at most %d run at once; retry shortly", method, maxHeavyCalls, maxHeavyCalls)
+		return nil, status.Errorf(codes.ResourceExhausted, "%s: %d Plan, Findings, ListPending and dry-run Reclaim calls are already running, at most %d run at once; retry shortly", method, maxHeavyCalls, maxHeavyCalls)
 	}
 }
 

@@ -22,7 +22,7 @@ func TestPlanFindingsAndListPendingRunAtMostTwoAtOnce(t *testing.T) {
 	}
 	_, err := s.heavyCall("Findings")
 	require.Equal(t, codes.ResourceExhausted, status.Code(err))
-	require.Contains(t, err.Error(), "Findings: 2 Plan, Findings and ListPending calls are already running")
+	require.Contains(t, err.Error(), "Findings: 2 Plan, Findings, ListPending and dry-run Reclaim calls are already running")
 	releases[0]()
 	release, err := s.heavyCall("ListPending")
 	require.NoError(t, err, "a finished call frees its slot")

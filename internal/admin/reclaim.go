@@ -19,11 +19,20 @@ import (
 // Reclaim gives entries back through the engine: every entry of one
 // consumer past its threshold, or named entries, each checked in the
 // script to be pending, owned as expected and idle enough. An owner the
-// loop would not take from is refused unless force is set.
+// loop would not take from is refused unless force is set. A dry run
+// needs no credential, so it takes a slot among Plan's, whose work it
+// does.
 func (s *Server) Reclaim(ctx context.Context, req *pelwardenv1.ReclaimRequest) (*pelwardenv1.ReclaimResponse, error) {
 	q, err := checkReclaim(req, s.opts.Conns.Names())
 	if err != nil {
 		return nil, err
+	}
+	if req.GetDryRun() {
+		release, err := s.heavyCall("Reclaim")
+		if err != nil {
+			return nil, err
+		}
+		defer release()
 	}
 	job, snap, err := s.reclaimJob(ctx, q, req.GetForce(), req.GetDryRun())
 	if err != nil {
@@ -43,6 +52,9 @@ func (s *Server) Reclaim(ctx context.Context, req *pelwardenv1.ReclaimRequest) (
 			return nil, rpcstatus.Of(err, q.group)
 		}
 		addCounts(out.Counts, res.Counts)
+		if res.Taken() == 0 {
+			out.Note = nothingTaken(res, snap != nil, req.GetForce())
+		}
 		return out, nil
 	}
 	if out.Outcomes, err = s.reclaimIDs(ctx, q, job, decide); err != nil {
@@ -171,6 +183,24 @@ func entryOutcome(o redisx.EntryOutcome, st reclaim.Step) *pelwardenv1.EntryOutc
 		}
 	}
 	return &pelwardenv1.EntryOutcome{Id: o.ID, Outcome: string(o.Outcome), Detail: detail}
+}
+
+// nothingTaken says why a consumer's Reclaim took no entry: paging
+// stopped, the consumer holds none, or none is idle long enough.
+func nothingTaken(res reclaim.StepResult, judged, force bool) string {
+	st := res.Step
+	threshold := "the threshold its verdict sets"
+	if force {
+		threshold = "entryStaleSeconds, as force asks"
+	}
+	switch {
+	case res.Stopped != "":
+		return res.Stopped
+	case judged && st.Owner.Pending == 0:
+		return fmt.Sprintf("consumer %q holds no pending entries", st.Owner.Name)
+	default:
+		return fmt.Sprintf("no pending entry of consumer %q has been idle at least %s (%s); younger entries are left with it", st.Owner.Name, st.MinIdle, threshold)
+	}
 }
 
 func addCounts(into map[string]int64, counts map[redisx.Outcome]int64) {

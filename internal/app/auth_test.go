@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -43,6 +44,13 @@ var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
 // interceptor, with TLS when creds is set, and returns its address.
 func serveAdmin(t *testing.T, cfg config.Admin, creds credentials.TransportCredentials) string {
 	t.Helper()
+	addr, _ := serveAdminOn(t, cfg, creds)
+	return addr
+}
+
+// serveAdminOn is serveAdmin that also returns a client of its Redis.
+func serveAdminOn(t *testing.T, cfg config.Admin, creds credentials.TransportCredentials) (string, *redis.Client) {
+	t.Helper()
 	rdb := redistest.Start(t)
 	c := rdb.Client(t)
 	redistest.CreateGroup(t, c, "jobs", "workers")
@@ -73,7 +81,7 @@ func serveAdmin(t *testing.T, cfg config.Admin, creds credentials.TransportCrede
 	require.NoError(t, err)
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
-	return lis.Addr().String()
+	return lis.Addr().String(), c
 }
 
 func dial(t *testing.T, addr string, creds credentials.TransportCredentials) pelwardenv1.AdminClient {

@@ -46,10 +46,19 @@ var requiredClass = map[string]class{
 
 // required is the credential a call needs. A Findings call that asks for a
 // MONITOR sample needs the operator's: MONITOR slows the whole Redis
-// server while it runs.
+// server while it runs. A dry-run Reclaim needs none: it runs the guarded
+// scripts with their writes off, as Plan does, and the handler reads the
+// same request's dry_run, so no call can pass here dry and act wet.
 func required(method string, req any) class {
-	if f, ok := req.(*pelwardenv1.FindingsRequest); ok && f.GetSampleMs() > 0 {
-		return operatorClass
+	switch r := req.(type) {
+	case *pelwardenv1.FindingsRequest:
+		if r.GetSampleMs() > 0 {
+			return operatorClass
+		}
+	case *pelwardenv1.ReclaimRequest:
+		if r.GetDryRun() {
+			return nobody
+		}
 	}
 	return requiredClass[method]
 }

@@ -37,6 +37,8 @@ func TestEveryAdminMethodIsReadOnlyOrInTheCredentialTable(t *testing.T) {
 	require.Equal(t, workerClass, required(pelwardenv1.Admin_Deregister_FullMethodName, &pelwardenv1.DeregisterRequest{}))
 	require.Equal(t, operatorClass, required(pelwardenv1.Admin_Findings_FullMethodName, &pelwardenv1.FindingsRequest{SampleMs: 1}))
 	require.Equal(t, nobody, required(pelwardenv1.Admin_Findings_FullMethodName, &pelwardenv1.FindingsRequest{}))
+	require.Equal(t, operatorClass, required(pelwardenv1.Admin_Reclaim_FullMethodName, &pelwardenv1.ReclaimRequest{}))
+	require.Equal(t, nobody, required(pelwardenv1.Admin_Reclaim_FullMethodName, &pelwardenv1.ReclaimRequest{DryRun: true}))
 }
 
 func TestTheWorkerTokenAllowsDeregisterOnlyAndIsReadAgainWhenItChanges(t *testing.T) {

@@ -17,6 +17,9 @@ type Sources struct {
 	// ReadFile reads the config file and password files, like os.ReadFile.
 	// Nil means os.ReadFile.
 	ReadFile func(path string) ([]byte, error)
+	// NoSecrets leaves passwords unread, for a configuration only looked
+	// at, never connected with (pelwarden check-trigger --config).
+	NoSecrets bool
 }
 
 func (s Sources) lookup(name string) (string, bool) {
@@ -136,7 +139,9 @@ func Load(src Sources, flags *Flags) (Config, error) {
 			}
 		}
 	}
-	resolvePasswords(src, &cfg, &p)
+	if !src.NoSecrets {
+		resolvePasswords(src, &cfg, &p)
+	}
 	cfg.validate(&p)
 	if len(p) > 0 {
 		return Config{}, p.err()

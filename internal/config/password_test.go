@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"io/fs"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -115,4 +116,32 @@ func TestPasswordSourceProblemsNameTheField(t *testing.T) {
 			require.ErrorContains(t, err, tt.want)
 		})
 	}
+}
+
+// TestNoSecretsLeavesPasswordsUnread: a configuration only looked at
+// (check-trigger --config) loads where its password sources are missing,
+// and none is read.
+func TestNoSecretsLeavesPasswordsUnread(t *testing.T) {
+	t.Parallel()
+	read := map[string]bool{}
+	src := config.Sources{
+		Env: func(name string) (string, bool) {
+			return map[string]string{config.EnvConfig: "/etc/pelwarden.yaml"}[name], name == config.EnvConfig
+		},
+		ReadFile: func(path string) ([]byte, error) {
+			read[path] = true
+			if path == "/etc/pelwarden.yaml" {
+				return []byte("redis: [{name: default, addr: 'r:1', passwordFile: /missing}, {name: b, addr: 'r:2', passwordEnv: UNSET_PW}]"), nil
+			}
+			return nil, &fs.PathError{Op: "open", Path: path, Err: fs.ErrNotExist}
+		},
+	}
+	_, err := config.Load(src, nil)
+	require.ErrorContains(t, err, "redis[0].passwordFile", "without NoSecrets the password file must be readable")
+	read = map[string]bool{}
+	src.NoSecrets = true
+	cfg, err := config.Load(src, nil)
+	require.NoError(t, err)
+	require.Empty(t, cfg.Redis[0].Password)
+	require.Equal(t, map[string]bool{"/etc/pelwarden.yaml": true}, read, "only the config file is read")
 }

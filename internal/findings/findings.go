@@ -123,6 +123,9 @@ type Finding struct {
 	IDs []string
 	// Detail says what was seen, in words an operator can act on.
 	Detail string
+	// Entries is how many entries the finding concerns, where it counts
+	// them (IDs holds at most MaxIDs); 0 where it does not.
+	Entries int64
 }
 
 // Input is what Detect looks at.

@@ -286,8 +286,20 @@ func TestKindsKeepTheProtoNumbers(t *testing.T) {
 		require.NotContains(t, k.String(), "kind(")
 	}
 	tg := liveness.Target{GroupRef: liveness.GroupRef{Conn: "default", Stream: stream, Group: group}}
-	msgs := ToProto(tg, []Finding{{Kind: Tombstone, Consumer: "a", IDs: []string{"1-0"}, Detail: "d"}})
+	msgs := ToProto(tg, []Finding{{Kind: Tombstone, Consumer: "a", IDs: []string{"1-0"}, Detail: "d", Entries: 101}})
 	require.Len(t, msgs, 1)
 	require.Equal(t, "default", msgs[0].GetTarget().GetRedis())
 	require.Equal(t, []string{"1-0"}, msgs[0].GetIds())
+	require.Equal(t, int64(101), msgs[0].GetEntries())
+}
+
+func TestAnUndecidedConsumersFindingCountsItsEntries(t *testing.T) {
+	t.Parallel()
+	tg := target(t)
+	snap := &liveness.Snapshot{Target: &tg, Consumers: []liveness.ConsumerView{{Name: "w", Owner: "w", Pending: 8, IdleUndecided: true}}}
+	got := fromSnapshot(snap)
+	require.Len(t, got, 1)
+	require.Equal(t, IdleUndecided, got[0].Kind)
+	require.Equal(t, int64(8), got[0].Entries)
+	require.Contains(t, got[0].Detail, "holds 8 entries")
 }

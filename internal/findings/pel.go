@@ -142,7 +142,7 @@ func (s pelScan) findings(minDeliveries int64) []Finding {
 			default:
 				d = s.collisionDetail(g.n, clashes[name])
 			}
-			out = append(out, Finding{Kind: k, Consumer: name, IDs: g.ids, Detail: d})
+			out = append(out, Finding{Kind: k, Consumer: name, IDs: g.ids, Detail: d, Entries: g.n})
 		}
 	}
 	return out

@@ -49,6 +49,7 @@ func TestBouncingListsAtMostMaxIDsAndCountsThemAll(t *testing.T) {
 	require.Equal(t, ids[:MaxIDs], got[0].IDs, "the oldest entries, in id order")
 	require.Contains(t, got[0].Detail, "150 pending entries delivered at least 2 times")
 	require.Contains(t, got[0].Detail, "the first 100 ids are listed")
+	require.Equal(t, int64(150), got[0].Entries, "the count agrees with the detail, not with the ids listed")
 }
 
 func TestScanStopsAtMaxScanAndSaysSo(t *testing.T) {

@@ -49,6 +49,7 @@ func ToProto(t liveness.Target, fs []Finding) []*pelwardenv1.Finding {
 			Consumer: f.Consumer,
 			Ids:      f.IDs,
 			Detail:   f.Detail,
+			Entries:  f.Entries,
 		}
 	}
 	return out

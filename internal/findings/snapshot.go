@@ -37,7 +37,7 @@ func fromSnapshot(s *liveness.Snapshot) []Finding {
 				liveness.MaxCandidates)})
 		}
 		if c.IdleUndecided {
-			out = append(out, Finding{Kind: IdleUndecided, Consumer: c.Name, Detail: fmt.Sprintf("the consumer holds %d entries and "+
+			out = append(out, Finding{Kind: IdleUndecided, Consumer: c.Name, Entries: c.Pending, Detail: fmt.Sprintf("the consumer holds %d entries and "+
 				"only its idle time could judge it, but this Redis (before 7.2) counts idle from the last read that delivered "+
 				"entries: a worker that polls an empty stream while it works on what it holds ages exactly like a dead one. "+
 				"The consumer is Unknown: its entries are counted as live and never taken. Configure heartbeats (or the "+

@@ -15,7 +15,7 @@ import (
 
 // Build compiles each package (path relative to the caller's directory)
 // into a temporary folder and returns the binaries by package, in order.
-// They are built as the image builds pelwarden (the Dockerfile's
+// They are built as the image builds pelwarden (make image's
 // -trimpath -ldflags "-s -w"), so a process measured here is the one
 // deployed: the symbol tables an unstripped binary carries also take
 // resident pages.

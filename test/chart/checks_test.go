@@ -40,7 +40,7 @@ type want struct {
 	openPorts bool
 }
 
-// nonRootUID is distroless's nonroot user, the image's USER.
+// nonRootUID is the image's nonroot user, its USER.
 const nonRootUID = 65532
 
 // checkRender runs every check and returns all that fail.

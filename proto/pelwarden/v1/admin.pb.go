@@ -1502,7 +1502,8 @@ type ReclaimRequest struct {
 	Selector isReclaimRequest_Selector `protobuf_oneof:"selector"`
 	// "requeue" (default) or "claim".
 	Mode string `protobuf:"bytes,4,opt,name=mode,proto3" json:"mode,omitempty"`
-	// Report what would happen; change nothing.
+	// Report what would happen; change nothing. A dry run needs no
+	// credential.
 	DryRun bool `protobuf:"varint,5,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
 	// Reclaim from an owner the view does not judge a ghost, for entries
 	// idle at least entryStaleSeconds. Never needed for a ghost.
@@ -1675,8 +1676,10 @@ type ReclaimResponse struct {
 	// failed, or a skip reason (not-pending, owner-changed, not-idle, ...).
 	Counts map[string]int64 `protobuf:"bytes,1,rep,name=counts,proto3" json:"counts,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
 	// Per-entry outcomes for explicit ids.
-	Outcomes      []*EntryOutcome `protobuf:"bytes,2,rep,name=outcomes,proto3" json:"outcomes,omitempty"`
-	DryRun        bool            `protobuf:"varint,3,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	Outcomes []*EntryOutcome `protobuf:"bytes,2,rep,name=outcomes,proto3" json:"outcomes,omitempty"`
+	DryRun   bool            `protobuf:"varint,3,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// Why no entry was taken, when a consumer's Reclaim took none.
+	Note          string `protobuf:"bytes,4,opt,name=note,proto3" json:"note,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1730,6 +1733,13 @@ func (x *ReclaimResponse) GetDryRun() bool {
 		return x.DryRun
 	}
 	return false
+}
+
+func (x *ReclaimResponse) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
 }
 
 // EntryOutcome is what happened to one entry.
@@ -2131,7 +2141,10 @@ type Finding struct {
 	// Entry ids concerned (bouncing entries, tombstones), at most 100.
 	Ids []string `protobuf:"bytes,4,rep,name=ids,proto3" json:"ids,omitempty"`
 	// What was seen, in words an operator can act on.
-	Detail        string `protobuf:"bytes,5,opt,name=detail,proto3" json:"detail,omitempty"`
+	Detail string `protobuf:"bytes,5,opt,name=detail,proto3" json:"detail,omitempty"`
+	// How many entries the finding concerns, where it counts entries (ids
+	// lists at most 100 of them); 0 where it does not.
+	Entries       int64 `protobuf:"varint,6,opt,name=entries,proto3" json:"entries,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2199,6 +2212,13 @@ func (x *Finding) GetDetail() string {
 		return x.Detail
 	}
 	return ""
+}
+
+func (x *Finding) GetEntries() int64 {
+	if x != nil {
+		return x.Entries
+	}
+	return 0
 }
 
 // WatchEventsRequest selects the events to stream.
@@ -2641,11 +2661,12 @@ const file_pelwarden_v1_admin_proto_rawDesc = "" +
 	"\bselector\"8\n" +
 	"\bEntryIds\x12\x10\n" +
 	"\x03ids\x18\x01 \x03(\tR\x03ids\x12\x1a\n" +
-	"\bconsumer\x18\x02 \x01(\tR\bconsumer\"\xe0\x01\n" +
+	"\bconsumer\x18\x02 \x01(\tR\bconsumer\"\xf4\x01\n" +
 	"\x0fReclaimResponse\x12A\n" +
 	"\x06counts\x18\x01 \x03(\v2).pelwarden.v1.ReclaimResponse.CountsEntryR\x06counts\x126\n" +
 	"\boutcomes\x18\x02 \x03(\v2\x1a.pelwarden.v1.EntryOutcomeR\boutcomes\x12\x17\n" +
-	"\adry_run\x18\x03 \x01(\bR\x06dryRun\x1a9\n" +
+	"\adry_run\x18\x03 \x01(\bR\x06dryRun\x12\x12\n" +
+	"\x04note\x18\x04 \x01(\tR\x04note\x1a9\n" +
 	"\vCountsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"P\n" +
@@ -2670,13 +2691,14 @@ const file_pelwarden_v1_admin_proto_rawDesc = "" +
 	"\x0emin_deliveries\x18\x02 \x01(\x03R\rminDeliveries\x12\x1b\n" +
 	"\tsample_ms\x18\x03 \x01(\x03R\bsampleMs\"E\n" +
 	"\x10FindingsResponse\x121\n" +
-	"\bfindings\x18\x01 \x03(\v2\x15.pelwarden.v1.FindingR\bfindings\"\xaf\x01\n" +
+	"\bfindings\x18\x01 \x03(\v2\x15.pelwarden.v1.FindingR\bfindings\"\xc9\x01\n" +
 	"\aFinding\x12-\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x19.pelwarden.v1.FindingKindR\x04kind\x12/\n" +
 	"\x06target\x18\x02 \x01(\v2\x17.pelwarden.v1.TargetRefR\x06target\x12\x1a\n" +
 	"\bconsumer\x18\x03 \x01(\tR\bconsumer\x12\x10\n" +
 	"\x03ids\x18\x04 \x03(\tR\x03ids\x12\x16\n" +
-	"\x06detail\x18\x05 \x01(\tR\x06detail\"E\n" +
+	"\x06detail\x18\x05 \x01(\tR\x06detail\x12\x18\n" +
+	"\aentries\x18\x06 \x01(\x03R\aentries\"E\n" +
 	"\x12WatchEventsRequest\x12/\n" +
 	"\x06target\x18\x01 \x01(\v2\x17.pelwarden.v1.TargetRefR\x06target\"@\n" +
 	"\x13WatchEventsResponse\x12)\n" +

@@ -36,9 +36,10 @@ const (
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
 // Admin is pelwarden's diagnostics and operator API, served from the same
-// liveness view the scaler and the hygiene loop use. Read RPCs are open;
-// Reclaim, DeleteConsumer and Deregister need a bearer token or an mTLS
-// client identity named in pelwarden's configuration.
+// liveness view the scaler and the hygiene loop use. Read RPCs and a
+// dry-run Reclaim are open; Reclaim, DeleteConsumer and Deregister need a
+// bearer token or an mTLS client identity named in pelwarden's
+// configuration.
 type AdminClient interface {
 	// ListTargets returns every registered target with its latest snapshot.
 	ListTargets(ctx context.Context, in *ListTargetsRequest, opts ...grpc.CallOption) (*ListTargetsResponse, error)
@@ -201,9 +202,10 @@ type Admin_WatchEventsClient = grpc.ServerStreamingClient[WatchEventsResponse]
 // for forward compatibility.
 //
 // Admin is pelwarden's diagnostics and operator API, served from the same
-// liveness view the scaler and the hygiene loop use. Read RPCs are open;
-// Reclaim, DeleteConsumer and Deregister need a bearer token or an mTLS
-// client identity named in pelwarden's configuration.
+// liveness view the scaler and the hygiene loop use. Read RPCs and a
+// dry-run Reclaim are open; Reclaim, DeleteConsumer and Deregister need a
+// bearer token or an mTLS client identity named in pelwarden's
+// configuration.
 type AdminServer interface {
 	// ListTargets returns every registered target with its latest snapshot.
 	ListTargets(context.Context, *ListTargetsRequest) (*ListTargetsResponse, error)

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"runtime/debug"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestStatusExitsOneAndShowsTheNumbersAgeWhileRedisIsDown(t *testing.T) {
+	t.Parallel()
+	canned, addr := startCanned(t)
+	canned.setRedisDown(true)
+	for _, output := range []string{"table", "wide", "json", "yaml"} {
+		r := runAdmin(t, nil, "status", "--server", addr, "-o", output)
+		require.Equal(t, exitFailure, r.code, "-o %s: a failed read is a failure", output)
+		require.Contains(t, r.stderr, "the latest read of 1 target(s) failed, so their numbers are stale: default/jobs/workers")
+		if output == "table" || output == "wide" {
+			require.Contains(t, r.stdout, "default/jobs/workers  lag 7  pending 12 live, 40 held by ghosts, 5 by degraded workers (2 unknown)  STALE: last good read 42s ago\n")
+			require.Contains(t, r.stdout, "  last read failed: dial tcp 10.0.0.7:6379: connect: connection refused\n")
+		}
+	}
+	canned.setRedisDown(false)
+	r := runAdmin(t, nil, "status", "--server", addr)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Contains(t, r.stdout, "(2 unknown)  read 850ms ago\n")
+}
+
+func TestStatusShowsEveryReasonWhole(t *testing.T) {
+	t.Parallel()
+	_, addr := startCanned(t)
+	for _, output := range []string{"table", "wide"} {
+		r := runAdmin(t, nil, "status", "--server", addr, "-o", output)
+		require.Equal(t, exitOK, r.code, r.stderr)
+		words := strings.Fields(r.stdout)
+		for _, c := range cannedTarget.GetConsumers() {
+			for _, reason := range c.GetReasons() {
+				require.Contains(t, strings.Join(words, " "), reason, "-o %s cut a reason", output)
+			}
+		}
+		require.NotContains(t, r.stdout, "...")
+	}
+}
+
+func TestCompletionWritesAScriptForEachShell(t *testing.T) {
+	t.Parallel()
+	want := map[string]string{"bash": "# bash completion V2 for pelwarden", "zsh": "#compdef pelwarden", "fish": "# fish completion for pelwarden"}
+	for shell, first := range want {
+		r := runCLI(t, nil, nil, "completion", shell)
+		require.Equal(t, exitOK, r.code, r.stderr)
+		require.True(t, strings.HasPrefix(r.stdout, first), "%s: %.80s", shell, r.stdout)
+	}
+	r := runCLI(t, nil, nil, "completion", "tcsh")
+	require.Equal(t, exitUsage, r.code)
+	require.Contains(t, r.stderr, `invalid argument "tcsh"`)
+	r = runCLI(t, nil, nil, "__complete", "status", "-o", "")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Equal(t, "table\nwide\njson\nyaml\n:4\n", r.stdout, "-o completes to the four formats")
+}
+
+func TestVersionNamesTheReleaseTheCommitAndGo(t *testing.T) {
+	t.Parallel()
+	stamped := &debug.BuildInfo{GoVersion: "go1.26.8", Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "0b3a415"}, {Key: "vcs.modified", Value: "true"}}}
+	cases := map[string]struct {
+		ldflagsCommit string
+		info          *debug.BuildInfo
+		want          string
+	}{
+		"Go's VCS stamp":            {info: stamped, want: "commit:  0b3a415 (with uncommitted changes)\ngo:      go1.26.8 "},
+		"no stamp, -ldflags commit": {ldflagsCommit: "abc123", info: &debug.BuildInfo{GoVersion: "go1.26.8"}, want: "commit:  abc123\n"},
+		"neither":                   {info: &debug.BuildInfo{GoVersion: "go1.26.8"}, want: "commit:  unknown (built without VCS stamping)\n"},
+		"no build information":      {want: "go:      go1."},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			got := versionText("v0.1.0", tc.ldflagsCommit, tc.info)
+			require.True(t, strings.HasPrefix(got, "version: v0.1.0\n"), got)
+			require.Contains(t, got, tc.want)
+		})
+	}
+}
+
+func TestWrapKeepsEveryWordAndALongWordWhole(t *testing.T) {
+	t.Parallel()
+	cases := map[string]struct {
+		in   string
+		want []string
+	}{
+		"short":          {"a b", []string{"a b"}},
+		"at the width":   {"aaaa bbbb cc", []string{"aaaa", "bbbb", "cc"}},
+		"a long word":    {"x hb:a-very-long-key-name y", []string{"x", "hb:a-very-long-key-name", "y"}},
+		"empty":          {"", []string{""}},
+		"spaces squeeze": {"a   b", []string{"a b"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			require.Equal(t, tc.want, wrap(tc.in, 5))
+		})
+	}
+}
