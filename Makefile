@@ -53,9 +53,12 @@ build:
 	$(GO) build -trimpath -buildvcs=true -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/pelwarden
 
 ## test: unit, end-to-end and fuzz-seed tests against real redis-server
-## processes, then the nested modules' tests (the chart checks among them)
+## processes, then the shared-connection fairness test without the race
+## detector (its latency bound is on pelwarden as deployed), then the
+## nested modules' tests (the chart checks among them)
 test:
 	$(GO) test -race -count=1 -timeout 15m ./...
+	$(GO) test -count=1 -timeout 5m -run '^TestBrokenScaledObjectsOnKEDAsConnection' ./test/
 	set -e; for m in $(MODULES); do $(GO) -C $$m test -race -count=1 -timeout 15m ./...; done
 
 ## compat: the end-to-end, hygiene, redisx and redistest packages (-race) once

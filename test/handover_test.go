@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -103,12 +104,14 @@ hygiene:
 	return path, "http://" + httpAddr + "/metrics"
 }
 
+// freeAddr is a loopback address on a port not given out before in this
+// process: the kernel hands a port it just gave out again soon, and the
+// gRPC and HTTP addresses of one configuration were once the same.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := proctest.FreePort()
 	require.NoError(t, err)
-	defer func() { _ = l.Close() }()
-	return l.Addr().String()
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 }
 
 // requireGivenBack waits until ghost holds nothing.

@@ -83,13 +83,21 @@ func startPelwardenOn(t *testing.T, connect func(*config.Redis), tune func(*conf
 // with creds; pelwarden stops at cleanup.
 func runPelwarden(t *testing.T, cfg config.Config, creds credentials.TransportCredentials, opts ...app.Option) *pelwarden {
 	t.Helper()
+	return runPelwardenLogging(t, cfg, creds, slog.LevelDebug, opts...)
+}
+
+// runPelwardenLogging is runPelwarden logging from level: a suite that
+// measures pelwarden under thousands of calls a second logs what a
+// deployed pelwarden logs, not a debug line a call.
+func runPelwardenLogging(t *testing.T, cfg config.Config, creds credentials.TransportCredentials, level slog.Level, opts ...app.Option) *pelwarden {
+	t.Helper()
 	logs := &tailLog{}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("pelwarden's log, its last %d bytes at most:\n%s", tailLogBytes, logs.String())
 		}
 	})
-	a, err := app.New(cfg, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), opts...)
+	a, err := app.New(cfg, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: level})), opts...)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

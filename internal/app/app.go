@@ -250,7 +250,7 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 	}
 	var rpcm *rpcMetrics
 	// A request past grpc.maxRecvMsgBytes is refused before it is decoded.
-	a.grpc, rpcm = newGRPCServer(log, reg, newAdminAuth(cfg.Admin, log), newRefusalThrottle(cfg.GRPC.RefusedCallsPerSecond, reg), append(creds, grpc.MaxRecvMsgSize(cfg.GRPC.MaxRecvMsgBytes))...)
+	a.grpc, rpcm = newGRPCServer(log, reg, newAdminAuth(cfg.Admin, log), newRefusals(cfg.GRPC.RefusedCallsPerSecond, a.triggers.Admitted, log, reg), append(creds, grpc.MaxRecvMsgSize(cfg.GRPC.MaxRecvMsgBytes))...)
 	externalscaler.RegisterExternalScalerServer(a.grpc, sc)
 	a.hs = health.NewServer()
 	healthpb.RegisterHealthServer(a.grpc, a.hs)

@@ -60,17 +60,15 @@ func grpcTLSMode(t config.GRPCTLS) string {
 }
 
 // newGRPCServer builds the server with its interceptor chain: metrics, then
-// logging (once per call, at the boundary), then auth (the mutating Admin
-// RPCs; everything else passes), then recovery innermost so a panic is
-// logged and counted like any other Internal error. No streaming RPC
+// logging (once per call, at the boundary), then the refused calls'
+// accounting (fair, nil for none: fairness.go), then auth (the mutating
+// Admin RPCs; everything else passes), then recovery innermost so a panic
+// is logged and counted like any other Internal error. No streaming RPC
 // mutates, so streams skip auth. extra carries the transport credentials
 // when TLS is on. The metrics are returned to be initialized once every
 // service is registered.
-func newGRPCServer(log *slog.Logger, reg prometheus.Registerer, auth *adminAuth, throttle *refusalThrottle, extra ...grpc.ServerOption) (*grpc.Server, *rpcMetrics) {
-	ch := newChain(log, reg, auth)
-	if throttle != nil {
-		extra = append(extra, grpc.StatsHandler(throttle), grpc.InTapHandle(throttle.tap))
-	}
+func newGRPCServer(log *slog.Logger, reg prometheus.Registerer, auth *adminAuth, fair *refusals, extra ...grpc.ServerOption) (*grpc.Server, *rpcMetrics) {
+	ch := newChain(log, reg, auth, fair)
 	opts := append([]grpc.ServerOption{
 		grpc.UnaryInterceptor(ch.unary),
 		grpc.ChainStreamInterceptor(ch.stream...),
@@ -84,6 +82,12 @@ func newGRPCServer(log *slog.Logger, reg prometheus.Registerer, auth *adminAuth,
 		// free gets a goroutine of its own, as without workers.
 		grpc.NumStreamWorkers(streamWorkers()),
 		grpc.MaxHeaderListSize(maxHeaderListBytes),
+		// Advertised, so that a client allows as many calls at once:
+		// without it gRPC's client allows 100. KEDA's operator sends every
+		// ScaledObject's calls over one connection, and refused calls may
+		// wait (fairness.go): at most maxHolds of them, so a connection
+		// always has room for the calls of the triggers pelwarden serves.
+		grpc.MaxConcurrentStreams(maxStreamsPerConn),
 		// Fixed flow-control windows. gRPC grows them by its bandwidth
 		// estimate, to megabytes on loopback, so a caller's oversized
 		// message was read whole, frame by frame into fresh buffers, before
@@ -101,6 +105,10 @@ func newGRPCServer(log *slog.Logger, reg prometheus.Registerer, auth *adminAuth,
 // by default; pelwarden reads one header, a bearer token, and KEDA sends
 // a few hundred bytes.
 const maxHeaderListBytes = 64 << 10
+
+// maxStreamsPerConn bounds the calls open at once on one connection:
+// four times the refused calls that may wait at once.
+const maxStreamsPerConn = 4 * maxHolds
 
 // streamWindowBytes and connWindowBytes are the flow-control windows of a
 // call and of a connection; 64 KiB is gRPC's least, and its default before
@@ -125,12 +133,13 @@ func streamWorkers() uint32 {
 type chain struct {
 	metrics *rpcMetrics
 	log     unaryLog
+	fair    *refusals
 	auth    *adminAuth
 	recover grpc.UnaryServerInterceptor
 	stream  []grpc.StreamServerInterceptor
 }
 
-func newChain(log *slog.Logger, reg prometheus.Registerer, auth *adminAuth) chain {
+func newChain(log *slog.Logger, reg prometheus.Registerer, auth *adminAuth, fair *refusals) chain {
 	srvMetrics := newRPCMetrics(reg)
 	failed := newFailedCalls()
 	logger := logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
@@ -153,16 +162,20 @@ func newChain(log *slog.Logger, reg prometheus.Registerer, auth *adminAuth) chai
 		log.ErrorContext(ctx, "panic in gRPC handler", "panic", p, "stack", clip.Own(debug.Stack()))
 		return status.Error(codes.Internal, "internal error")
 	})}
+	stream := []grpc.StreamServerInterceptor{
+		srvMetrics.streamInterceptor,
+		logging.StreamServerInterceptor(logger, logOpts...),
+	}
+	if fair != nil {
+		stream = append(stream, fair.streamInterceptor)
+	}
 	return chain{
 		metrics: srvMetrics,
 		log:     unaryLog{log: log, failed: failed},
+		fair:    fair,
 		auth:    auth,
 		recover: recovery.UnaryServerInterceptor(recoverOpts...),
-		stream: []grpc.StreamServerInterceptor{
-			srvMetrics.streamInterceptor,
-			logging.StreamServerInterceptor(logger, logOpts...),
-			recovery.StreamServerInterceptor(recoverOpts...),
-		},
+		stream:  append(stream, recovery.StreamServerInterceptor(recoverOpts...)),
 	}
 }
 
@@ -171,14 +184,51 @@ func newChain(log *slog.Logger, reg prometheus.Registerer, auth *adminAuth) chai
 func (ch chain) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	start := time.Now()
 	mm := ch.metrics.startUnary(info.FullMethod)
-	var resp any
-	err := ch.auth.check(ctx, info.FullMethod, req)
-	if err == nil {
-		resp, err = ch.recover(ctx, req, info, handler)
-	}
+	resp, err := ch.fairly(ctx, req, info, handler)
 	ch.log.finished(ctx, info.FullMethod, start, err)
 	mm.finishUnary(err, start)
 	return resp, err
+}
+
+// fairly runs a unary call under the refused calls' accounting: a call of
+// a new caller may wait before it runs, a refused call's answer while its
+// caller owes. Neither wait keeps the request: a request that is not run
+// is let go before the wait, and every request once it has run.
+func (ch chain) fairly(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if ch.fair == nil {
+		return ch.authorized(ctx, req, info, handler)
+	}
+	c := callerOf(ctx, req)
+	var resp any
+	var err error
+	if wait := ch.fair.before(c); wait > 0 {
+		read := c.bytes <= holdBytes
+		if !read {
+			req = nil //nolint:ineffassign,wastedassign // lets the request go while the call waits
+		}
+		if err = ch.fair.holdNew(ctx, c, wait); err == nil && !read {
+			err = status.Errorf(codes.ResourceExhausted, "refused unread: a request of %d bytes from a new caller, "+
+				"while the refused calls of its namespace are over grpc.refusedCallsPerSecond; at most %d bytes are kept while a call waits", c.bytes, holdBytes)
+		}
+	}
+	if err == nil {
+		resp, err = ch.authorized(ctx, req, info, handler)
+	}
+	req = nil //nolint:ineffassign,wastedassign // lets the request go while the answer waits
+	if refused(resp, err) {
+		if owed := ch.fair.after(c); owed > 0 {
+			ch.fair.hold(ctx, c, owed)
+		}
+	}
+	return resp, err
+}
+
+// authorized runs a unary call past the credential check.
+func (ch chain) authorized(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if err := ch.auth.check(ctx, info.FullMethod, req); err != nil {
+		return nil, err
+	}
+	return ch.recover(ctx, req, info, handler)
 }
 
 // streamCall names a finished stream's method and code from

@@ -18,7 +18,7 @@ import (
 // nothing: the whole chain as grpc calls it, and each step alone.
 func BenchmarkUnaryChain(b *testing.B) {
 	log := slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	ch := newChain(log, prometheus.NewRegistry(), newAdminAuth(config.Admin{}, log))
+	ch := newChain(log, prometheus.NewRegistry(), newAdminAuth(config.Admin{}, log), nil)
 	s := grpc.NewServer()
 	externalscaler.RegisterExternalScalerServer(s, externalscaler.UnimplementedExternalScalerServer{})
 	ch.metrics.initialize(s)

@@ -121,7 +121,7 @@ func TestTheUnaryChainCountsAndLogsARefusedCallAndAPanic(t *testing.T) {
 			var buf bytes.Buffer
 			log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
 			reg := prometheus.NewRegistry()
-			ch := newChain(log, reg, newAdminAuth(config.Admin{}, log))
+			ch := newChain(log, reg, newAdminAuth(config.Admin{}, log), nil)
 			_, err := ch.unary(context.Background(), nil, &grpc.UnaryServerInfo{FullMethod: tc.method}, tc.handler)
 			require.Equal(t, tc.code, status.Code(err))
 			require.NotContains(t, status.Convert(err).Message(), "goroutine", "no stack trace to the client")

@@ -195,6 +195,14 @@ func (g *Registry) Admit(id ID, r *metadata.Request) error {
 	return g.admit(id, r, now)
 }
 
+// Admitted says the trigger id is admitted: its metric is served.
+func (g *Registry) Admitted(id ID) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	_, ok := g.entries[id]
+	return ok
+}
+
 func (g *Registry) admit(id ID, r *metadata.Request, now time.Time) error {
 	ns, q := id.Namespace, g.opts.Policy.Quotas
 	if denied := g.reach(ns, r); denied != nil {

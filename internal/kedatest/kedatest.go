@@ -1,0 +1,50 @@
+// Package kedatest calls an external scaler the way KEDA's operator does,
+// for tests and benchmarks: one connection per scalerAddress and TLS
+// settings, shared by every ScaledObject of every namespace (KEDA's
+// connection pool), and a poll of one trigger as KEDA's scale loop makes
+// it. It uses KEDA's own generated client.
+package kedatest
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/kedacore/keda/v2/pkg/scalers/externalscaler"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+)
+
+// serviceConfig is the service config KEDA's pool dials with.
+const serviceConfig = `{"loadBalancingConfig": [{"round_robin":{}}]}`
+
+// Dial opens the connection KEDA's pool opens for a scalerAddress, with
+// the transport credentials of its TLS settings.
+func Dial(addr string, creds credentials.TransportCredentials) (*grpc.ClientConn, error) {
+	return grpc.NewClient(addr, grpc.WithDefaultServiceConfig(serviceConfig), grpc.WithTransportCredentials(creds))
+}
+
+// Poll is one iteration of KEDA's scale loop for one external trigger:
+// GetMetricSpec, then GetMetrics of the first spec's metric, then
+// IsActive. KEDA stops at the first error, and logs one from
+// GetMetricSpec without asking further: Poll returns it.
+func Poll(ctx context.Context, c externalscaler.ExternalScalerClient, ref *externalscaler.ScaledObjectRef) (value int64, active bool, err error) {
+	spec, err := c.GetMetricSpec(ctx, ref)
+	if err != nil {
+		return 0, false, err
+	}
+	if len(spec.GetMetricSpecs()) == 0 {
+		return 0, false, fmt.Errorf("no metric spec")
+	}
+	m, err := c.GetMetrics(ctx, &externalscaler.GetMetricsRequest{ScaledObjectRef: ref, MetricName: spec.GetMetricSpecs()[0].GetMetricName()})
+	if err != nil {
+		return 0, false, err
+	}
+	if len(m.GetMetricValues()) > 0 {
+		value = m.GetMetricValues()[0].GetMetricValue()
+	}
+	a, err := c.IsActive(ctx, ref)
+	if err != nil {
+		return 0, false, err
+	}
+	return value, a.GetResult(), nil
+}
