@@ -200,6 +200,7 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 	if err := a.newTriggers(cfg, reg); err != nil {
 		return nil, err
 	}
+	m.exposure = exposure{max: cfg.Scaler.MaxMetricsTargets, holders: a.triggers.Holders}
 	if err := a.pinConfigPodSets(cfg); err != nil {
 		return nil, err
 	}

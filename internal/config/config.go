@@ -209,6 +209,15 @@ type Scaler struct {
 	// memory and Redis load that ScaledObjects can cause. Default 10000;
 	// must be at least 1.
 	MaxTargets int `yaml:"maxTargets"`
+	// MaxMetricsTargets bounds the targets of triggers whose per-target
+	// series (16 each) /metrics shows, so a scrape stays small however
+	// many targets ScaledObjects name: their namespaces share it in turn
+	// (a namespace with fewer targets shows all of them and leaves the
+	// rest to the others); hygiene.targets are always shown, and
+	// pelwarden_metrics_targets_hidden counts the rest. Default 1000:
+	// about 16,000 series, some 2 MB a scrape in text. 0 shows none; at
+	// least maxTargets shows every target.
+	MaxMetricsTargets int `yaml:"maxMetricsTargets"`
 	// LagEstimateCap is the most entries counted to estimate lag when
 	// XINFO GROUPS reports it as NULL (after deletions). Default 10000; must
 	// be at least 1.
@@ -373,6 +382,7 @@ func Default() Config {
 			TargetIdleExpiry:     10 * time.Minute,
 			ActiveResendInterval: 5 * time.Second,
 			MaxTargets:           10000,
+			MaxMetricsTargets:    1000,
 			LagEstimateCap:       10000,
 
 			MaxActiveStreams:             1000,
