@@ -226,6 +226,7 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 		},
 		Reported:       m.report,
 		Refused:        newRefusedSpecs(log, reg).note,
+		OnPlaceholder:  newPlaceholderHPAs(reg).asked,
 		Admit:          a.admit,
 		ParseCacheSize: cfg.Scaler.MaxTargets,
 		Log:            log,
