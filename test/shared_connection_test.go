@@ -18,7 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/credentials/insecure"
 
-		"github.com/pelwarden/pelwarden/internal/kedatest"
+	"github.com/pelwarden/pelwarden/internal/kedatest"
 	"github.com/pelwarden/pelwarden/internal/redistest"
 )
 
