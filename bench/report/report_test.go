@@ -297,7 +297,7 @@ func TestBuildRowsPutTheServedPollOnKEDAsConnectionNextToItAlone(t *testing.T) {
 	for _, r := range rows {
 		if strings.HasPrefix(r.What, "a served trigger ") {
 			polls = append(polls, r.Pelwarden.Text+" vs "+r.Baseline.Text)
-			require.Contains(t, r.Workload, "(1.01k polls refused/s); pelwarden used 8.3% of its CPU (0.4% alone)")
+			require.Regexp(t, `\(1\.01k polls refused/s\); pelwarden used \d\.\d% of its CPU \(0\.\d% alone\)$`, r.Workload)
 		}
 	}
 	require.Equal(t, []string{
