@@ -158,6 +158,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzMetricName -fuzztime 30s ./internal/metadata/
 	$(GO) test -run '^$$' -fuzz FuzzOwnerMatch -fuzztime 60s ./internal/liveness/
 	$(GO) test -run '^$$' -fuzz FuzzUnique -fuzztime 30s ./internal/clip/
+	$(GO) test -run '^$$' -fuzz FuzzLabel -fuzztime 30s ./internal/clip/
 	$(GO) test -run '^$$' -fuzz FuzzCacheStaysWithinItsBounds -fuzztime 30s ./internal/bytecache/
 	$(GO) test -run '^$$' -fuzz FuzzParseInfoServer -fuzztime 30s ./internal/redisx/
 	$(GO) test -run '^$$' -fuzz FuzzStreamIDOrder -fuzztime 30s ./internal/redisx/

@@ -46,7 +46,8 @@ func policyStranger(t *testing.T, rdb *redis.Client, tune func(*config.Config), 
 
 // requireEveryRPCRefused calls every ExternalScaler RPC of ref: each is
 // refused with code, naming key and mention, but GetMetricSpec, which
-// answers the placeholder spec (KEDA would drop its error unseen). The
+// and StreamMetricSpec answer the placeholder spec (KEDA would drop a
+// GetMetricSpec error unseen). The
 // answers are kept for requireNoSecret.
 func requireEveryRPCRefused(t *testing.T, s *stranger, ref *externalscaler.ScaledObjectRef, code codes.Code, key, mention string) {
 	t.Helper()
@@ -73,8 +74,9 @@ func requireEveryRPCRefused(t *testing.T, s *stranger, ref *externalscaler.Scale
 	check("StreamIsActive", err)
 	specs, err := s.client.StreamMetricSpec(ctx, ref)
 	require.NoError(t, err)
-	_, err = specs.Recv()
-	check("StreamMetricSpec", err)
+	pushed, err := specs.Recv()
+	require.NoError(t, err)
+	require.Equal(t, scaler.RefusedMetricName, pushed.GetMetricSpecs()[0].GetMetricName(), "StreamMetricSpec sends the placeholder")
 	res, err := s.admin.CheckTrigger(ctx, &pelwardenv1.CheckTriggerRequest{Namespace: ref.GetNamespace(), Metadata: ref.GetScalerMetadata()})
 	require.NoError(t, err)
 	require.Equal(t, code.String(), res.GetCode(), "CheckTrigger answers as the scaler does: %s", res.GetMessage())

@@ -294,7 +294,9 @@ func pelwardenValues(redisAddr string) map[string]any {
 			"warmUp":  "3s",
 			"floors":  map[string]any{"entryStale": "1s", "ghostIdle": "1s", "heartbeatMaxAge": "1s", "podDeletionGrace": "1s", "maxDeliveries": 3},
 			"profiles": map[string]any{"workers": map[string]any{
-				"liveness": "heartbeat", "heartbeatKey": "hb:{consumer}", "heartbeatMaxAgeSeconds": "3"}},
+				"liveness": "heartbeat", "heartbeatKey": "hb:{consumer}", "heartbeatMaxAgeSeconds": "3"},
+				// A profile no rule lets a namespace name yet (PolicyAdmits).
+				"batch": map[string]any{"liveness": "heartbeat", "heartbeatKey": "hb:{consumer}", "heartbeatMaxAgeSeconds": "3"}},
 			"rules": []any{map[string]any{"namespaces": []any{"jobs"}, "redis": []any{"default"},
 				"profiles": []any{"workers"}, "hygieneStreams": []any{"jobs"}}},
 		},
@@ -305,15 +307,16 @@ func pelwardenValues(redisAddr string) map[string]any {
 // configuration.
 type pelwardenProc struct {
 	*proctest.Proc
-	grpcAddr string
+	grpcAddr, httpAddr string
 }
 
 // startPelwardenFromChart renders the chart with values, lays out the
 // files its projected volume would mount (config.yaml from the ConfigMap,
 // the gRPC TLS Secret, the kubeconfig) in a directory standing for
 // /etc/pelwarden, and runs the pelwarden binary on it with the chart's
-// arguments, on loopback ports.
-func startPelwardenFromChart(t *testing.T, bin string, values map[string]any, files map[string][]byte) *pelwardenProc {
+// arguments, on loopback ports: those of at, when given, as a rollout's
+// new pod behind the same Service.
+func startPelwardenFromChart(t *testing.T, bin string, values map[string]any, files map[string][]byte, at *pelwardenProc) *pelwardenProc {
 	t.Helper()
 	helm, err := helmtest.Build()
 	require.NoError(t, err)
@@ -347,10 +350,15 @@ func startPelwardenFromChart(t *testing.T, bin string, values map[string]any, fi
 		require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o700))
 		require.NoError(t, os.WriteFile(path, data, 0o600))
 	}
-	ports := freePorts(t, 2)
-	p := &pelwardenProc{grpcAddr: "127.0.0.1:" + ports[0]}
+	p := &pelwardenProc{}
+	if at != nil {
+		p.grpcAddr, p.httpAddr = at.grpcAddr, at.httpAddr
+	} else {
+		ports := freePorts(t, 2)
+		p.grpcAddr, p.httpAddr = "127.0.0.1:"+ports[0], "127.0.0.1:"+ports[1]
+	}
 	p.Proc = proctest.Start(t, "pelwarden", bin, "serve", "--config", filepath.Join(dir, "config.yaml"),
-		"--grpc-addr", p.grpcAddr, "--http-addr", "127.0.0.1:"+ports[1])
+		"--grpc-addr", p.grpcAddr, "--http-addr", p.httpAddr)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Log(p.Tail(60))
@@ -360,7 +368,7 @@ func startPelwardenFromChart(t *testing.T, bin string, values map[string]any, fi
 		if p.Exited() {
 			t.Fatalf("pelwarden exited:\n%s", p.Tail(40))
 		}
-		return httpGet("http://127.0.0.1:" + ports[1] + "/readyz")
+		return httpGet("http://" + p.httpAddr + "/readyz")
 	})
 	return p
 }

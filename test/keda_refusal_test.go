@@ -95,3 +95,55 @@ func (s *kedaSuite) operatorLog(t *testing.T) []string {
 	t.Helper()
 	return strings.Split(s.operator.Tail(1<<20), "\n")
 }
+
+// kedaPolicyAdmits: two ScaledObjects, one polled (external) and one
+// pushed (external-push), name a liveness profile the trigger policy does
+// not let their namespace name. pelwarden refuses them (PermissionDenied)
+// and KEDA builds their HPAs on the placeholder. The operator then allows
+// the profile and rolls pelwarden out (the chart's config checksum
+// restarts the pod); nobody touches the ScaledObjects. KEDA's next poll
+// gets the real spec (GetMetricSpec, or StreamMetricSpec for the push
+// trigger), its first good poll turns the ScaledObject Ready, and KEDA's
+// operator rebuilds the HPA: each HPA carries the real metric within a
+// polling interval or two of the rollout (logged).
+func kedaPolicyAdmits(t *testing.T, s *kedaSuite) {
+	sides := map[string]string{"worker-batch": "external", "worker-batch-push": "external-push"}
+	for side, typ := range sides {
+		createDeployment(t, s.kedaEnv, kedaNS, side)
+		so := s.pelwardenScaledObject(t, side, typ)
+		triggers, _, _ := unstructured.NestedSlice(so.Object, "spec", "triggers")
+		triggers[0].(map[string]any)["metadata"].(map[string]any)["livenessProfile"] = "batch"
+		require.NoError(t, unstructured.SetNestedSlice(so.Object, triggers, "spec", "triggers"))
+		s.create(t, scaledObjects, so)
+	}
+	want := `code = PermissionDenied desc = metadata "livenessProfile": namespace "jobs" may not name profile "batch"`
+	for side := range sides {
+		eventually(t, kedaWait, func() error {
+			if !slices.ContainsFunc(s.events(t, kedaNS, side), func(e string) bool { return strings.Contains(e, want) }) {
+				return fmt.Errorf("no event of %s carries %s", side, want)
+			}
+			return nil
+		})
+		require.Equal(t, "s0-pelwarden-refused", s.hpaMetric(t, side).Metric.Name, "%s's HPA holds the placeholder", side)
+		s.waitCondition(t, side, "Ready", "False")
+	}
+
+	values := pelwardenValues(s.redis.Addr())
+	rules, _, _ := unstructured.NestedSlice(values, "triggers", "rules")
+	rules[0].(map[string]any)["profiles"] = []any{"workers", "batch"}
+	require.NoError(t, unstructured.SetNestedSlice(values, rules, "triggers", "rules"))
+	s.rollOut(t, values)
+	ready := time.Now()
+	for side, typ := range sides {
+		eventually(t, kedaWait, func() error {
+			if name := s.hpaMetric(t, side).Metric.Name; name != "s0-pelwarden-default-jobs-workers" {
+				return fmt.Errorf("%s's HPA metric is %s", side, name)
+			}
+			return nil
+		})
+		took := time.Since(ready)
+		s.waitCondition(t, side, "Ready", "True")
+		t.Logf("%s (%s) admitted by the rollout: its HPA carried the real metric %.1fs after the new pelwarden was ready (pollingInterval %ds), untouched",
+			side, typ, took.Seconds(), kedaPolling)
+	}
+}

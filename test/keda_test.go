@@ -67,6 +67,7 @@ func TestRealKEDADrivesPelwardenBesideItsBuiltInScaler(t *testing.T) {
 		{"Recovery", kedaRecovery},
 		{"RedisDown", kedaRedisDown},
 		{"BadMetadata", kedaBadMetadata},
+		{"PolicyAdmits", kedaPolicyAdmits},
 	}
 	for _, step := range steps {
 		from := time.Now()
@@ -84,6 +85,18 @@ type kedaSuite struct {
 	rdb      *redis.Client
 	pw       *pelwardenProc
 	timeline *replicaLog
+	// pwBin and pwFiles start pelwarden again, as a rollout does.
+	pwBin   string
+	pwFiles map[string][]byte
+}
+
+// rollOut replaces pelwarden with one of values on the same addresses, as
+// a rollout of a changed configuration does (the chart's config checksum
+// restarts the pod), and returns when the new one is ready.
+func (s *kedaSuite) rollOut(t *testing.T, values map[string]any) {
+	t.Helper()
+	s.pw.Term()
+	s.pw = startPelwardenFromChart(t, s.pwBin, values, s.pwFiles, s.pw)
 }
 
 func startKEDASuite(t *testing.T) *kedaSuite {
@@ -106,10 +119,11 @@ func startKEDASuite(t *testing.T) *kedaSuite {
 	kubeconfig, err := os.ReadFile(kubetest.WriteKubeconfig(t, &cfg))
 	require.NoError(t, err)
 	bin := proctest.Build(t, "../cmd/pelwarden")[0]
-	pw := startPelwardenFromChart(t, bin, pelwardenValues(rs.Addr()), map[string][]byte{
+	files := map[string][]byte{
 		"grpc-tls/tls.crt": serving.CertPEM, "grpc-tls/tls.key": serving.KeyPEM,
 		"grpc-tls/client-ca.crt": ca.CertPEM, "kubeconfig": kubeconfig,
-	})
+	}
+	pw := startPelwardenFromChart(t, bin, pelwardenValues(rs.Addr()), files, nil)
 
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "pelwarden-keda-client", Namespace: kedaNS},
@@ -120,7 +134,7 @@ func startKEDASuite(t *testing.T) *kedaSuite {
 	require.NoError(t, err)
 	e.create(t, triggerAuths, loadExample(t, "triggerauthentication.yaml"))
 
-	s := &kedaSuite{kedaEnv: e, redis: rs, rdb: rdb, pw: pw}
+	s := &kedaSuite{kedaEnv: e, redis: rs, rdb: rdb, pw: pw, pwBin: bin, pwFiles: files}
 	for _, side := range []string{sidePush, sidePoll, sideKEDA} {
 		createDeployment(t, e, kedaNS, side)
 	}

@@ -6,11 +6,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"slices"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/credentials/insecure"
 
-		"github.com/pelwarden/pelwarden/internal/kedatest"
+	"github.com/pelwarden/pelwarden/internal/kedatest"
 	"github.com/pelwarden/pelwarden/internal/redistest"
 )
 
@@ -54,12 +50,12 @@ func TestBrokenScaledObjectsOnKEDAsConnectionNeverStallAnotherTrigger(t *testing
 				"stream": "jobs", "consumerGroup": "workers", "pendingEntriesCount": "5"}}
 			quiet := pollEvery(t, keda, served, 100*time.Millisecond, 4*time.Second)
 
-			a := startTenantAttack(keda, 1000, 20)
+			a := kedatest.StartTenant(keda, "tenant-a", 1000, 20, time.Second)
 			time.Sleep(3 * time.Second) // every broken trigger has polled, and its refusal is known
-			before := a.refused.Load()
+			before := a.Refused()
 			attacked := pollEvery(t, keda, served, 100*time.Millisecond, 8*time.Second)
-			perSecond := float64(a.refused.Load()-before) / 8
-			a.stop()
+			perSecond := float64(a.Refused()-before) / 8
+			a.Stop()
 
 			q, l := quiet.summary(), attacked.summary()
 			t.Logf("served poll, quiet: %s; beside 1000 broken and 20 of 900 KB: %s (p99 %.1fx quiet); %.0f refused calls/s",
@@ -102,55 +98,4 @@ func pollEvery(t *testing.T, c externalscaler.ExternalScalerClient, ref *externa
 		require.Equal(t, int64(4), v, "poll %d of the served trigger", len(out))
 	}
 	return out
-}
-
-// tenantAttack is one tenant's broken ScaledObjects polled as KEDA polls
-// them, each every second on the shared connection.
-type tenantAttack struct {
-	refused atomic.Int64
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-}
-
-// startTenantAttack polls broken ScaledObjects of namespace tenant-a whose
-// pendingEntriesCount is not a number, and big ones with 900 KB of
-// metadata, every second each, spread over the second.
-func startTenantAttack(c externalscaler.ExternalScalerClient, broken, big int) *tenantAttack {
-	ctx, cancel := context.WithCancel(context.Background())
-	a := &tenantAttack{cancel: cancel}
-	junk := strings.Repeat("x", 900<<10)
-	for i := range broken + big {
-		md := map[string]string{"stream": "jobs", "consumerGroup": "workers", "pendingEntriesCount": "notanumber"}
-		name := fmt.Sprintf("broken-%d", i)
-		if i >= broken {
-			md = map[string]string{"stream": "jobs", "consumerGroup": "workers", "pendingEntriesCount": "5", "notes": junk}
-			name = fmt.Sprintf("big-%d", i)
-		}
-		ref := &externalscaler.ScaledObjectRef{Namespace: "tenant-a", Name: name, ScalerMetadata: md}
-		a.wg.Go(func() {
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(rand.N(time.Second)):
-			}
-			tick := time.NewTicker(time.Second)
-			defer tick.Stop()
-			for {
-				if _, _, err := kedatest.Poll(ctx, c, ref); err != nil && ctx.Err() == nil {
-					a.refused.Add(1)
-				}
-				select {
-				case <-ctx.Done():
-					return
-				case <-tick.C:
-				}
-			}
-		})
-	}
-	return a
-}
-
-func (a *tenantAttack) stop() {
-	a.cancel()
-	a.wg.Wait()
 }

@@ -288,3 +288,20 @@ func TestBuildRowsKeepsTheStatefulSetRecoveryNextToTheReplicaSets(t *testing.T) 
 		"StatefulSet pods; 20 deletions × 20 entries: 2.002 s / 2.005 s",
 	}, pods)
 }
+
+func TestBuildRowsPutTheServedPollOnKEDAsConnectionNextToItAlone(t *testing.T) {
+	t.Parallel()
+	rows, err := buildRows(suite(t))
+	require.NoError(t, err)
+	var polls []string
+	for _, r := range rows {
+		if strings.HasPrefix(r.What, "a served trigger ") {
+			polls = append(polls, r.Pelwarden.Text+" vs "+r.Baseline.Text)
+			require.Regexp(t, `\(1\.01k polls refused/s\); pelwarden used \d\.\d% of its CPU \(0\.\d% alone\)$`, r.Workload)
+		}
+	}
+	require.Equal(t, []string{
+		"374 µs / 25.7 ms / 64.7 ms vs 634 µs / 11.9 ms / 42.4 ms",
+		"312 µs / 16.4 ms / 322 ms vs 697 µs / 12.2 ms / 20.2 ms",
+	}, polls, "another namespace, then the same one")
+}

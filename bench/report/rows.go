@@ -93,6 +93,7 @@ func buildRows(res results) ([]Row, error) {
 	rows = append(rows, modeRows(l)...)
 	rows = append(rows, hygieneRows(l)...)
 	rows = append(rows, floodRows(l)...)
+	rows = append(rows, sharedConnRows(l)...)
 	if len(l.missing) > 0 {
 		return rows, fmt.Errorf("metrics missing from the run: %s", strings.Join(l.missing, ", "))
 	}

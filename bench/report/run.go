@@ -48,7 +48,7 @@ func plan(o options) []step {
 	if o.kubeBin != "" {
 		flood.env = []string{"PELWARDEN_KUBE_BIN=" + o.kubeBin}
 	}
-	steps = append(steps, flood)
+	steps = append(steps, flood, step{pattern: `^BenchmarkSharedConnection$`, benchtime: "1x"})
 	if o.kubeBin != "" {
 		steps = append(steps, step{pattern: `^BenchmarkAPIRestartToCurrentVerdicts$`, benchtime: "1x",
 			env: []string{"PELWARDEN_KUBE_BIN=" + o.kubeBin}, kube: true})

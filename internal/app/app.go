@@ -200,6 +200,7 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 	if err := a.newTriggers(cfg, reg); err != nil {
 		return nil, err
 	}
+	m.exposure = exposure{max: cfg.Scaler.MaxMetricsTargets, holders: a.triggers.Holders}
 	if err := a.pinConfigPodSets(cfg); err != nil {
 		return nil, err
 	}
@@ -225,6 +226,7 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 		},
 		Reported:       m.report,
 		Refused:        newRefusedSpecs(log, reg).note,
+		OnPlaceholder:  newPlaceholderHPAs(reg).asked,
 		Admit:          a.admit,
 		ParseCacheSize: cfg.Scaler.MaxTargets,
 		Log:            log,

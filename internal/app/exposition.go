@@ -105,6 +105,10 @@ var hygieneFamilies = []struct {
 // does.
 func (m *metrics) handler(reg prometheus.Gatherer) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The targets are chosen first, so that the count of those left
+		// out, a registry family, is this scrape's.
+		shown := m.exposure.choose(m.snapshots())
+		m.hidden.Store(int64(shown.hidden))
 		mfs, err := reg.Gather()
 		if err != nil {
 			http.Error(w, "gathering metrics: "+err.Error(), http.StatusInternalServerError)
@@ -131,7 +135,7 @@ func (m *metrics) handler(reg prometheus.Gatherer) http.Handler {
 			defer func() { _ = bw.Flush() }()
 			fams = &textFamilies{w: bw}
 		}
-		_ = m.encodeTargets(fams)
+		_ = m.encodeTargets(fams, shown)
 	})
 }
 
@@ -221,9 +225,9 @@ func (r *seriesRows) encode(enc expfmt.Encoder, name, help string, kind dto.Metr
 	return enc.Encode(&dto.MetricFamily{Name: proto.String(name), Help: proto.String(help), Type: kind.Enum(), Metric: r.metrics})
 }
 
-// encodeTargets writes the per-target families.
-func (m *metrics) encodeTargets(out families) error {
-	snaps := m.snapshots()
+// encodeTargets writes the per-target families of the targets shown.
+func (m *metrics) encodeTargets(out families, shown shown) error {
+	snaps := shown.snaps
 	now := float64(m.now().UnixNano()) / 1e9
 	rows := out.rows(judgedLabels, len(snaps), func(i int) []string { return snaps[i].s.Target.Labels(snaps[i].spec) })
 	for _, f := range judgedFamilies {
@@ -238,10 +242,10 @@ func (m *metrics) encodeTargets(out families) error {
 			return err
 		}
 	}
-	if err := m.encodeHygiene(out); err != nil {
+	if err := m.encodeHygiene(out, shown); err != nil {
 		return err
 	}
-	reports := latestFigures(m.reports.Figures())
+	reports := latestFigures(shown.figures(m.reports.Figures()))
 	rows = out.rows(reportLabels, len(reports), func(i int) []string { return reportLabelValues(reports[i]) })
 	for _, f := range reportFamilies {
 		if err := rows.family(f.name, f.help, dto.MetricType_GAUGE, func(i int) float64 { return f.value(reports[i]) }); err != nil {
@@ -252,11 +256,11 @@ func (m *metrics) encodeTargets(out families) error {
 }
 
 // encodeHygiene writes the hygiene loop's per-group families.
-func (m *metrics) encodeHygiene(out families) error {
+func (m *metrics) encodeHygiene(out families, shown shown) error {
 	if m.hygiene == nil {
 		return nil
 	}
-	series := m.hygiene()
+	series := shown.hygieneSeries(m.hygiene())
 	slices.SortFunc(series, func(a, b hygiene.GroupSeries) int { return compareGroups(a.Group, b.Group) })
 	rows := out.rows(liveness.LabelNames, len(series), func(i int) []string { return series[i].Group.Labels() })
 	for _, f := range hygieneFamilies {

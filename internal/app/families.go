@@ -147,7 +147,7 @@ func collectedKinds(c prometheus.Collector) map[string]string {
 // vectorKind is the type of a vector's family, which has no series until
 // its first label values are seen.
 func vectorKind(c prometheus.Collector) string {
-	switch c.(type) {
+	switch c := c.(type) {
 	case *prometheus.CounterVec:
 		return "counter"
 	case *prometheus.GaugeVec:
@@ -156,6 +156,8 @@ func vectorKind(c prometheus.Collector) string {
 		return "histogram"
 	case *prometheus.SummaryVec:
 		return "summary"
+	case interface{ metricKind() string }:
+		return c.metricKind()
 	}
 	return ""
 }

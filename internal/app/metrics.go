@@ -2,6 +2,7 @@ package app
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -45,6 +46,11 @@ type metrics struct {
 	targetsActive *prometheus.Desc
 	podWatchState *prometheus.Desc
 
+	// exposure chooses the targets a scrape shows series of; hidden is
+	// how many the last scrape left out.
+	exposure exposure
+	hidden   atomic.Int64
+
 	mu          sync.Mutex
 	lastMissing map[liveness.TargetKey]bool
 }
@@ -81,7 +87,10 @@ func newMetrics(reg prometheus.Registerer, view *liveness.View, reports *admin.R
 	for _, read := range []string{"heartbeats", "group"} {
 		m.looks.WithLabelValues(read)
 	}
-	reg.MustRegister(m.redisErrors, m.groupMissing, m.refreshTime, m.looks, m)
+	hidden := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "pelwarden_metrics_targets_hidden",
+		Help: "Targets of triggers whose per-target series the last scrape of /metrics left out: past scaler.maxMetricsTargets, shared between namespaces in turn."},
+		func() float64 { return float64(m.hidden.Load()) })
+	reg.MustRegister(m.redisErrors, m.groupMissing, m.refreshTime, m.looks, hidden, m)
 	return m
 }
 

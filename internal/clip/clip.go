@@ -7,6 +7,8 @@ package clip
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -55,4 +57,50 @@ func prefix(s string, n int) string {
 		cut--
 	}
 	return s[:cut]
+}
+
+// Label is s as a label value a caller chose: Unique(s, n) when s is
+// plain text, and otherwise s with every control, format (the
+// bidirectional controls, zero-width spaces), line or paragraph separator
+// and invalid byte written as an escape (\u{202e}, \x{ff}), cut as
+// Unique cuts, with the hash of s itself: so that no such byte reaches a
+// scrape, a dashboard or a terminal as it is, and two values stay two.
+func Label(s string, n int) string {
+	if plain(s) {
+		return Unique(s, n)
+	}
+	var b []byte
+	for i, w := 0, 0; i < len(s); i += w {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		w = size
+		switch {
+		case r == utf8.RuneError && size == 1:
+			b = fmt.Appendf(b, `\x{%02x}`, s[i])
+		case !printable(r):
+			b = fmt.Appendf(b, `\u{%x}`, r)
+		default:
+			b = append(b, s[i:i+size]...)
+		}
+	}
+	if len(b) > n-UniqueSuffix {
+		b = []byte(prefix(string(b), n-UniqueSuffix))
+	}
+	sum := sha256.Sum256([]byte(s))
+	return string(b) + "~" + hex.EncodeToString(sum[:hashLen/2])
+}
+
+// plain says s is valid UTF-8 with every rune printable.
+func plain(s string) bool {
+	for _, r := range s {
+		if r == utf8.RuneError || !printable(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// printable says r shows as itself: not a control, format, line or
+// paragraph separator rune.
+func printable(r rune) bool {
+	return !unicode.IsControl(r) && !unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp)
 }

@@ -3,6 +3,7 @@ package clip_test
 import (
 	"strings"
 	"testing"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
@@ -79,5 +80,56 @@ func FuzzUnique(f *testing.F) {
 			require.True(t, utf8.ValidString(got))
 		}
 		require.Equal(t, got, clip.Unique(s, n), "deterministic")
+	})
+}
+
+// TestLabelEscapesWhatWouldNotShowAsItself: a stream name with NUL, a
+// right-to-left override, a zero-width space, a line separator or an
+// invalid byte reaches a label value escaped, with a hash that keeps it
+// apart from the text its escapes spell; plain text, accents and CJK
+// included, stays as it is.
+func TestLabelEscapesWhatWouldNotShowAsItself(t *testing.T) {
+	t.Parallel()
+	for _, s := range []string{"jobs", "téléchargements", "任务", "a b-c_d.e:f"} {
+		require.Equal(t, s, clip.Label(s, 128), "plain text is itself")
+	}
+	cases := map[string]string{
+		"jobs\x00":                `jobs\u{0}`,
+		"jobs\u202egpj.exe":       `jobs\u{202e}gpj.exe`,
+		"a\u200bb":                `a\u{200b}b`,
+		"line\u2028break\nnew":    `line\u{2028}break\u{a}new`,
+		"bad\xffbyte":             `bad\x{ff}byte`,
+		"\u2066isolate\u2069\x7f": `\u{2066}isolate\u{2069}\u{7f}`,
+	}
+	for in, escaped := range cases {
+		got := clip.Label(in, 128)
+		require.True(t, strings.HasPrefix(got, escaped+"~"), "%q became %q", in, got)
+		require.True(t, utf8.ValidString(got))
+		for _, r := range got {
+			require.False(t, unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp), "%q keeps %U", got, r)
+		}
+	}
+	require.NotEqual(t, clip.Label("jobs\x00", 128), clip.Label(`jobs\u{0}`, 128), "an escape is never taken for the text it spells")
+}
+
+// FuzzLabel: whatever the text, a label is valid UTF-8 without a
+// control, format or separator rune, within the bound, and plain text
+// stays Unique's.
+func FuzzLabel(f *testing.F) {
+	f.Add("jobs", 64)
+	f.Add("jobs\x00\u202e", 128)
+	f.Add(strings.Repeat("\xff", 300), 40)
+	f.Fuzz(func(t *testing.T, s string, n int) {
+		n %= 1 << 16
+		got := clip.Label(s, n)
+		require.True(t, utf8.ValidString(got))
+		for _, r := range got {
+			require.False(t, unicode.IsControl(r) || unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp), "%q keeps %U", got, r)
+		}
+		require.LessOrEqual(t, len(got), max(n, clip.UniqueSuffix))
+		if utf8.ValidString(s) && got == clip.Unique(s, n) {
+			return
+		}
+		require.True(t, strings.HasSuffix(got[:len(got)-clip.UniqueSuffix+1], "~") || len(got) == clip.UniqueSuffix, "an escaped value ends with the hash of the text")
 	})
 }

@@ -112,14 +112,17 @@ type GRPC struct {
 	// trigger metadata bounds about 20 KB. From 65536 to 67108864.
 	MaxRecvMsgBytes int `yaml:"maxRecvMsgBytes"`
 	// RefusedCallsPerSecond is how many refused calls (bad input, no
-	// permission, a cap, an unknown target) one connection may have a
-	// second, with five seconds' worth at once; a refused call weighs one
-	// more per 64 KiB of its messages, owed when the connection has too
-	// few left. Past that, the connection's next call is held on arrival,
-	// before its message is read, until it is owed nothing, then answered
-	// as it would have been. A failing Redis refuses nothing. Default 200:
-	// a KEDA with thousands of broken ScaledObjects stays far below it. 0
-	// turns it off.
+	// permission, a cap, an unknown target) all callers may have a second,
+	// a namespace a quarter of it and one caller (a trigger, or the peer
+	// of a call naming none) a fortieth, each with five seconds' worth at
+	// once; a refused call weighs one more per 64 KiB of its request. A
+	// caller past its share has its refused answers held, each in its own
+	// goroutine; a new caller of a namespace past its share, or while all
+	// are past theirs, waits before it is read on, unless pelwarden
+	// serves its trigger. No connection is ever held: KEDA sends every
+	// ScaledObject's calls over one. A failing Redis refuses nothing.
+	// Default 200: a broken ScaledObject polled every second stays below
+	// its share. 0 turns it off.
 	RefusedCallsPerSecond int `yaml:"refusedCallsPerSecond"`
 }
 
@@ -209,6 +212,15 @@ type Scaler struct {
 	// memory and Redis load that ScaledObjects can cause. Default 10000;
 	// must be at least 1.
 	MaxTargets int `yaml:"maxTargets"`
+	// MaxMetricsTargets bounds the targets of triggers whose per-target
+	// series (16 each) /metrics shows, so a scrape stays small however
+	// many targets ScaledObjects name: their namespaces share it in turn
+	// (a namespace with fewer targets shows all of them and leaves the
+	// rest to the others); hygiene.targets are always shown, and
+	// pelwarden_metrics_targets_hidden counts the rest. Default 1000:
+	// about 16,000 series, some 2 MB a scrape in text. 0 shows none; at
+	// least maxTargets shows every target.
+	MaxMetricsTargets int `yaml:"maxMetricsTargets"`
 	// LagEstimateCap is the most entries counted to estimate lag when
 	// XINFO GROUPS reports it as NULL (after deletions). Default 10000; must
 	// be at least 1.
@@ -373,6 +385,7 @@ func Default() Config {
 			TargetIdleExpiry:     10 * time.Minute,
 			ActiveResendInterval: 5 * time.Second,
 			MaxTargets:           10000,
+			MaxMetricsTargets:    1000,
 			LagEstimateCap:       10000,
 
 			MaxActiveStreams:             1000,

@@ -219,6 +219,7 @@ func TestEveryScalerSettingHasAnEnvVariable(t *testing.T) {
 		"PELWARDEN_SCALER_TARGET_IDLE_EXPIRY":               "1h",
 		"PELWARDEN_SCALER_ACTIVE_RESEND_INTERVAL":           "9s",
 		"PELWARDEN_SCALER_MAX_TARGETS":                      "12",
+		"PELWARDEN_SCALER_MAX_METRICS_TARGETS":              "11",
 		"PELWARDEN_SCALER_LAG_ESTIMATE_CAP":                 "34",
 		"PELWARDEN_SCALER_MAX_ACTIVE_STREAMS":               "56",
 		"PELWARDEN_SCALER_MAX_ACTIVE_STREAMS_PER_NAMESPACE": "7",
@@ -237,6 +238,7 @@ func TestEveryScalerSettingHasAnEnvVariable(t *testing.T) {
 		TargetIdleExpiry:     time.Hour,
 		ActiveResendInterval: 9 * time.Second,
 		MaxTargets:           12,
+		MaxMetricsTargets:    11,
 		LagEstimateCap:       34,
 
 		MaxActiveStreams:             56,

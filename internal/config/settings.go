@@ -125,6 +125,7 @@ var settings = []setting{
 		withFlagNamed("target-idle-expiry", "drop a target that no RPC has asked about for this long"),
 	durationSetting("scaler.activeResendInterval", func(c *Config) *time.Duration { return &c.Scaler.ActiveResendInterval }),
 	intSetting("scaler.maxTargets", 1, func(c *Config) *int { return &c.Scaler.MaxTargets }),
+	intSetting("scaler.maxMetricsTargets", 0, func(c *Config) *int { return &c.Scaler.MaxMetricsTargets }),
 	intSetting("scaler.lagEstimateCap", 1, func(c *Config) *int64 { return &c.Scaler.LagEstimateCap }),
 	intSetting("scaler.maxActiveStreams", 1, func(c *Config) *int { return &c.Scaler.MaxActiveStreams }),
 	intSetting("scaler.maxActiveStreamsPerNamespace", 1, func(c *Config) *int { return &c.Scaler.MaxActiveStreamsPerNamespace }),

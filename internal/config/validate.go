@@ -112,6 +112,9 @@ func (c *Config) validate(p *problems) {
 	checkPositive(p, "scaler.targetIdleExpiry", s.TargetIdleExpiry, "10m")
 	checkPositive(p, "scaler.activeResendInterval", s.ActiveResendInterval, "5s")
 	checkAtLeastOne(p, "scaler.maxTargets", int64(s.MaxTargets))
+	if s.MaxMetricsTargets < 0 {
+		p.add("scaler.maxMetricsTargets", "must be a count of targets, 0 for none (default 1000), got %d", s.MaxMetricsTargets)
+	}
 	checkAtLeastOne(p, "scaler.lagEstimateCap", s.LagEstimateCap)
 	checkShare(p, "scaler.maxActiveStreams", s.MaxActiveStreams, "scaler.maxActiveStreamsPerNamespace", s.MaxActiveStreamsPerNamespace)
 	checkShare(p, "scaler.maxActiveStreams", s.MaxActiveStreams, "scaler.maxActiveTargetsPerGroup", s.MaxActiveTargetsPerGroup)

@@ -8,6 +8,11 @@ package kedatest
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/kedacore/keda/v2/pkg/scalers/externalscaler"
 	"google.golang.org/grpc"
@@ -47,4 +52,60 @@ func Poll(ctx context.Context, c externalscaler.ExternalScalerClient, ref *exter
 		return 0, false, err
 	}
 	return value, a.GetResult(), nil
+}
+
+// Tenant is one tenant's broken ScaledObjects, polled as KEDA's scale
+// loop polls each: every interval, spread over it, on the connection the
+// client was made on.
+type Tenant struct {
+	refused atomic.Int64
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+// StartTenant polls, in namespace, broken ScaledObjects whose
+// pendingEntriesCount is not a number and big ones with 900 KB of
+// metadata, each every interval, on stream jobs and group workers.
+func StartTenant(c externalscaler.ExternalScalerClient, namespace string, broken, big int, interval time.Duration) *Tenant {
+	ctx, cancel := context.WithCancel(context.Background())
+	t := &Tenant{cancel: cancel}
+	junk := strings.Repeat("x", 900<<10)
+	for i := range broken + big {
+		md := map[string]string{"stream": "jobs", "consumerGroup": "workers", "pendingEntriesCount": "notanumber"}
+		name := fmt.Sprintf("broken-%d", i)
+		if i >= broken {
+			md = map[string]string{"stream": "jobs", "consumerGroup": "workers", "pendingEntriesCount": "5", "notes": junk}
+			name = fmt.Sprintf("big-%d", i)
+		}
+		ref := &externalscaler.ScaledObjectRef{Namespace: namespace, Name: name, ScalerMetadata: md}
+		t.wg.Go(func() {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(rand.N(interval)):
+			}
+			tick := time.NewTicker(interval)
+			defer tick.Stop()
+			for {
+				if _, _, err := Poll(ctx, c, ref); err != nil && ctx.Err() == nil {
+					t.refused.Add(1)
+				}
+				select {
+				case <-ctx.Done():
+					return
+				case <-tick.C:
+				}
+			}
+		})
+	}
+	return t
+}
+
+// Refused is the polls refused so far.
+func (t *Tenant) Refused() int64 { return t.refused.Load() }
+
+// Stop ends every poll and waits for them.
+func (t *Tenant) Stop() {
+	t.cancel()
+	t.wg.Wait()
 }

@@ -35,8 +35,9 @@ var LabelNames = []string{"redis", "stream", "group"}
 const MaxLabelValue = 128
 
 // LabelValue is s as a label value: itself, or cut to MaxLabelValue with
-// a hash of the whole.
-func LabelValue(s string) string { return clip.Unique(s, MaxLabelValue) }
+// a hash of the whole, its control and bidirectional bytes escaped
+// (clip.Label).
+func LabelValue(s string) string { return clip.Label(s, MaxLabelValue) }
 
 // Labels are the group's Prometheus label values, each a LabelValue, then
 // extra ones as they are.

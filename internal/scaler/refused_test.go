@@ -3,7 +3,9 @@ package scaler
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/kedacore/keda/v2/pkg/scalers/externalscaler"
 	"github.com/stretchr/testify/require"
@@ -80,12 +82,15 @@ func TestGetMetricSpecAnswersARefusedTriggerWithThePlaceholder(t *testing.T) {
 			_, err = s.IsActive(ctx, tc.ref)
 			require.Equal(t, tc.code, status.Code(err), "IsActive: %v", err)
 			require.Contains(t, status.Convert(err).Message(), tc.key)
-			err = s.StreamMetricSpec(tc.ref, noStream[externalscaler.GetMetricSpecResponse]{})
-			require.Equal(t, tc.code, status.Code(err), "StreamMetricSpec holds no stream for a refused trigger: %v", err)
+			specs := newSpecStream()
+			specs.sent = func(*externalscaler.GetMetricSpecResponse) { specs.cancel() }
+			require.NoError(t, s.StreamMetricSpec(tc.ref, specs))
+			require.Len(t, specs.specs, 1)
+			require.True(t, IsRefusedSpec(specs.specs[0]), "StreamMetricSpec sends the placeholder too")
 			err = s.StreamIsActive(tc.ref, noStream[externalscaler.IsActiveResponse]{}) //nolint:contextcheck // a stream carries its own context
 			require.Equal(t, tc.code, status.Code(err), "StreamIsActive: %v", err)
 			require.Empty(t, admitted, "nothing admitted")
-			require.Len(t, refused, 1, "only GetMetricSpec answers the placeholder")
+			require.Len(t, refused, 2, "GetMetricSpec and StreamMetricSpec answered the placeholder")
 		})
 	}
 }
@@ -157,4 +162,67 @@ func TestIsRefusedMetricTakesKEDAsPrefixOnly(t *testing.T) {
 	} {
 		require.Equal(t, want, IsRefusedMetric(name), "%q", name)
 	}
+}
+
+// specStream is a StreamMetricSpec stream that keeps what it is sent and
+// ends when told.
+type specStream struct {
+	noStream[externalscaler.GetMetricSpecResponse]
+	ctx    context.Context
+	cancel context.CancelFunc
+	specs  []*externalscaler.GetMetricSpecResponse
+	sent   func(*externalscaler.GetMetricSpecResponse)
+}
+
+func newSpecStream() *specStream {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &specStream{ctx: ctx, cancel: cancel}
+}
+
+func (s *specStream) Context() context.Context { return s.ctx }
+
+func (s *specStream) Send(m *externalscaler.GetMetricSpecResponse) error {
+	s.specs = append(s.specs, m)
+	s.sent(m)
+	return nil
+}
+
+// TestStreamMetricSpecSendsTheRealSpecOnceATriggerIsAdmitted: a push
+// trigger refused by the policy is sent the placeholder; once the policy
+// admits it, the same stream sends its real spec, which KEDA's operator
+// puts in the HPA with nobody touching the ScaledObject. A trigger
+// refused for a cap is sent nothing until it is served.
+func TestStreamMetricSpecSendsTheRealSpecOnceATriggerIsAdmitted(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	refusal := error(&trigger.Refusal{Code: codes.PermissionDenied, Key: "livenessProfile", Rule: "no rule lets the namespace name it"})
+	s := New(nil, Options{
+		Env: metadata.Env{Conns: []string{"default"}}, ParseCacheSize: 8, ResendInterval: 5 * time.Millisecond,
+		Admit: func(trigger.ID, *metadata.Request) error {
+			mu.Lock()
+			defer mu.Unlock()
+			return refusal
+		},
+	})
+	specs := newSpecStream()
+	specs.sent = func(m *externalscaler.GetMetricSpecResponse) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case IsRefusedSpec(m):
+			refusal = &trigger.Refusal{Code: codes.ResourceExhausted, Rule: "triggers.quotas.scalerTargets"}
+			go func() { // a cap, for a while: nothing is sent meanwhile
+				time.Sleep(50 * time.Millisecond)
+				mu.Lock()
+				refusal = nil
+				mu.Unlock()
+			}()
+		default:
+			specs.cancel()
+		}
+	}
+	require.NoError(t, s.StreamMetricSpec(ref("apps", map[string]string{"stream": "jobs", "consumerGroup": "workers"}), specs))
+	require.Len(t, specs.specs, 2, "the placeholder, then the real spec; nothing while the cap refused it")
+	require.True(t, IsRefusedSpec(specs.specs[0]))
+	require.Equal(t, "pelwarden-default-jobs-workers", specs.specs[1].GetMetricSpecs()[0].GetMetricName())
 }

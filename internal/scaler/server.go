@@ -28,7 +28,9 @@ type Options struct {
 	// RequestTimeout is pelwarden's own deadline for reaching Redis; KEDA
 	// sets none.
 	RequestTimeout time.Duration
-	// ResendInterval is how often StreamIsActive repeats its answer.
+	// ResendInterval is how often StreamIsActive repeats its answer, and
+	// StreamMetricSpec looks again at a refused trigger; below 1,
+	// DefaultResendInterval.
 	ResendInterval time.Duration
 	// Arm wakes StreamIsActive on a new entry; nil falls back to the view's
 	// background refresh.
@@ -45,6 +47,10 @@ type Options struct {
 	// placeholder spec, with the refusal it stands for, so that it is
 	// logged and counted as a refusal although the call succeeded.
 	Refused func(ctx context.Context, refusal error)
+	// OnPlaceholder, when set, is told of a GetMetrics that asks for the
+	// placeholder metric of a trigger pelwarden now serves: an HPA that
+	// KEDA built while the trigger was refused and has not rebuilt.
+	OnPlaceholder func(namespace, name string)
 	// Reported, when set, is told every value GetMetrics reports, under the
 	// metric name KEDA asked for.
 	Reported func(r metadata.Request, metricName string, value int64)
@@ -66,6 +72,10 @@ type Options struct {
 	Log             *slog.Logger
 }
 
+// DefaultResendInterval is Options.ResendInterval when none is given:
+// scaler.activeResendInterval's default.
+const DefaultResendInterval = 5 * time.Second
+
 // Server implements externalscaler.ExternalScalerServer.
 type Server struct {
 	externalscaler.UnimplementedExternalScalerServer
@@ -73,12 +83,20 @@ type Server struct {
 	opts    Options
 	parsed  *parseCache
 	streams *streamQuota
-	active  *activeTargets
+	// specStreams bounds StreamMetricSpec's streams as streams bounds
+	// StreamIsActive's: each holds a goroutine while it is open.
+	specStreams *streamQuota
+	active      *activeTargets
 }
 
 // New returns a Server reading from view.
 func New(view *liveness.View, opts Options) *Server {
-	s := &Server{view: view, opts: opts, streams: newStreamQuota(opts.MaxActiveStreams, opts.MaxActiveStreamsPerNamespace)}
+	if opts.ResendInterval <= 0 {
+		opts.ResendInterval = DefaultResendInterval
+	}
+	s := &Server{view: view, opts: opts,
+		streams:     newStreamQuota("StreamIsActive", opts.MaxActiveStreams, opts.MaxActiveStreamsPerNamespace),
+		specStreams: newStreamQuota("StreamMetricSpec", opts.MaxActiveStreams, opts.MaxActiveStreamsPerNamespace)}
 	s.active = newActiveTargets(s)
 	parse := opts.Parse
 	if parse == nil {
@@ -134,6 +152,9 @@ func (s *Server) GetMetrics(ctx context.Context, req *externalscaler.GetMetricsR
 	// The placeholder's target of 1 was never this trigger's: served, a
 	// trigger that parses now would scale one replica per entry.
 	if IsRefusedMetric(req.GetMetricName()) {
+		if s.opts.OnPlaceholder != nil {
+			s.opts.OnPlaceholder(req.GetScaledObjectRef().GetNamespace(), req.GetScaledObjectRef().GetName())
+		}
 		return nil, status.Error(codes.FailedPrecondition, "metric "+RefusedMetricName+" is a placeholder: the HPA was made while pelwarden refused this trigger, "+
 			"which it serves now; re-apply or touch the ScaledObject so KEDA asks GetMetricSpec again")
 	}
@@ -231,18 +252,59 @@ func (s *Server) StreamIsActive(ref *externalscaler.ScaledObjectRef, stream grpc
 // OpenStreams is the number of StreamIsActive streams open.
 func (s *Server) OpenStreams() int { return s.streams.Open() }
 
-// StreamMetricSpec sends the metric spec once: it derives from metadata
-// alone, so it never changes while the stream is open.
+// StreamMetricSpec sends the metric spec of a trigger, and sends it again
+// when it changes: KEDA's operator keeps the spec a push trigger's stream
+// sent, and rebuilds the HPA on a new one. A served trigger's spec derives
+// from its metadata alone, and is sent once. A refused trigger is sent the
+// placeholder, as GetMetricSpec answers it, and is looked at again every
+// ResendInterval: when it is admitted (a quota freed, a group enrolled)
+// its real spec follows on the same stream, and KEDA's HPA carries it
+// with nobody touching the ScaledObject. A trigger refused for a cap is
+// sent nothing until it is served.
 func (s *Server) StreamMetricSpec(ref *externalscaler.ScaledObjectRef, stream grpc.ServerStreamingServer[externalscaler.GetMetricSpecResponse]) error {
-	r, _, err := s.parse(ref)
+	if err := checkRef(ref); err != nil {
+		return err
+	}
+	release, err := s.specStreams.take(ref.GetNamespace())
 	if err != nil {
 		return err
 	}
-	if err := stream.Send(metricSpec(r)); err != nil {
-		return err
+	defer release()
+	ctx := stream.Context()
+	recheck := time.NewTicker(s.opts.ResendInterval)
+	defer recheck.Stop()
+	sent := ""
+	for {
+		r, _, err := s.parseChecked(ref)
+		var spec *externalscaler.GetMetricSpecResponse
+		switch c := status.Code(err); {
+		case err == nil:
+			spec = metricSpec(r)
+		case c == codes.InvalidArgument || c == codes.PermissionDenied:
+			spec = refusedSpec()
+		case c != codes.ResourceExhausted && c != codes.Unavailable:
+			return err
+		}
+		if spec != nil && spec.GetMetricSpecs()[0].GetMetricName() != sent {
+			if sent == "" && err != nil && s.opts.Refused != nil {
+				s.opts.Refused(ctx, err)
+			}
+			if err := stream.Send(spec); err != nil {
+				return err
+			}
+			sent = spec.GetMetricSpecs()[0].GetMetricName()
+		}
+		if err == nil {
+			recheck.Stop()
+			<-ctx.Done()
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-recheck.C:
+		}
 	}
-	<-stream.Context().Done()
-	return nil
 }
 
 // parse returns the request of a trigger, parsed once and then cached, and

@@ -31,12 +31,14 @@ type ArmFunc func(ctx context.Context, conn, stream string) (Wake, error)
 // maxEchoedNamespace is as much of a namespace as a refusal quotes.
 const maxEchoedNamespace = 64
 
-// streamQuota bounds the StreamIsActive streams open at once, in all and
-// per ScaledObject namespace: each holds a goroutine, a subscription to
+// streamQuota bounds the streams of one method (StreamIsActive or
+// StreamMetricSpec) open at once, in all and per ScaledObject namespace: each holds a goroutine, a subscription to
 // its target and, while inactive, a share of its stream's watch, and any
 // caller that reaches the port can open them. The namespace bound keeps
 // one namespace's streams from taking the whole of the other.
 type streamQuota struct {
+	// method names the streams in a refusal.
+	method            string
 	max, perNamespace int
 
 	mu    sync.Mutex
@@ -44,8 +46,8 @@ type streamQuota struct {
 	perNS map[string]int
 }
 
-func newStreamQuota(maxStreams, perNamespace int) *streamQuota {
-	return &streamQuota{max: maxStreams, perNamespace: perNamespace, perNS: make(map[string]int)}
+func newStreamQuota(method string, maxStreams, perNamespace int) *streamQuota {
+	return &streamQuota{method: method, max: maxStreams, perNamespace: perNamespace, perNS: make(map[string]int)}
 }
 
 // take counts one more stream of namespace, or refuses it with
@@ -56,12 +58,12 @@ func (q *streamQuota) take(namespace string) (release func(), err error) {
 	defer q.mu.Unlock()
 	if q.max > 0 && q.open >= q.max {
 		return nil, status.Errorf(codes.ResourceExhausted,
-			"StreamIsActive: %d streams are open, the most scaler.maxActiveStreams allows; KEDA opens it again later", q.open)
+			"%s: %d streams are open, the most scaler.maxActiveStreams allows; KEDA opens it again later", q.method, q.open)
 	}
 	if q.perNamespace > 0 && q.perNS[namespace] >= q.perNamespace {
 		return nil, status.Errorf(codes.ResourceExhausted,
-			"StreamIsActive: namespace %q has %d streams open, the most scaler.maxActiveStreamsPerNamespace allows; KEDA opens it again later",
-			clip.String(namespace, maxEchoedNamespace), q.perNS[namespace])
+			"%s: namespace %q has %d streams open, the most scaler.maxActiveStreamsPerNamespace allows; KEDA opens it again later",
+			q.method, clip.String(namespace, maxEchoedNamespace), q.perNS[namespace])
 	}
 	q.open++
 	q.perNS[namespace]++

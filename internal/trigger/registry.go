@@ -195,6 +195,30 @@ func (g *Registry) Admit(id ID, r *metadata.Request) error {
 	return g.admit(id, r, now)
 }
 
+// Holders says who holds each target: for a scaler target of triggers,
+// the first namespace in name order of the triggers naming it; and which
+// targets are hygiene.targets', the operator's. /metrics shows a target's
+// series by it.
+func (g *Registry) Holders() (namespaces map[string]string, operator map[string]bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	namespaces = map[string]string{}
+	for ns, sp := range g.spaces {
+		for key := range sp.targets {
+			if held, ok := namespaces[key]; !ok || ns < held {
+				namespaces[key] = ns
+			}
+		}
+	}
+	operator = map[string]bool{}
+	for _, grp := range g.groups {
+		if grp.config != nil {
+			operator[grp.config.Target.Key()] = true
+		}
+	}
+	return namespaces, operator
+}
+
 // Admitted says the trigger id is admitted: its metric is served.
 func (g *Registry) Admitted(id ID) bool {
 	g.mu.Lock()

@@ -135,7 +135,7 @@ func TestRulesAndDashboardRenderAsValidObjects(t *testing.T) {
 		"PelwardenGhostEntriesHeld", "PelwardenGhostsNotScanned", "PelwardenHygieneErrors",
 		"PelwardenSnapshotStale", "PelwardenRedisReadsFailing", "PelwardenDeadLetterGrowing",
 		"PelwardenEntriesStuckOnFieldCollision", "PelwardenTLSCertificateExpiring", "PelwardenTLSReloadFailed", "PelwardenSharedConsumerName",
-		"PelwardenHeartbeatMisconfigured", "PelwardenDisruptionBreakerHolding", "PelwardenScalerErrors",
+		"PelwardenHeartbeatMisconfigured", "PelwardenDisruptionBreakerHolding", "PelwardenScalerErrors", "PelwardenHPAOnPlaceholder",
 	}, alertNames(rule))
 }
 
