@@ -112,12 +112,20 @@ func startHPASuite(t *testing.T) *hpaSuite {
 	return s
 }
 
+// hpaMaxAge is the workers profile's heartbeat max age here. The ghosts'
+// heartbeats are an hour old, so it changes no scenario; a live worker's
+// beats, written every 100 ms by this process, must not look stale when
+// a machine shared with other work stalls the writer for seconds.
+const hpaMaxAge = "10"
+
 // hpaValues are the KEDA suite's chart values with gRPC in plain text and
 // no pod watch: the loop's workers are judged by heartbeats alone.
 func hpaValues(redisAddr string) map[string]any {
 	v := pelwardenValues(redisAddr)
 	v["grpc"] = map[string]any{"shutdownTimeout": "2s"}
 	v["kubernetes"] = map[string]any{"enabled": false}
+	v["triggers"].(map[string]any)["profiles"] = map[string]any{"workers": map[string]any{
+		"liveness": "heartbeat", "heartbeatKey": "hb:{consumer}", "heartbeatMaxAgeSeconds": hpaMaxAge}}
 	return v
 }
 
