@@ -18,10 +18,13 @@ BENCH_PEL ?= 200000,1000000
 # KUBE_BIN is a directory with etcd and kube-apiserver binaries (as
 # setup-envtest provides them); test-kube needs it, bench uses it if set.
 KUBE_BIN  ?=
-# KEDA_BIN is a directory with KEDA's keda-operator binary, KEDA_CRDS one
-# with KEDA's CRDs; test-keda needs them.
+# KEDA_BIN is a directory with KEDA's keda-operator binary (and
+# keda-adapter for test-hpa), KEDA_CRDS one with KEDA's CRDs; test-keda
+# and test-hpa need them. HPA_RESULTS is where test-hpa writes its
+# replica timelines.
 KEDA_BIN  ?=
 KEDA_CRDS ?=
+HPA_RESULTS ?=
 # The release `pelwarden version` reports, and the commit and its time,
 # which stamp the binary and the image (the same commit builds the same
 # image digest).
@@ -44,7 +47,7 @@ RELEASE_DIR = bin/release/$(VERSION)
 
 REDIS_DIRS ?= ../shared/redis
 
-.PHONY: all build test test-kube test-keda compat lint generate bench demo fuzz chaos image check-image release clean
+.PHONY: all build test test-kube test-keda test-hpa compat lint generate bench demo fuzz chaos image check-image release clean
 
 all: build
 
@@ -95,6 +98,28 @@ test-keda:
 		$(if $(KEDA_CRDS),PELWARDEN_KEDA_CRDS=$(abspath $(KEDA_CRDS))) \
 		$(GO) test -tags kube -count=1 -p 1 -timeout 15m -v -run '^TestRealKEDA' ./test/
 
+## test-hpa: KEDA's whole scaling loop with the HPA controller: etcd,
+## kube-apiserver (with its aggregation layer) and kube-controller-manager
+## (HPA, Deployment and ReplicaSet controllers) from KUBE_BIN, KEDA's
+## operator and metrics adapter from KEDA_BIN (a .gz of a binary is
+## unpacked into a temporary directory), pelwarden from the chart's
+## configuration and a real redis-server, in a network namespace of its
+## own: the test binary runs itself again under unshare --net, so it needs
+## root, unshare and ip. One Deployment on pelwarden's trigger beside one
+## on KEDA's redis-streams trigger through ghosts, recovery, scale-down, a
+## burst and a Redis outage; HPA_RESULTS=bench/hpa-loop.json writes both
+## sides' replicas over time, which make generate puts in
+## docs/performance.md (make test-hpa KUBE_BIN=../shared/kube/bin
+## KEDA_BIN=../shared/keda/bin). Fails, never skips, without the binaries
+## or root. About 4 minutes.
+test-hpa:
+	@test -n "$(KUBE_BIN)" || { echo "make test-hpa needs KUBE_BIN=<directory with etcd, kube-apiserver and kube-controller-manager>" >&2; exit 1; }
+	@test -n "$(KEDA_BIN)" || { echo "make test-hpa needs KEDA_BIN=<directory with keda-operator and keda-adapter>" >&2; exit 1; }
+	PELWARDEN_KUBE_BIN=$(abspath $(KUBE_BIN)) PELWARDEN_KEDA_BIN=$(abspath $(KEDA_BIN)) \
+		$(if $(KEDA_CRDS),PELWARDEN_KEDA_CRDS=$(abspath $(KEDA_CRDS))) \
+		$(if $(HPA_RESULTS),PELWARDEN_HPA_RESULTS=$(abspath $(HPA_RESULTS))) \
+		$(GO) test -tags kube -count=1 -p 1 -timeout 15m -v -run '^TestRealHPA' ./test/
+
 ## lint: golangci-lint (pinned in tools/golangci-lint) on every module, buf
 ## lint, and buf breaking against main (changes to pelwarden.v1 must stay
 ## wire-compatible)
@@ -108,7 +133,8 @@ lint:
 ## generate: Go code from proto/ (buf and the plugins pinned in tools/buf),
 ## then the pages of docs/reference/ from the code they describe: the
 ## config structure, the metadata key table, the registered collectors and
-## the chart's PrometheusRule (make test fails while a page is stale)
+## the chart's PrometheusRule, and docs/performance.md's HPA table from
+## bench/hpa-loop.json (make test fails while a page is stale)
 generate:
 	$(BUF) generate
 	$(GO) test -count=1 -run '^TestReferencePagesAreCurrent$$' ./internal/docgen/ -args -write

@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -70,12 +71,20 @@ type kedaEnv struct {
 	api      *realAPI
 	dyn      dynamic.Interface
 	operator *proctest.Proc
+	// kubeconfig, env and certDir are the operator's, which KEDA's
+	// metrics adapter shares; metricsService is where the operator serves
+	// the adapter its metrics over mutual TLS.
+	kubeconfig     string
+	env            []string
+	certDir        string
+	metricsService string
 }
 
 // startKEDA applies the CRDs of crdDir to api and runs KEDA's operator
 // binary against it as a process with an admin kubeconfig, with the flags
-// and environment KEDA's operator needs outside a cluster.
-func startKEDA(t *testing.T, api *realAPI, operator, crdDir string) *kedaEnv {
+// and environment KEDA's operator needs outside a cluster. Its metrics
+// service for KEDA's adapter listens on host.
+func startKEDA(t *testing.T, api *realAPI, operator, crdDir, host string) *kedaEnv {
 	t.Helper()
 	cfg := api.cluster.API.Config()
 	dyn, err := dynamic.NewForConfig(cfg)
@@ -83,9 +92,11 @@ func startKEDA(t *testing.T, api *realAPI, operator, crdDir string) *kedaEnv {
 	applyCRDs(t, dyn, crdDir)
 	kubetest.CreateNamespace(t, api.admin, "keda", nil)
 
+	// One certificate serves the metrics service and is the adapter's
+	// client certificate, which the operator requires.
 	dir := t.TempDir()
 	ca := tlstest.NewCA(t, "keda-metrics-service")
-	serving := ca.Server(t)
+	serving := ca.Peer(t, host, "127.0.0.1", "localhost")
 	for name, data := range tlstest.ServerFiles(serving, ca) {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, name), data, 0o600))
 	}
@@ -94,9 +105,10 @@ func startKEDA(t *testing.T, api *realAPI, operator, crdDir string) *kedaEnv {
 	ports := freePorts(t, 3)
 	env := []string{"KUBECONFIG=" + kubeconfig, "WATCH_NAMESPACE=", "POD_NAMESPACE=keda",
 		"KEDA_CLUSTER_OBJECT_NAMESPACE=keda", "OPERATOR_NAME=keda-operator"}
+	metricsService := net.JoinHostPort(host, ports[2])
 	proc := proctest.StartEnv(t, "keda-operator", operator, env, "--kubeconfig", kubeconfig,
 		"--metrics-bind-address", "127.0.0.1:"+ports[0], "--health-probe-bind-address", "127.0.0.1:"+ports[1],
-		"--metrics-service-bind-address", "127.0.0.1:"+ports[2], "--cert-dir", dir, "--ca-dir", caDir, "--zap-log-level", "info")
+		"--metrics-service-bind-address", metricsService, "--cert-dir", dir, "--ca-dir", caDir, "--zap-log-level", "info")
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Log(proc.Tail(60))
@@ -108,7 +120,7 @@ func startKEDA(t *testing.T, api *realAPI, operator, crdDir string) *kedaEnv {
 		}
 		return httpGet("http://127.0.0.1:" + ports[1] + "/readyz")
 	})
-	return &kedaEnv{api: api, dyn: dyn, operator: proc}
+	return &kedaEnv{api: api, dyn: dyn, operator: proc, kubeconfig: kubeconfig, env: env, certDir: dir, metricsService: metricsService}
 }
 
 func freePorts(t *testing.T, n int) []string {
@@ -196,11 +208,17 @@ func loadExample(t *testing.T, name string) *unstructured.Unstructured {
 // no kubelet runs, so only spec.replicas moves.
 func createDeployment(t *testing.T, e *kedaEnv, namespace, name string) {
 	t.Helper()
+	createDeploymentAt(t, e, namespace, name, 0)
+}
+
+// createDeploymentAt makes a Deployment at replicas.
+func createDeploymentAt(t *testing.T, e *kedaEnv, namespace, name string, replicas int32) {
+	t.Helper()
 	labels := map[string]string{"app": name}
 	d := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
 		Spec: appsv1.DeploymentSpec{
-			Replicas: new(int32(0)),
+			Replicas: new(replicas),
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},

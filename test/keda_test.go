@@ -105,7 +105,7 @@ func startKEDASuite(t *testing.T) *kedaSuite {
 	// once, before it starts anything.
 	operator, crdDir := kedaDirs(t)
 	api := startRealAPI(t, kedaNS)
-	e := startKEDA(t, api, operator, crdDir)
+	e := startKEDA(t, api, operator, crdDir, "127.0.0.1")
 	// With the append-only file the jobs survive the outage of RedisDown,
 	// as a production Redis's do.
 	rs := redistest.Start(t, redistest.Options{AOF: true})

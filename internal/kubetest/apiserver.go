@@ -130,7 +130,7 @@ func (s *APIServer) launch() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := s.c
-	p, err := launch(filepath.Join(c.bin, "kube-apiserver"), []string{
+	args := []string{
 		"--etcd-servers", c.etcdURL,
 		"--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
 		"--secure-port", strconv.Itoa(s.port),
@@ -143,12 +143,39 @@ func (s *APIServer) launch() error {
 		"--token-auth-file", c.path("tokens.csv"),
 		"--service-cluster-ip-range", "10.0.0.0/24",
 		"--allow-privileged",
-	}, c.path(fmt.Sprintf("apiserver-%d.log", s.n)))
+	}
+	if c.opts.Aggregation {
+		args = append(args, c.aggregationFlags()...)
+	}
+	p, err := launch(filepath.Join(c.bin, "kube-apiserver"), args, c.path(fmt.Sprintf("apiserver-%d.log", s.n)))
 	if err != nil {
 		return err
 	}
 	s.proc = p
 	return p.waitReady(s.name(), s.probe)
+}
+
+// frontProxyClient is the name the API server's front-proxy certificate
+// carries, the one name extension servers accept it under.
+const frontProxyClient = "front-proxy-client"
+
+// aggregationFlags are what the aggregation layer needs of the API server.
+// --client-ca-file publishes a client CA in
+// kube-system/extension-apiserver-authentication, without which
+// kube-controller-manager's authentication logs a missing bundle again
+// and again.
+func (c *Cluster) aggregationFlags() []string {
+	return []string{
+		"--client-ca-file", c.path("client-ca.crt"),
+		"--enable-aggregator-routing=true",
+		"--requestheader-client-ca-file", c.path("front-proxy-ca.crt"),
+		"--requestheader-allowed-names", frontProxyClient,
+		"--requestheader-username-headers", "X-Remote-User",
+		"--requestheader-group-headers", "X-Remote-Group",
+		"--requestheader-extra-headers-prefix", "X-Remote-Extra-",
+		"--proxy-client-cert-file", c.path("front-proxy-client.crt"),
+		"--proxy-client-key-file", c.path("front-proxy-client.key"),
+	}
 }
 
 // probe asks /readyz with the admin token, over TLS verified by the CA.

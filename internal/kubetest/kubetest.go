@@ -33,8 +33,9 @@ const EnvBin = "PELWARDEN_KUBE_BIN"
 // serves the same certificate, issued by CA for 127.0.0.1, and accepts the
 // same admin token, so one client configuration fits any of them.
 type Cluster struct {
-	bin string
-	dir string
+	bin  string
+	dir  string
+	opts Options
 	// CA issued the API servers' serving certificate.
 	CA *tlstest.CA
 	// AdminToken authenticates as a member of system:masters.
@@ -49,17 +50,34 @@ type Cluster struct {
 	servers []*APIServer
 }
 
+// Options change what the API servers of a Cluster serve.
+type Options struct {
+	// Aggregation serves the API groups of extension servers, such as
+	// KEDA's metrics adapter, through the aggregation layer: the API
+	// server authenticates to them with a front-proxy client certificate
+	// whose CA they trust from kube-system/extension-apiserver-authentication,
+	// and dials a Service's endpoints rather than its cluster IP, which
+	// nothing routes without kube-proxy.
+	Aggregation bool
+}
+
 // Start runs etcd and one API server, waits until the API server is ready,
 // and stops both when the test ends. It fails the test, with the log tail
 // of what did not start, if the binaries are missing or a server does not
 // come up.
 func Start(tb testing.TB) *Cluster {
 	tb.Helper()
+	return StartWith(tb, Options{})
+}
+
+// StartWith is Start with the API servers run as opts says.
+func StartWith(tb testing.TB, opts Options) *Cluster {
+	tb.Helper()
 	bin, err := BinDir()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	c := &Cluster{bin: bin, dir: tb.TempDir(), CA: tlstest.NewCA(tb, "kubetest")}
+	c := &Cluster{bin: bin, dir: tb.TempDir(), opts: opts, CA: tlstest.NewCA(tb, "kubetest")}
 	if err := c.prepare(tb); err != nil {
 		tb.Fatalf("kubetest: %v", err)
 	}
@@ -115,6 +133,14 @@ func (c *Cluster) prepare(tb testing.TB) error {
 		"sa.key":      saKey,
 		"sa.pub":      saPub,
 		"tokens.csv":  []byte(c.AdminToken + `,admin,admin-uid,"system:masters"` + "\n"),
+	}
+	if c.opts.Aggregation {
+		proxyCA := tlstest.NewCA(tb, "kubetest-front-proxy")
+		client := proxyCA.Client(tb, frontProxyClient)
+		files["client-ca.crt"] = c.CA.CertPEM
+		files["front-proxy-ca.crt"] = proxyCA.CertPEM
+		files["front-proxy-client.crt"] = client.CertPEM
+		files["front-proxy-client.key"] = client.KeyPEM
 	}
 	for name, data := range files {
 		if err := os.WriteFile(c.path(name), data, 0o600); err != nil {

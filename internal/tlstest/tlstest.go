@@ -60,6 +60,19 @@ func NewCA(tb testing.TB, name string) *CA {
 // issued for 127.0.0.1 and localhost, which loopback tests dial.
 func (ca *CA) Server(tb testing.TB, hosts ...string) Pair {
 	tb.Helper()
+	return ca.issue(tb, hostTemplate(tb, hosts, x509.ExtKeyUsageServerAuth))
+}
+
+// Peer issues a certificate for hosts, as Server does, that is also good
+// for client authentication: one identity for both ends of mutual TLS,
+// as KEDA's operator and its metrics adapter share one.
+func (ca *CA) Peer(tb testing.TB, hosts ...string) Pair {
+	tb.Helper()
+	return ca.issue(tb, hostTemplate(tb, hosts, x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth))
+}
+
+func hostTemplate(tb testing.TB, hosts []string, usage ...x509.ExtKeyUsage) *x509.Certificate {
+	tb.Helper()
 	if len(hosts) == 0 {
 		hosts = []string{"127.0.0.1", "localhost"}
 	}
@@ -71,8 +84,8 @@ func (ca *CA) Server(tb testing.TB, hosts ...string) Pair {
 			tmpl.DNSNames = append(tmpl.DNSNames, h)
 		}
 	}
-	tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-	return ca.issue(tb, tmpl)
+	tmpl.ExtKeyUsage = usage
+	return tmpl
 }
 
 // Client issues a client certificate with common name cn.
