@@ -93,7 +93,7 @@ func startHPASuite(t *testing.T) *hpaSuite {
 	redistest.CreateGroup(t, rdb, kedaStream, kedaGroup)
 	bin := os.Getenv(envHPAPelwarden)
 	require.NotEmpty(t, bin, "%s names the pelwarden binary built outside the namespace", envHPAPelwarden)
-	pw := startPelwardenFromChart(t, bin, hpaValues(rs.Addr()), map[string][]byte{})
+	pw := startPelwardenFromChart(t, bin, hpaValues(rs.Addr()), map[string][]byte{}, nil)
 
 	s := &hpaSuite{kedaSuite: &kedaSuite{kedaEnv: e, redis: rs, rdb: rdb, pw: pw}, controllers: controllers, adapter: adapter, started: started}
 	for _, side := range hpaSides {
