@@ -136,6 +136,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzRequestValidation -fuzztime 60s ./internal/admin/
 	$(GO) test -run '^$$' -fuzz FuzzHashSlot -fuzztime 30s ./internal/redisx/
 	$(GO) test -run '^$$' -fuzz FuzzTriggerBounds -fuzztime 30s ./internal/metadata/
+	$(GO) test -run '^$$' -fuzz FuzzCheckConnection -fuzztime 30s ./internal/metadata/
 	$(GO) test -run '^$$' -fuzz FuzzMetricName -fuzztime 30s ./internal/metadata/
 	$(GO) test -run '^$$' -fuzz FuzzOwnerMatch -fuzztime 60s ./internal/liveness/
 	$(GO) test -run '^$$' -fuzz FuzzUnique -fuzztime 30s ./internal/clip/
