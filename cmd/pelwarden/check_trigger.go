@@ -50,6 +50,11 @@ checked. Exits 1 when either would be refused, so CI can lint ScaledObjects:
 }
 
 func renderCheck(w io.Writer, res *pelwardenv1.CheckTriggerResponse) {
+	defer func() {
+		for _, n := range res.GetNotes() {
+			fmt.Fprintf(w, "note     %s\n", n)
+		}
+	}()
 	if res.GetCode() != codes.OK.String() {
 		fmt.Fprintf(w, "metric   refused %s: %s\n", res.GetCode(), res.GetMessage())
 		return
