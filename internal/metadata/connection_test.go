@@ -44,12 +44,12 @@ func TestConnectionKeysThatAgreeWithTheConnectionAreServed(t *testing.T) {
 	for name, md := range map[string]map[string]string{
 		"standalone, every key": connTrigger("databaseIndex", "0", "enableTLS", "false", "unsafeSsl", "false",
 			"address", "Redis.Jobs.Svc.:6379", "host", "redis.jobs.svc", "port", "6379", "hostFromEnv", "redis.jobs.svc", "portFromEnv", "6379"),
-		"db 1 named":            connTrigger("redis", "db1", "databaseIndex", "1"),
-		"tls":                   connTrigger("redis", "secure", "enableTLS", "true", "addresses", "redis-tls.jobs.svc:6380"),
-		"cluster seeds, some":   connTrigger("redis", "cluster", "addresses", "node-2:6379, node-0:6379", "databaseIndex", "0"),
-		"cluster hosts, ports":  connTrigger("redis", "cluster", "hosts", "node-0,node-1", "ports", "6379,6379"),
-		"sentinels and master":  connTrigger("redis", "ha", "addresses", "sentinel-1:26379", "sentinelMaster", "mymaster"),
-		"resolved from the env": connTrigger("redis", "ha", "addressesFromEnv", "sentinel-0:26379", "sentinelMasterFromEnv", "mymaster"),
+		"db 1 named":                           connTrigger("redis", "db1", "databaseIndex", "1"),
+		"tls":                                  connTrigger("redis", "secure", "enableTLS", "true", "addresses", "redis-tls.jobs.svc:6380"),
+		"cluster seeds, some":                  connTrigger("redis", "cluster", "addresses", "node-2:6379, node-0:6379", "databaseIndex", "0"),
+		"cluster hosts, ports":                 connTrigger("redis", "cluster", "hosts", "node-0,node-1", "ports", "6379,6379"),
+		"sentinels and master":                 connTrigger("redis", "ha", "addresses", "sentinel-1:26379", "sentinelMaster", "mymaster"),
+		"resolved from the env":                connTrigger("redis", "ha", "addressesFromEnv", "sentinel-0:26379", "sentinelMasterFromEnv", "mymaster"),
 		"empty values say nothing, as in KEDA": connTrigger("databaseIndex", " ", "address", ""),
 	} {
 		t.Run(name, func(t *testing.T) {
