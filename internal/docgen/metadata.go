@@ -2,6 +2,7 @@ package docgen
 
 import (
 	"bytes"
+	"strings"
 
 	"github.com/pelwarden/pelwarden/internal/metadata"
 )
@@ -53,5 +54,33 @@ func writeMetadata(b *bytes.Buffer) error {
 			row(b, code(k.Name), k.Accepted, k.Default, k.Doc, trigger)
 		}
 	}
+	return nil
+}
+
+// KEDAKeys is docs/reference/keda-keys.md: metadata.KEDAKeys, the
+// contract with KEDA's Redis Streams scalers that the parser walks.
+func KEDAKeys() (Page, error) {
+	return page("docs/reference/keda-keys.md", "internal/metadata (KEDAKeys)", writeKEDAKeys)
+}
+
+func writeKEDAKeys(b *bytes.Buffer) error {
+	b.WriteString("# KEDA's keys\n\n")
+	b.WriteString("Every trigger metadata key that KEDA v2.21's `redis-streams`, `redis-cluster-streams` and " +
+		"`redis-sentinel-streams` scalers read, and what pelwarden does with it once the trigger moves to `type: external` " +
+		"(KEDA forwards every key, and each `FromEnv` key with the value it resolved from the workload's environment). " +
+		"A trigger gets KEDA's number, less the entries ghosts hold, or an `InvalidArgument` refusal naming the key; " +
+		"never a number read from another database, server or rule. KEDA reads `tls`, `ca`, `cert`, `key` and `keyPassword` " +
+		"from a TriggerAuthentication only, which it never forwards: the connection's `tls` block holds them.\n\n")
+	header(b, "key", "KEDA's scaler", "pelwarden", "treatment")
+	for _, k := range metadata.KEDAKeys {
+		names := make([]string, 0, 2)
+		for _, n := range k.Names() {
+			names = append(names, code(n))
+		}
+		row(b, strings.Join(names, ", "), k.KEDA, k.Pelwarden, k.Treatment.String())
+	}
+	b.WriteString("\nA connection key that disagrees is refused with what the connection has and the fix: the connection " +
+		"(`redis: <name>`) that agrees with every connection key of the trigger and that its namespace may reach, or, " +
+		"where none does, to add one. A value resolved from the environment is never quoted.\n")
 	return nil
 }

@@ -71,7 +71,7 @@ var KEDAKeys = []KEDAKey{
 		Pelwarden: "The same, less the entries ghosts hold; default `5`. A decimal of at least 1 is taken too; below 1 is refused."},
 	{Name: "lagCount", KEDA: "Target lag per replica (`XINFO GROUPS`); wins over `pendingEntriesCount`; `0` is unset. " +
 		"A group not created yet counts the stream's length.", Treatment: Honoured,
-		Pelwarden: "The same, wins over `pendingEntriesCount`; `0` and an empty value are refused, naming the key."},
+		Pelwarden: "The same, a group not created yet included; `0` and an empty value are refused, naming the key."},
 	{Name: KeyStreamLength, KEDA: "Target `XLEN` per replica, read only without a group.", Treatment: Honoured,
 		Pelwarden: "Ignored beside a group, as in KEDA, but must be a number >= 0."},
 	{Name: "activationLagCount", KEDA: "Active when the metric, whichever it is, is above this; default `0`.", Treatment: Honoured,
