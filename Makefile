@@ -68,7 +68,10 @@ test-kube:
 ## and its CRDs from KEDA_CRDS (default: crds beside KEDA_BIN), pelwarden
 ## as a process from the chart's rendered configuration, a real
 ## redis-server (make test-keda KUBE_BIN=../shared/kube/bin
-## KEDA_BIN=../shared/keda/bin). Fails, never skips, without the binaries.
+## KEDA_BIN=../shared/keda/bin). Then the conformance table: KEDA's own
+## Redis Streams scalers (keda-oracle.gz in KEDA_BIN) beside pelwarden on
+## a server, a TLS server, a cluster and sentinels. Fails, never skips,
+## without the binaries.
 test-keda:
 	@test -n "$(KUBE_BIN)" || { echo "make test-keda needs KUBE_BIN=<directory with etcd and kube-apiserver>" >&2; exit 1; }
 	@test -n "$(KEDA_BIN)" || { echo "make test-keda needs KEDA_BIN=<directory with keda-operator>" >&2; exit 1; }
