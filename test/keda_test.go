@@ -106,7 +106,7 @@ func startKEDASuite(t *testing.T) *kedaSuite {
 	kubeconfig, err := os.ReadFile(kubetest.WriteKubeconfig(t, &cfg))
 	require.NoError(t, err)
 	bin := proctest.Build(t, "../cmd/pelwarden")[0]
-	pw := startPelwardenFromChart(t, bin, pelwardenValues(rs.Addr()), map[string][]byte{
+	pw := startPelwardenFromChart(t, bin, pelwardenValues(t, rs.Addr()), map[string][]byte{
 		"grpc-tls/tls.crt": serving.CertPEM, "grpc-tls/tls.key": serving.KeyPEM,
 		"grpc-tls/client-ca.crt": ca.CertPEM, "kubeconfig": kubeconfig,
 	})
