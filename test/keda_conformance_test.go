@@ -24,9 +24,9 @@ import (
 // KEDA's own scaler code and, moved by the documented two lines, by KEDA's
 // external scaler client against pelwarden.
 type conformance struct {
-	name    string
+	name  string
 	setup string
-	typ     string
+	typ   string
 	// md is KEDA's trigger metadata; auth its TriggerAuthentication's
 	// parameters; env the workload's environment.
 	md, auth, env map[string]string
@@ -51,7 +51,7 @@ type conformance struct {
 // comes from keda-oracle, KEDA's own scaler code; pelwarden's through
 // KEDA's own external scaler client, after the two-line move. Each case
 // gets KEDA's metric, target and activity (less what a ghost holds), or an
-// InvalidArgument naming the key it cannot honour; a key pelwarden
+// InvalidArgument naming the key it cannot honor; a key pelwarden
 // ignored while KEDA's scaler read it fails the case. The table of both
 // values is logged.
 func TestRealKEDAConformanceMovedTriggersGetKEDAsNumberOrARefusalNamingTheKey(t *testing.T) {
@@ -251,11 +251,11 @@ func documentedTrigger(t *testing.T, path string) (typ string, params []string, 
 	dec := yaml.NewDecoder(bytes.NewReader(raw))
 	for {
 		var doc map[string]any
-		if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
+		err := dec.Decode(&doc)
+		if errors.Is(err, io.EOF) {
 			break
-		} else {
-			require.NoError(t, err, path)
 		}
+		require.NoError(t, err, path)
 		if doc["kind"] == "TriggerAuthentication" {
 			for _, r := range doc["spec"].(map[string]any)["secretTargetRef"].([]any) {
 				params = append(params, r.(map[string]any)["parameter"].(string))

@@ -63,7 +63,7 @@ func startOracle(t *testing.T) oracle {
 	require.NoError(t, err)
 	out, err := os.OpenFile(bin, os.O_CREATE|os.O_WRONLY, 0o700)
 	require.NoError(t, err)
-	_, err = io.Copy(out, zr) //nolint:gosec // G110: KEDA's binary from the test's own shared directory
+	_, err = io.Copy(out, zr)
 	require.NoError(t, err)
 	require.NoError(t, out.Close())
 	return oracle{bin: bin}

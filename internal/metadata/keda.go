@@ -11,10 +11,10 @@ type Treatment int
 
 // The treatments, in reference order.
 const (
-	// Honoured keys mean here what they mean to KEDA's scaler: the same
+	// Honored keys mean here what they mean to KEDA's scaler: the same
 	// metric, default, activation and precedence. Where a value would give
 	// another number, the trigger is refused, naming the key.
-	Honoured Treatment = iota
+	Honored Treatment = iota
 	// Checked keys say how to reach Redis, which pelwarden's named
 	// connection decides: a value that disagrees with the connection is
 	// refused, naming the key, the connection's value and the fix, so no
@@ -29,7 +29,7 @@ const (
 )
 
 func (t Treatment) String() string {
-	return [...]string{"honoured", "checked against the connection", "credential: never kept; remove it"}[t]
+	return [...]string{"honored", "checked against the connection", "credential: never kept; remove it"}[t]
 }
 
 // KEDAKey is one key of KEDA's Redis Streams scalers (v2.21) and what
@@ -62,19 +62,19 @@ const envSuffix = "FromEnv"
 // keyPassword from a TriggerAuthentication only, which it never forwards
 // to an external scaler: the connection's tls block holds them.
 var KEDAKeys = []KEDAKey{
-	{Name: KeyStream, KEDA: "The stream; required.", Treatment: Honoured,
+	{Name: KeyStream, KEDA: "The stream; required.", Treatment: Honored,
 		Pelwarden: "The same. A name with white space around it, which KEDA trims, is refused."},
-	{Name: KeyConsumerGroup, KEDA: "The group; without it KEDA reports the stream's length (`XLEN`).", Treatment: Honoured,
+	{Name: KeyConsumerGroup, KEDA: "The group; without it KEDA reports the stream's length (`XLEN`).", Treatment: Honored,
 		Pelwarden: "Required: without it the trigger is refused, naming `consumerGroup` (a length holds no ghost-held entries to leave out). " +
 			"A name with white space around it is refused."},
-	{Name: "pendingEntriesCount", KEDA: "Target `XPENDING` count per replica; the metric unless `lagCount` is set; default `5`.", Treatment: Honoured,
+	{Name: "pendingEntriesCount", KEDA: "Target `XPENDING` count per replica; the metric unless `lagCount` is set; default `5`.", Treatment: Honored,
 		Pelwarden: "The same, less the entries ghosts hold; default `5`. A decimal of at least 1 is taken too; below 1 is refused."},
 	{Name: "lagCount", KEDA: "Target lag per replica (`XINFO GROUPS`); wins over `pendingEntriesCount`; `0` is unset. " +
-		"A group not created yet counts the stream's length.", Treatment: Honoured,
+		"A group not created yet counts the stream's length.", Treatment: Honored,
 		Pelwarden: "The same, a group not created yet included; `0` and an empty value are refused, naming the key."},
-	{Name: KeyStreamLength, KEDA: "Target `XLEN` per replica, read only without a group.", Treatment: Honoured,
+	{Name: KeyStreamLength, KEDA: "Target `XLEN` per replica, read only without a group.", Treatment: Honored,
 		Pelwarden: "Ignored beside a group, as in KEDA, but must be a number >= 0."},
-	{Name: "activationLagCount", KEDA: "Active when the metric, whichever it is, is above this; default `0`.", Treatment: Honoured,
+	{Name: "activationLagCount", KEDA: "Active when the metric, whichever it is, is above this; default `0`.", Treatment: Honored,
 		Pelwarden: "The same."},
 	{Name: "databaseIndex", KEDA: "The database to `SELECT`; ignored by `redis-cluster-streams`.", Treatment: Checked,
 		Pelwarden: "Must equal `redis[].db` of the connection (a cluster's is 0).", check: checkDB},

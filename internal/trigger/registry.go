@@ -231,7 +231,7 @@ func (g *Registry) admit(id ID, r *metadata.Request, now time.Time) error {
 		// Once per trigger, as a refused hygiene request is: again only
 		// after the registry forgot it.
 		g.opts.Log.Warn("trigger metadata carries Redis credentials that KEDA sent in clear text; pelwarden never uses them",
-			"namespace", ns, "scaledObject", id.Name, "target", r.Target.GroupRef.String(), "keys", r.Credentials,
+			"namespace", ns, "scaledObject", id.Name, "target", r.Target.String(), "keys", r.Credentials,
 			"advice", metadata.CredentialAdvice(r.Credentials))
 	}
 	if r.HygieneErr != nil || r.Hygiene.Mode != policy.ReclaimOff {
