@@ -67,7 +67,9 @@ func (a *App) checkTrigger(ctx context.Context, namespace string, md map[string]
 // KEDA's does. Lag counts no pending entry, so it has nothing to judge.
 func (a *App) idleNote(ctx context.Context, r metadata.Request) string {
 	s := r.Target.Spec
-	if !s.Idle || s.Heartbeat || s.Kubernetes || r.Metric == policy.Lag {
+	// Without connections (a check from the configuration alone) no
+	// server's version can be known.
+	if a.conns == nil || !s.Idle || s.Heartbeat || s.Kubernetes || r.Metric == policy.Lag {
 		return ""
 	}
 	fromDeliveries, judgesHolders := a.conns.IdleRule(ctx, r.Target.Conn, r.Target.Stream)
