@@ -37,9 +37,10 @@ func writeMetadata(b *bytes.Buffer) error {
 	b.WriteString("# Trigger metadata reference\n\n")
 	b.WriteString("Every key of a KEDA `external` trigger's metadata that pelwarden reads, and of `hygiene.targets` in its " +
 		"configuration: what it accepts, its default, what it does, and what the trigger policy (`triggers` in the " +
-		"configuration) asks of a trigger that sets it. Keys pelwarden does not know are ignored: KEDA forwards every key " +
-		"of a trigger, `scalerAddress` among them. A malformed metric or liveness value is answered with `InvalidArgument` " +
-		"naming the key and what it accepts.\n")
+		"configuration) asks of a trigger that sets it. KEDA forwards every key of a trigger: the keys of KEDA's Redis " +
+		"Streams scalers are treated as [KEDA's keys](keda-keys.md) says, and any other (`scalerAddress` among " +
+		"them) is ignored. A malformed metric or liveness value is answered with `InvalidArgument` naming the key and " +
+		"what it accepts.\n")
 	for _, s := range metadataSections {
 		b.WriteString("\n## " + s.title + "\n\n" + s.intro + "\n\n")
 		header(b, "key", "accepted", "default", "what it does", "from a trigger")
