@@ -47,8 +47,10 @@ type KEDAKey struct {
 	// Pelwarden is what pelwarden does with it.
 	Pelwarden string
 	// check holds a Checked key's value, trimmed and not empty, to the
-	// connection; nil for the other treatments.
-	check func(v string, c Connection) (have string, ok bool, err string)
+	// connection: it says what the connection has, whether the two agree,
+	// and, for a value KEDA could not read, what the key accepts. nil for
+	// the other treatments.
+	check func(v string, c Connection) (have string, ok bool, malformed string)
 }
 
 // envSuffix is the suffix of the keys whose value KEDA resolved from the
