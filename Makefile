@@ -1,5 +1,5 @@
-# pelwarden — every target works on a fresh machine with Go 1.26 and
-# redis-server on PATH (.ci/run installs it with apt-get).
+# pelwarden — every target works on a fresh machine with Go 1.26,
+# redis-server and openssl on PATH (.ci/run installs them with apt-get).
 
 GO        ?= go
 BIN       := bin/pelwarden
