@@ -1,5 +1,5 @@
-# pelwarden — every target works on a fresh machine with Go 1.26 and
-# redis-server on PATH (.ci/run installs it with apt-get).
+# pelwarden — every target works on a fresh machine with Go 1.26,
+# redis-server and openssl on PATH (.ci/run installs them with apt-get).
 
 GO        ?= go
 BIN       := bin/pelwarden
@@ -90,7 +90,10 @@ test-kube:
 ## and its CRDs from KEDA_CRDS (default: crds beside KEDA_BIN), pelwarden
 ## as a process from the chart's rendered configuration, a real
 ## redis-server (make test-keda KUBE_BIN=../shared/kube/bin
-## KEDA_BIN=../shared/keda/bin). Fails, never skips, without the binaries.
+## KEDA_BIN=../shared/keda/bin). Then the conformance table: KEDA's own
+## Redis Streams scalers (keda-oracle.gz in KEDA_BIN) beside pelwarden on
+## a server, a TLS server, a cluster and sentinels. Fails, never skips,
+## without the binaries.
 test-keda:
 	@test -n "$(KUBE_BIN)" || { echo "make test-keda needs KUBE_BIN=<directory with etcd and kube-apiserver>" >&2; exit 1; }
 	@test -n "$(KEDA_BIN)" || { echo "make test-keda needs KEDA_BIN=<directory with keda-operator>" >&2; exit 1; }
@@ -181,6 +184,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzRequestValidation -fuzztime 60s ./internal/admin/
 	$(GO) test -run '^$$' -fuzz FuzzHashSlot -fuzztime 30s ./internal/redisx/
 	$(GO) test -run '^$$' -fuzz FuzzTriggerBounds -fuzztime 30s ./internal/metadata/
+	$(GO) test -run '^$$' -fuzz FuzzCheckConnection -fuzztime 30s ./internal/metadata/
 	$(GO) test -run '^$$' -fuzz FuzzMetricName -fuzztime 30s ./internal/metadata/
 	$(GO) test -run '^$$' -fuzz FuzzOwnerMatch -fuzztime 60s ./internal/liveness/
 	$(GO) test -run '^$$' -fuzz FuzzUnique -fuzztime 30s ./internal/clip/

@@ -30,6 +30,8 @@ type pelwarden struct {
 	client externalscaler.ExternalScalerClient
 	conn   *grpc.ClientConn
 	stop   func()
+	// logs is the tail of pelwarden's log.
+	logs *tailLog
 }
 
 // testConfig is pelwarden's configuration for tests: free loopback ports,
@@ -104,7 +106,7 @@ func runPelwardenLogging(t *testing.T, cfg config.Config, creds credentials.Tran
 	go func() { done <- a.Run(ctx) }()
 	conn, err := grpc.NewClient(a.GRPCAddr(), grpc.WithTransportCredentials(creds))
 	require.NoError(t, err)
-	p := &pelwarden{app: a, client: externalscaler.NewExternalScalerClient(conn), conn: conn}
+	p := &pelwarden{app: a, client: externalscaler.NewExternalScalerClient(conn), conn: conn, logs: logs}
 	var stopped bool
 	p.stop = func() {
 		if stopped {

@@ -93,7 +93,7 @@ func startHPASuite(t *testing.T) *hpaSuite {
 	redistest.CreateGroup(t, rdb, kedaStream, kedaGroup)
 	bin := os.Getenv(envHPAPelwarden)
 	require.NotEmpty(t, bin, "%s names the pelwarden binary built outside the namespace", envHPAPelwarden)
-	pw := startPelwardenFromChart(t, bin, hpaValues(rs.Addr()), map[string][]byte{}, nil)
+	pw := startPelwardenFromChart(t, bin, hpaValues(t, rs.Addr()), map[string][]byte{}, nil)
 
 	s := &hpaSuite{kedaSuite: &kedaSuite{kedaEnv: e, redis: rs, rdb: rdb, pw: pw}, controllers: controllers, adapter: adapter, started: started}
 	for _, side := range hpaSides {
@@ -120,8 +120,8 @@ const hpaMaxAge = "10"
 
 // hpaValues are the KEDA suite's chart values with gRPC in plain text and
 // no pod watch: the loop's workers are judged by heartbeats alone.
-func hpaValues(redisAddr string) map[string]any {
-	v := pelwardenValues(redisAddr)
+func hpaValues(t *testing.T, redisAddr string) map[string]any {
+	v := pelwardenValues(t, redisAddr)
 	v["grpc"] = map[string]any{"shutdownTimeout": "2s"}
 	v["kubernetes"] = map[string]any{"enabled": false}
 	v["triggers"].(map[string]any)["profiles"] = map[string]any{"workers": map[string]any{

@@ -192,11 +192,11 @@ func condition(obj *unstructured.Unstructured, typ string) map[string]any {
 	return nil
 }
 
-// loadExample reads one object from examples/keda, the file
-// docs/getting-started.md shows.
+// loadExample reads one object of the first install (the chart's
+// examples), the file docs/getting-started.md shows.
 func loadExample(t *testing.T, name string) *unstructured.Unstructured {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("..", "examples", "keda", name))
+	raw, err := os.ReadFile(filepath.Join(firstInstallDir, name))
 	require.NoError(t, err)
 	objs, err := kubetest.Decode(string(raw))
 	require.NoError(t, err)
@@ -294,31 +294,31 @@ func (e *kedaEnv) events(t *testing.T, namespace, name string) []string {
 }
 
 // pelwardenValues are the chart values the suite renders pelwarden's
-// configuration from: mutual TLS on gRPC, the test's Redis, the pod watch
-// through a kubeconfig, and a trigger policy that lets namespace jobs
-// enroll its stream for hygiene judged by the workers profile. The
-// thresholds are short so the scenarios take seconds.
-func pelwardenValues(redisAddr string) map[string]any {
-	return map[string]any{
-		"grpc": map[string]any{"shutdownTimeout": "2s", "tls": map[string]any{
-			"enabled": true, "secretName": "pelwarden-grpc", "clientCA": map[string]any{"enabled": true}}},
-		"kubernetes": map[string]any{"enabled": true, "kubeconfig": "/etc/pelwarden/kubeconfig"},
-		"redis": []any{map[string]any{"name": "default", "addr": redisAddr,
-			"dialTimeout": "300ms", "readTimeout": "300ms", "writeTimeout": "300ms"}},
-		"scaler":  map[string]any{"refreshInterval": "200ms", "maxSnapshotAge": "500ms", "requestTimeout": "1s"},
-		"hygiene": map[string]any{"scanInterval": "1s", "leaseTTL": "3s"},
-		"triggers": map[string]any{
-			"reclaim": "requeue",
-			"warmUp":  "3s",
-			"floors":  map[string]any{"entryStale": "1s", "ghostIdle": "1s", "heartbeatMaxAge": "1s", "podDeletionGrace": "1s", "maxDeliveries": 3},
-			"profiles": map[string]any{"workers": map[string]any{
-				"liveness": "heartbeat", "heartbeatKey": "hb:{consumer}", "heartbeatMaxAgeSeconds": "3"},
-				// A profile no rule lets a namespace name yet (PolicyAdmits).
-				"batch": map[string]any{"liveness": "heartbeat", "heartbeatKey": "hb:{consumer}", "heartbeatMaxAgeSeconds": "3"}},
-			"rules": []any{map[string]any{"namespaces": []any{"jobs"}, "redis": []any{"default"},
-				"profiles": []any{"workers"}, "hygieneStreams": []any{"jobs"}}},
-		},
-	}
+// configuration from: the first install's (examples/values.yaml: mutual
+// TLS on gRPC, and the trigger policy that lets namespace jobs name the
+// workers profile and enroll its stream), with the test's Redis, the pod
+// watch through a kubeconfig, and thresholds short enough that the
+// scenarios take seconds.
+func pelwardenValues(t *testing.T, redisAddr string) map[string]any {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(firstInstallDir, "values.yaml"))
+	require.NoError(t, err)
+	var v map[string]any
+	require.NoError(t, yaml.Unmarshal(raw, &v))
+	v["redis"] = []any{map[string]any{"name": "default", "addr": redisAddr,
+		"dialTimeout": "300ms", "readTimeout": "300ms", "writeTimeout": "300ms"}}
+	v["kubernetes"] = map[string]any{"enabled": true, "kubeconfig": "/etc/pelwarden/kubeconfig"}
+	v["scaler"] = map[string]any{"refreshInterval": "200ms", "maxSnapshotAge": "500ms", "requestTimeout": "1s"}
+	v["hygiene"] = map[string]any{"scanInterval": "1s", "leaseTTL": "3s"}
+	v["grpc"].(map[string]any)["shutdownTimeout"] = "2s"
+	tr := v["triggers"].(map[string]any)
+	tr["warmUp"] = "3s"
+	tr["floors"] = map[string]any{"entryStale": "1s", "ghostIdle": "1s", "heartbeatMaxAge": "1s", "podDeletionGrace": "1s", "maxDeliveries": 3}
+	profiles := tr["profiles"].(map[string]any)
+	profiles["workers"].(map[string]any)["heartbeatMaxAgeSeconds"] = "3"
+	// A profile no rule lets a namespace name yet (PolicyAdmits).
+	profiles["batch"] = map[string]any{"liveness": "heartbeat", "heartbeatKey": "hb:{consumer}", "heartbeatMaxAgeSeconds": "3"}
+	return v
 }
 
 // pelwardenProc is pelwarden run as a process from the chart's rendered

@@ -128,7 +128,7 @@ func kedaPolicyAdmits(t *testing.T, s *kedaSuite) {
 		s.waitCondition(t, side, "Ready", "False")
 	}
 
-	values := pelwardenValues(s.redis.Addr())
+	values := pelwardenValues(t, s.redis.Addr())
 	rules, _, _ := unstructured.NestedSlice(values, "triggers", "rules")
 	rules[0].(map[string]any)["profiles"] = []any{"workers", "batch"}
 	require.NoError(t, unstructured.SetNestedSlice(values, rules, "triggers", "rules"))

@@ -123,7 +123,7 @@ func startKEDASuite(t *testing.T) *kedaSuite {
 		"grpc-tls/tls.crt": serving.CertPEM, "grpc-tls/tls.key": serving.KeyPEM,
 		"grpc-tls/client-ca.crt": ca.CertPEM, "kubeconfig": kubeconfig,
 	}
-	pw := startPelwardenFromChart(t, bin, pelwardenValues(rs.Addr()), files, nil)
+	pw := startPelwardenFromChart(t, bin, pelwardenValues(t, rs.Addr()), files, nil)
 
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "pelwarden-keda-client", Namespace: kedaNS},

@@ -132,6 +132,11 @@ func printChecks(w io.Writer, f format, triggers []checkedTrigger, answers []*pe
 }
 
 func renderCheck(w io.Writer, res *pelwardenv1.CheckTriggerResponse) {
+	defer func() {
+		for _, n := range res.GetNotes() {
+			fmt.Fprintf(w, "note     %s\n", n)
+		}
+	}()
 	if res.GetCode() != codes.OK.String() {
 		fmt.Fprintf(w, "metric   refused %s: %s\n", res.GetCode(), res.GetMessage())
 		return

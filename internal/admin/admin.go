@@ -100,7 +100,7 @@ func New(opts Options) (*Server, error) {
 		opts.Hygiene = func(string, string, string) (hygiene.Target, bool) { return hygiene.Target{}, false }
 	}
 	if opts.CheckTrigger == nil {
-		opts.CheckTrigger = func(string, map[string]string) trigger.CheckResult { return trigger.CheckResult{} }
+		opts.CheckTrigger = func(context.Context, string, map[string]string) CheckAnswer { return CheckAnswer{} }
 	}
 	if opts.Events == nil {
 		opts.Events = events.NewBus(events.Options{}, prometheus.NewRegistry())

@@ -14,17 +14,25 @@ import (
 // CheckFunc parses a trigger's metadata as the scaler does and applies the
 // trigger policy to it, registering nothing. A metadata error comes back
 // as Denied with code InvalidArgument.
-type CheckFunc func(namespace string, md map[string]string) trigger.CheckResult
+type CheckFunc func(ctx context.Context, namespace string, md map[string]string) CheckAnswer
+
+// CheckAnswer is what a trigger would get, and the advice that refuses
+// nothing: the credential keys to remove, what its liveness cannot judge
+// on its connection's Redis.
+type CheckAnswer struct {
+	trigger.CheckResult
+	Notes []string
+}
 
 // CheckTrigger says what a trigger would get, for linting ScaledObjects.
 // A namespace or metadata past its bound is the request's own error,
 // before anything parses or compiles it.
-func (s *Server) CheckTrigger(_ context.Context, req *pelwardenv1.CheckTriggerRequest) (*pelwardenv1.CheckTriggerResponse, error) {
+func (s *Server) CheckTrigger(ctx context.Context, req *pelwardenv1.CheckTriggerRequest) (*pelwardenv1.CheckTriggerResponse, error) {
 	if err := metadata.CheckTriggerBounds(req.GetNamespace(), "", req.GetMetadata()); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	res := s.opts.CheckTrigger(req.GetNamespace(), req.GetMetadata())
-	out := &pelwardenv1.CheckTriggerResponse{Code: "OK"}
+	res := s.opts.CheckTrigger(ctx, req.GetNamespace(), req.GetMetadata())
+	out := &pelwardenv1.CheckTriggerResponse{Code: "OK", Notes: res.Notes}
 	if d := res.Denied; d != nil {
 		out.Code, out.Message = d.Code.String(), d.Error()
 		return out, nil

@@ -7,7 +7,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/pelwarden/pelwarden/internal/trigger"
 	pelwardenv1 "github.com/pelwarden/pelwarden/proto/pelwarden/v1"
 )
 
@@ -17,7 +16,7 @@ import (
 func TestCheckTriggerRefusesFieldsPastTheirBoundsBeforeParsing(t *testing.T) {
 	t.Parallel()
 	checked := 0
-	s := &Server{opts: Options{CheckTrigger: func(string, map[string]string) trigger.CheckResult { checked++; return trigger.CheckResult{} }}}
+	s := &Server{opts: Options{CheckTrigger: func(context.Context, string, map[string]string) CheckAnswer { checked++; return CheckAnswer{} }}}
 	huge := strings.Repeat("x", 1<<20)
 	for field, req := range map[string]*pelwardenv1.CheckTriggerRequest{
 		"namespace":              {Namespace: huge, Metadata: map[string]string{"stream": "jobs"}},

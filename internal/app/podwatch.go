@@ -48,8 +48,10 @@ func (a *App) pinConfigPodSets(cfg config.Config) error {
 	if a.pods == nil {
 		return nil
 	}
+	env := cfg.Env()
+	env.Kubernetes = true
 	for _, md := range cfg.Hygiene.Targets {
-		r, err := metadata.Parse(md, metadata.Env{Conns: a.conns.Names(), Kubernetes: true})
+		r, err := metadata.Parse(md, env)
 		if err != nil || !r.Target.Spec.Kubernetes { // Validate has already refused bad ones
 			continue
 		}

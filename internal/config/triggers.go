@@ -265,10 +265,50 @@ func (c *Config) Profiles() map[string]liveness.Spec {
 // Env is what trigger metadata and hygiene.targets are parsed against.
 func (c *Config) Env() metadata.Env {
 	names := make([]string, 0, len(c.Redis))
+	conns := make([]metadata.Connection, 0, len(c.Redis))
 	for _, r := range c.Redis {
 		names = append(names, r.Name)
+		conns = append(conns, r.connection())
 	}
-	return metadata.Env{Conns: names, Kubernetes: c.Kubernetes.Enabled, Profiles: c.Profiles()}
+	return metadata.Env{Conns: names, Kubernetes: c.Kubernetes.Enabled, Profiles: c.Profiles(), Connections: conns,
+		Reaches: c.Triggers.Reaches}
+}
+
+// connection describes r for the connection keys of a trigger moved from
+// KEDA's scalers.
+func (r Redis) connection() metadata.Connection {
+	m := metadata.Connection{Name: r.Name, DB: r.DB, TLS: r.TLS.Enabled, InsecureSkipVerify: r.TLS.InsecureSkipVerify}
+	switch r.Mode {
+	case RedisCluster:
+		m.Cluster, m.Addrs = true, r.Cluster.Addrs
+	case RedisSentinel:
+		m.SentinelMaster, m.Addrs = r.Sentinel.MasterName, r.Sentinel.Addrs
+	default:
+		m.Addrs = []string{r.Addr}
+	}
+	return m
+}
+
+// Reaches says some rule lets namespace ns read metrics from connection
+// conn.
+func (t Triggers) Reaches(ns, conn string) bool {
+	for _, r := range t.Rules {
+		if matchAny(r.Namespaces, ns) && matchAny(r.Redis, conn) {
+			return true
+		}
+	}
+	return false
+}
+
+// matchAny says name matches one of globs; Validate has checked that
+// every glob is a valid pattern.
+func matchAny(globs []string, name string) bool {
+	for _, g := range globs {
+		if ok, _ := path.Match(g, name); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // checkGlobs checks a list of path.Match patterns: no empty item, each a

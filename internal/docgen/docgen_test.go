@@ -39,7 +39,9 @@ func TestReferencePagesAreCurrent(t *testing.T) {
 	require.NoError(t, err)
 	metricsPage, err := Metrics(metricFamilies(t))
 	require.NoError(t, err)
-	for _, p := range []Page{cfgPage, mdPage, metricsPage} {
+	kedaPage, err := KEDAKeys()
+	require.NoError(t, err)
+	for _, p := range []Page{cfgPage, mdPage, metricsPage, kedaPage} {
 		path := filepath.Join(root, p.Path)
 		if *write {
 			require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o750))

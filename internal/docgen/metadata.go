@@ -2,6 +2,7 @@ package docgen
 
 import (
 	"bytes"
+	"strings"
 
 	"github.com/pelwarden/pelwarden/internal/metadata"
 )
@@ -36,9 +37,10 @@ func writeMetadata(b *bytes.Buffer) error {
 	b.WriteString("# Trigger metadata reference\n\n")
 	b.WriteString("Every key of a KEDA `external` trigger's metadata that pelwarden reads, and of `hygiene.targets` in its " +
 		"configuration: what it accepts, its default, what it does, and what the trigger policy (`triggers` in the " +
-		"configuration) asks of a trigger that sets it. Keys pelwarden does not know are ignored: KEDA forwards every key " +
-		"of a trigger, `scalerAddress` among them. A malformed metric or liveness value is answered with `InvalidArgument` " +
-		"naming the key and what it accepts.\n")
+		"configuration) asks of a trigger that sets it. KEDA forwards every key of a trigger: the keys of KEDA's Redis " +
+		"Streams scalers are treated as [KEDA's keys](keda-keys.md) says, and any other (`scalerAddress` among " +
+		"them) is ignored. A malformed metric or liveness value is answered with `InvalidArgument` naming the key and " +
+		"what it accepts.\n")
 	for _, s := range metadataSections {
 		b.WriteString("\n## " + s.title + "\n\n" + s.intro + "\n\n")
 		header(b, "key", "accepted", "default", "what it does", "from a trigger")
@@ -53,5 +55,33 @@ func writeMetadata(b *bytes.Buffer) error {
 			row(b, code(k.Name), k.Accepted, k.Default, k.Doc, trigger)
 		}
 	}
+	return nil
+}
+
+// KEDAKeys is docs/reference/keda-keys.md: metadata.KEDAKeys, the
+// contract with KEDA's Redis Streams scalers that the parser walks.
+func KEDAKeys() (Page, error) {
+	return page("docs/reference/keda-keys.md", "internal/metadata (KEDAKeys)", writeKEDAKeys)
+}
+
+func writeKEDAKeys(b *bytes.Buffer) error {
+	b.WriteString("# KEDA's keys\n\n")
+	b.WriteString("Every trigger metadata key that KEDA v2.21's `redis-streams`, `redis-cluster-streams` and " +
+		"`redis-sentinel-streams` scalers read, and what pelwarden does with it once the trigger moves to `type: external` " +
+		"(KEDA forwards every key, and each `FromEnv` key with the value it resolved from the workload's environment). " +
+		"A trigger gets KEDA's number, less the entries ghosts hold, or an `InvalidArgument` refusal naming the key; " +
+		"never a number read from another database, server or rule. KEDA reads `tls`, `ca`, `cert`, `key` and `keyPassword` " +
+		"from a TriggerAuthentication only, which it never forwards: the connection's `tls` block holds them.\n\n")
+	header(b, "key", "KEDA's scaler", "pelwarden", "treatment")
+	for _, k := range metadata.KEDAKeys {
+		names := make([]string, 0, 2)
+		for _, n := range k.Names() {
+			names = append(names, code(n))
+		}
+		row(b, strings.Join(names, ", "), k.KEDA, k.Pelwarden, k.Treatment.String())
+	}
+	b.WriteString("\nA connection key that disagrees is refused with what the connection has and the fix: the connection " +
+		"(`redis: <name>`) that agrees with every connection key of the trigger and that its namespace may reach, or, " +
+		"where none does, to add one. A value resolved from the environment is never quoted.\n")
 	return nil
 }

@@ -287,7 +287,11 @@ func build(t *Target, obs Observation, rows []consumerRow, prev *Snapshot, now t
 		Lag:             obs.Lag,
 	}
 	if obs.StreamMissing || obs.GroupMissing {
-		s.Lag = 0
+		// A missing group has nothing to judge; its lag is the stream's
+		// length where the reader counted it, as KEDA's lagCount does.
+		if obs.StreamMissing || !obs.LagValid {
+			s.Lag = 0
+		}
 		return s
 	}
 	if !obs.LagValid {

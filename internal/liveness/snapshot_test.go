@@ -56,12 +56,16 @@ func TestBuildReportsTheLagEstimateWhenLagIsNull(t *testing.T) {
 	require.Equal(t, int64(12), s.Lag)
 }
 
-func TestBuildOfAMissingGroupIsEmpty(t *testing.T) {
+// TestBuildOfAMissingGroupHasTheStreamsLengthAsLagAndNothingPending: as
+// KEDA's lagCount counts a group not created yet; nothing is judged.
+func TestBuildOfAMissingGroupHasTheStreamsLengthAsLagAndNothingPending(t *testing.T) {
 	t.Parallel()
 	s := Build(&Target{Spec: idleSpec()}, Observation{GroupMissing: true, Lag: 5, LagValid: true}, nil, time.Now())
 	require.True(t, s.GroupMissing)
-	require.Zero(t, s.Lag)
+	require.Equal(t, int64(5), s.Lag)
 	require.Zero(t, s.LivePending)
+	s = Build(&Target{Spec: idleSpec()}, Observation{StreamMissing: true, Lag: 5, LagValid: true}, nil, time.Now())
+	require.Zero(t, s.Lag, "no stream, no lag")
 }
 
 func TestOwnerHeartbeatUsesTheLongestOwnerWithAKey(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -62,28 +63,87 @@ func appendTriggers(t *testing.T, found []map[string]string, node any) []map[str
 	return found
 }
 
+// kedaDocEnv is a pelwarden whose connection default is where each
+// scaler's documentation examples point: localhost:6379, the cluster
+// nodes, the sentinels of master myprimary. The sentinel page's first
+// example names no master and its fifth is a redis-cluster-streams trigger.
+var kedaDocEnv = map[string]Env{
+	"redis-streams": {Conns: []string{"default"}, Connections: []Connection{{Name: "default", Addrs: []string{"localhost:6379"}}}},
+	"redis-cluster-streams": {Conns: []string{"default"}, Connections: []Connection{{Name: "default", Cluster: true,
+		Addrs: []string{"localhost:6379", "node1:6379", "node2:6379", "node3:6379"}}}},
+	"redis-sentinel-streams": {Conns: []string{"default"}, Connections: []Connection{{Name: "default", SentinelMaster: "myprimary",
+		Addrs: []string{"localhost:26379", "node1:26379", "node2:26379", "node3:26379"}}}},
+}
+
+// kedaDocWorkload is the environment of the examples' workloads, from
+// which KEDA resolves their FromEnv keys: the same server as the
+// connection, and KEDA's credentials.
+func kedaDocWorkload(typ string) map[string]string {
+	port := "6379"
+	if typ == "redis-sentinel-streams" {
+		port = "26379"
+	}
+	return map[string]string{
+		"REDIS_ADDRESS": "localhost:" + port, "REDIS_HOST": "localhost", "REDIS_PORT": port,
+		"REDIS_ADDRESSES": "localhost:" + port, "REDIS_HOSTS": "localhost", "REDIS_PORTS": port,
+		"REDIS_USERNAME": "keda", "REDIS_PASSWORD": "s3cret-from-env",
+	}
+}
+
+// moved is a trigger of KEDA's stream scalers moved by the documented two
+// lines (the type, and the address line, which becomes scalerAddress),
+// as KEDA then forwards it to an external scaler: each FromEnv key holds
+// the value KEDA resolved from env, and is left out when env has none.
+func moved(md, env map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range md {
+		out[k] = v
+	}
+	for _, k := range []string{"address", "addresses", "addressFromEnv", "addressesFromEnv"} {
+		if _, ok := out[k]; ok {
+			delete(out, k)
+			out["scalerAddress"] = "pelwarden.pelwarden.svc:9090"
+			break
+		}
+	}
+	for k, v := range out {
+		if strings.HasSuffix(k, "FromEnv") {
+			if env[v] == "" {
+				delete(out, k)
+			} else {
+				out[k] = env[v]
+			}
+		}
+	}
+	return out
+}
+
 // TestKEDAsDocumentedStreamTriggersMeanTheSameMetric loads every example of
-// KEDA's v2.21 documentation for its three stream scalers, as written, and
-// checks that pelwarden reads the metric KEDA's scaler reads: lagCount
-// over pendingEntriesCount, streamLength ignored beside a group, and
-// activationLagCount the activation of whichever metric is chosen. The one
+// KEDA's v2.21 documentation for its three stream scalers, moves it by the
+// documented two lines, and checks that pelwarden reads the metric KEDA's
+// scaler reads: lagCount over pendingEntriesCount, streamLength ignored
+// beside a group, and activationLagCount the activation of whichever
+// metric is chosen. The connection keys left behind agree with the
+// connection; the credentials KEDA forwards are named, to be removed. The
 // example without a group (KEDA's XLEN metric) is refused, naming
 // consumerGroup and streamLength.
 func TestKEDAsDocumentedStreamTriggersMeanTheSameMetric(t *testing.T) {
 	t.Parallel()
 	type want struct {
-		metric     policy.Metric
-		target     float64
-		activation float64
-		errKey     string
+		metric      policy.Metric
+		target      float64
+		activation  float64
+		errKey      string
+		credentials []string
 	}
+	fromEnv := []string{"usernameFromEnv", "passwordFromEnv"}
 	// Each scaler's page has the same five examples, in this order.
 	examples := []want{
-		{metric: policy.Lag, target: 5, activation: 3}, // all three metric keys in one trigger
-		{metric: policy.Pending, target: 10},
+		{metric: policy.Lag, target: 5, activation: 3, credentials: fromEnv}, // all three metric keys in one trigger
+		{metric: policy.Pending, target: 10, credentials: fromEnv},
 		{metric: policy.Pending, target: 10}, // beside a Secret and a TriggerAuthentication
 		{errKey: "consumerGroup"},            // streamLength without a group
-		{metric: policy.Lag, target: 10, activation: 3},
+		{metric: policy.Lag, target: 10, activation: 3, credentials: fromEnv},
 	}
 	for _, typ := range kedaStreamTypes {
 		for i, w := range examples {
@@ -92,9 +152,9 @@ func TestKEDAsDocumentedStreamTriggersMeanTheSameMetric(t *testing.T) {
 				t.Parallel()
 				triggers := kedaTriggers(t, path)
 				require.Len(t, triggers, 1, "one %s trigger in %s", typ, path)
-				md := triggers[0]
+				md := moved(triggers[0], kedaDocWorkload(typ))
 				require.NoError(t, CheckTriggerBounds("default", "redis-streams-scaledobject", md))
-				r, err := ParseTrigger(md, testEnv)
+				r, err := ParseTrigger(md, kedaDocEnv[typ])
 				if w.errKey != "" {
 					var me *Error
 					require.ErrorAs(t, err, &me)
@@ -108,6 +168,7 @@ func TestKEDAsDocumentedStreamTriggersMeanTheSameMetric(t *testing.T) {
 				require.InDelta(t, w.activation, r.Activation, 0)
 				require.Equal(t, md["stream"], r.Target.Stream)
 				require.Equal(t, md["consumerGroup"], r.Target.Group)
+				require.Equal(t, w.credentials, r.Credentials)
 			})
 		}
 	}

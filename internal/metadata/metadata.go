@@ -74,6 +74,13 @@ type Request struct {
 	// Target.Spec, thresholds lengthened; empty when the trigger gave its
 	// own liveness keys.
 	Profile string
+	// Credentials names the credential keys of KEDA's scalers the trigger
+	// carries (KEDAKeys, Credential); their values are never kept.
+	Credentials []string
+	// ConnectionKeys says the trigger carries connection keys of KEDA's
+	// scalers: CheckConnection holds them to the connection on every call,
+	// since the values KEDA resolved from the environment are not kept.
+	ConnectionKeys bool
 }
 
 // Error names the metadata key that is wrong and what it accepts.
@@ -103,6 +110,13 @@ type Env struct {
 	// Profiles are the liveness profiles of the configuration
 	// (triggers.profiles), parsed, by name: livenessProfile names one.
 	Profiles map[string]liveness.Spec
+	// Connections describe the connections of Conns, for the connection
+	// keys of triggers moved from KEDA's scalers (CheckConnection).
+	Connections []Connection
+	// Reaches, when set, says the trigger policy lets a namespace read
+	// metrics from a connection: a refused connection key's fix names only
+	// connections the trigger's namespace may reach.
+	Reaches func(namespace, conn string) bool
 }
 
 // Parse reads the metadata of a target from pelwarden's configuration
@@ -141,6 +155,10 @@ func parseMetric(f fields, env Env) (Request, error) {
 	if err != nil {
 		return r, err
 	}
+	if err := CheckConnection(f.md, conn, env); err != nil {
+		return r, err
+	}
+	r.Credentials, r.ConnectionKeys = CredentialKeys(f.md), hasConnectionKeys(f.md)
 	r.Metric, r.TargetValue, err = parseMetricKey(f)
 	if err != nil {
 		return r, err
@@ -262,6 +280,8 @@ func requiredName(f fields, key string) (string, error) {
 	switch {
 	case v == "":
 		return "", &Error{Key: key, Accepted: "is required"}
+	case strings.TrimSpace(v) != v:
+		return "", &Error{Key: key, Accepted: "must not begin or end with white space (KEDA's scalers trim it, so they would read another name)", Got: v}
 	case len(v) > MaxNameLen:
 		return "", &Error{Key: key, Accepted: fmt.Sprintf("must be at most %d bytes", MaxNameLen)}
 	}

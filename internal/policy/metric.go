@@ -46,7 +46,7 @@ func (m Metric) ActivationKey() string {
 // source that cannot answer never shrinks the count. A missing stream or
 // group is no work.
 func Value(m Metric, s *liveness.Snapshot) int64 {
-	if s.StreamMissing || s.GroupMissing {
+	if s.StreamMissing {
 		return 0
 	}
 	switch m {

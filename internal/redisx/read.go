@@ -76,6 +76,15 @@ func (r *Reader) Fetch(ctx context.Context, t liveness.Target, known []string) (
 	}
 	if !found {
 		obs.GroupMissing = true
+		// KEDA's lagCount counts a group not created yet as lagging by the
+		// stream's length, the lag it would have from the start: what
+		// starts the first worker of a moved trigger, which creates the
+		// group. One more command, only while the group is missing.
+		n, err := c.XLen(ctx, t.Stream).Result()
+		if err != nil {
+			return obs, fmt.Errorf("XLEN %s: %w", t.Stream, err)
+		}
+		obs.Lag, obs.LagValid = n, true
 		return obs, nil
 	}
 

@@ -51,7 +51,11 @@ type parsed struct {
 // one string: its keys in order, each followed by its value; ends[i] is
 // where the i-th key or value ends. One string and a few offsets cost
 // a third of a map's copy, and hold none of the request's own strings,
-// with one entry per trigger kept.
+// with one entry per trigger kept. A secret key (metadata.IsSecret: a
+// credential, or a value KEDA resolved from the workload's environment)
+// is kept by name only, with an empty value, and compared by presence:
+// the parse reads only its presence, and metadata.CheckConnection holds
+// the connection keys among them to the connection on every call.
 type flatMetadata struct {
 	text string
 	ends []uint32
@@ -62,14 +66,14 @@ func flatten(md map[string]string) flatMetadata {
 	var b strings.Builder
 	n := 0
 	for k, v := range md {
-		n += len(k) + len(v)
+		n += len(k) + len(kept(k, v))
 	}
 	b.Grow(n) // the text's exact size, not the builder's doublings
 	f := flatMetadata{ends: make([]uint32, 0, 2*len(keys))}
 	for _, k := range keys {
 		b.WriteString(k)
 		f.ends = append(f.ends, uint32(b.Len()))
-		b.WriteString(md[k])
+		b.WriteString(kept(k, md[k]))
 		f.ends = append(f.ends, uint32(b.Len()))
 	}
 	f.text = b.String()
@@ -96,12 +100,20 @@ func (f flatMetadata) equal(md map[string]string) bool {
 	start := uint32(0)
 	for i := 0; i < len(f.ends); i += 2 {
 		k, v := f.text[start:f.ends[i]], f.text[f.ends[i]:f.ends[i+1]]
-		if got, ok := md[k]; !ok || got != v {
+		if got, ok := md[k]; !ok || kept(k, got) != v {
 			return false
 		}
 		start = f.ends[i+1]
 	}
 	return true
+}
+
+// kept is the value of key the cache keeps: none for a secret key.
+func kept(key, value string) string {
+	if metadata.IsSecret(key) {
+		return ""
+	}
+	return value
 }
 
 func newParseCache(parse ParseFunc, size int, bytes int64) *parseCache {

@@ -337,6 +337,13 @@ func (s *Server) parseChecked(ref *externalscaler.ScaledObjectRef) (metadata.Req
 	if err != nil {
 		return *r, id, err
 	}
+	if r.ConnectionKeys {
+		env := s.opts.Env
+		env.Namespace = ref.GetNamespace()
+		if err := metadata.CheckConnection(ref.GetScalerMetadata(), r.Target.Conn, env); err != nil {
+			return *r, id, status.Error(codes.InvalidArgument, err.Error())
+		}
+	}
 	// Admission is per call, after the cached parse: it depends on quotas
 	// and expiry, which change while the parse does not. The metadata is
 	// hashed once, for both, and the registry keeps the cached request

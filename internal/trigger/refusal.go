@@ -44,12 +44,7 @@ type rules []config.TriggerRule
 
 // reaches says some rule lets namespace ns read metrics from conn.
 func (rs rules) reaches(ns, conn string) bool {
-	for _, r := range rs {
-		if match(r.Namespaces, ns) && match(r.Redis, conn) {
-			return true
-		}
-	}
-	return false
+	return config.Triggers{Rules: rs}.Reaches(ns, conn)
 }
 
 // profiles says some rule lets namespace ns name liveness profile name on

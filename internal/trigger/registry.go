@@ -73,7 +73,9 @@ var seed = maphash.MakeSeed()
 
 // IDOf identifies a trigger, whatever the order of its metadata keys, by
 // summing one hash per key and value pair: no sorted copy, no allocation.
-// A scaler poll computes it once, for its parse cache and for Admit.
+// A scaler poll computes it once, for its parse cache and for Admit. A
+// secret key (metadata.IsSecret) is hashed by name only: the ID is kept,
+// and a hash of a password is a way to test guesses of it.
 func IDOf(namespace, name string, md map[string]string) ID {
 	var sum uint64
 	var h maphash.Hash
@@ -81,8 +83,10 @@ func IDOf(namespace, name string, md map[string]string) ID {
 	for k, v := range md {
 		h.Reset()
 		h.WriteString(k)
-		h.WriteByte(0)
-		h.WriteString(v)
+		if !metadata.IsSecret(k) {
+			h.WriteByte(0)
+			h.WriteString(v)
+		}
 		sum += h.Sum64()
 	}
 	return ID{Namespace: namespace, Name: name, Hash: sum}
@@ -255,6 +259,13 @@ func (g *Registry) admit(id ID, r *metadata.Request, now time.Time) error {
 		g.caps.targets.take(ns, len(sp.targets))
 	}
 	sp.targets[key]++
+	if len(r.Credentials) > 0 {
+		// Once per trigger, as a refused hygiene request is: again only
+		// after the registry forgot it.
+		g.opts.Log.Warn("trigger metadata carries Redis credentials that KEDA sent in clear text; pelwarden never uses them",
+			"namespace", ns, "scaledObject", id.Name, "target", r.Target.String(), "keys", r.Credentials,
+			"advice", metadata.CredentialAdvice(r.Credentials))
+	}
 	if r.HygieneErr != nil || r.Hygiene.Mode != policy.ReclaimOff {
 		g.enroll(e, sp, now, false)
 	}

@@ -4,10 +4,13 @@ package chart
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -67,7 +70,7 @@ func TestRealAPIAcceptsEveryValuesRender(t *testing.T) {
 	require.NoError(t, err)
 	applier.DryRun, applier.Namespace = true, namespace
 
-	cases := map[string][]string{}
+	cases := map[string][]string{"the first install's values": valueArgs([]string{filepath.Join(chartDir, "examples", firstValues)}, nil)}
 	for name, rc := range renderCases() {
 		cases[name] = valueArgs(rc.files, rc.sets)
 	}
@@ -98,4 +101,58 @@ func TestRealAPIAcceptsEveryValuesRender(t *testing.T) {
 		{Group: "monitoring.coreos.com", Version: "v1", Kind: "ServiceMonitor"}: true,
 		{Group: "monitoring.coreos.com", Version: "v1", Kind: "PrometheusRule"}: true,
 	}, notServedAll, "only the Prometheus Operator's kinds are left out")
+
+	t.Run("the first install's KEDA and cert-manager objects", func(t *testing.T) {
+		dryRunFirstInstall(t, c, warned)
+	})
+}
+
+// dryRunFirstInstall installs KEDA's and cert-manager's CRDs (from their
+// modules, as the schema checks read them) and applies, as a server-side
+// dry run, the first install's TriggerAuthentication, ScaledObject and
+// cert-manager recipe: the API server validates each against its CRD, and
+// unknown fields fail.
+func dryRunFirstInstall(t *testing.T, c *kubetest.Cluster, warned *warnings) {
+	admin := c.API.Client(t)
+	for _, ns := range []string{"jobs", "pelwarden", "cert-manager"} {
+		kubetest.CreateNamespace(t, admin, ns, nil)
+	}
+	cfg := c.API.Config()
+	cfg.WarningHandler = warned
+	installer, err := kubetest.NewApplier(cfg)
+	require.NoError(t, err)
+	for _, m := range []*crdModule{kedaModule, certManagerModule} {
+		files, err := m.crdFiles()
+		require.NoError(t, err)
+		for _, f := range files {
+			raw, err := os.ReadFile(f)
+			require.NoError(t, err)
+			objs, err := kubetest.Decode(string(raw))
+			require.NoError(t, err)
+			_, err = installer.ApplyAll(context.Background(), objs)
+			require.NoError(t, err, "install %s", filepath.Base(f))
+		}
+	}
+	var stream strings.Builder
+	for _, name := range []string{firstAuth, firstScaled, certManager} {
+		stream.WriteString(exampleFile(t, name) + "\n---\n")
+	}
+	objs, err := kubetest.Decode(stream.String())
+	require.NoError(t, err)
+	require.Len(t, objs, 7, "TriggerAuthentication, ScaledObject, two issuers and three Certificates")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		// The CRDs are served once established; discovery is read anew.
+		applier, err := kubetest.NewApplier(cfg)
+		require.NoError(t, err)
+		applier.DryRun = true
+		notServed, err := applier.ApplyAll(context.Background(), objs)
+		if len(notServed) == 0 || time.Now().After(deadline) {
+			require.Empty(t, notServed, "the CRDs are served")
+			require.NoError(t, err, "the API server refuses a first install object")
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	require.Empty(t, warned.take(), "the API server warns about the first install")
 }

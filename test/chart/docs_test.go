@@ -13,9 +13,10 @@ import (
 	"github.com/pelwarden/pelwarden/internal/doccheck"
 )
 
-// kubeExample decodes a `yaml kube` example: KEDA's objects against KEDA's
-// CRDs, every other object strictly into its API type, and the metadata of
-// each external trigger of a ScaledObject through pelwarden's parser.
+// kubeExample decodes a `yaml kube` example: KEDA's and cert-manager's
+// objects against their CRDs, every other object strictly into its API
+// type, and the metadata of each external trigger of a ScaledObject
+// through pelwarden's parser.
 func kubeExample(body string) error {
 	docs, err := splitDocuments(body)
 	if err != nil {
@@ -40,7 +41,11 @@ func kubeDocument(doc []byte) error {
 	if err := yaml.Unmarshal(doc, &head); err != nil {
 		return err
 	}
-	if !strings.HasPrefix(head.APIVersion, "keda.sh/") {
+	switch {
+	case strings.HasPrefix(head.APIVersion, certManagerModule.group+"/"):
+		_, err := certManagerModule.decode(doc)
+		return err
+	case !strings.HasPrefix(head.APIVersion, "keda.sh/"):
 		_, err := decodeStrict(doc)
 		return err
 	}

@@ -17,12 +17,6 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// KEDA's typed API (github.com/kedacore/keda/v2/apis/keda/v1alpha1) drags
-// controller-runtime, client-go and KEDA's webhooks into go.mod. KEDA's
-// own CRDs say the same thing with no code: they ship in the keda module
-// that go.mod already pins (for the ExternalScaler client), and KEDA
-// objects are checked against their openAPIV3Schema here.
-
 // crdSchema is the part of a structural openAPIV3Schema the checks read.
 type crdSchema struct {
 	Type                 string                `json:"type"`
@@ -47,69 +41,107 @@ type crd struct {
 	} `json:"spec"`
 }
 
-var (
-	kedaOnce    sync.Once
-	kedaSchemas map[string]*crdSchema // by kind, for keda.sh/v1alpha1
-	kedaErr     error
-)
+// crdModule is a Go module that ships CRDs as plain YAML: its directory
+// in the module cache, and the CRD files, by the kinds they define, whose
+// version the checks read.
+type crdModule struct {
+	path    string // module path, with @version when go.mod does not require it
+	dir     string // the CRD files' directory in the module
+	version string // the API version read
+	group   string // the API group, apiVersion's prefix
+	files   []string
 
-// kedaCRDs reads ScaledObject and TriggerAuthentication from the keda
-// module go.mod requires.
-func kedaCRDs() (map[string]*crdSchema, error) {
-	kedaOnce.Do(func() {
-		// `go mod download` fetches the module's files when no package of it
-		// was built yet (go list -m would print no directory then).
-		cmd := exec.Command("go", "mod", "download", "-json", "github.com/kedacore/keda/v2")
+	once    sync.Once
+	modDir  string
+	schemas map[string]*crdSchema // by kind
+	err     error
+}
+
+// kedaModule is KEDA's module that go.mod already pins (for the
+// ExternalScaler client): its CRDs say what KEDA accepts with no code.
+// KEDA's typed API (github.com/kedacore/keda/v2/apis/keda/v1alpha1) would
+// drag controller-runtime, client-go and KEDA's webhooks into go.mod.
+var kedaModule = &crdModule{path: "github.com/kedacore/keda/v2", dir: "config/crd/bases", version: "v1alpha1", group: "keda.sh",
+	files: []string{"keda.sh_scaledobjects.yaml", "keda.sh_triggerauthentications.yaml"}}
+
+// certManagerModule is cert-manager's published module at a release, for
+// the CRDs of the first install's cert-manager recipe; it is downloaded to
+// the module cache, not required by go.mod, and nothing of it is
+// committed.
+var certManagerModule = &crdModule{path: "github.com/cert-manager/cert-manager@v1.21.2", dir: "deploy/crds", version: "v1",
+	group: "cert-manager.io", files: []string{"cert-manager.io_certificates.yaml", "cert-manager.io_issuers.yaml", "cert-manager.io_clusterissuers.yaml"}}
+
+// load downloads the module (`go mod download` fetches its files when no
+// package of it was built yet) and reads its CRDs' schemas.
+func (m *crdModule) load() (map[string]*crdSchema, error) {
+	m.once.Do(func() {
+		cmd := exec.Command("go", "mod", "download", "-json", m.path)
 		cmd.Dir = repoRoot
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		out, err := cmd.Output()
 		if err != nil {
-			kedaErr = fmt.Errorf("downloading the keda module: %w\n%s%s", err, out, stderr.String())
+			m.err = fmt.Errorf("downloading %s: %w\n%s%s", m.path, err, out, stderr.String())
 			return
 		}
 		var mod struct{ Dir, Error string }
 		if err := json.Unmarshal(out, &mod); err != nil {
-			kedaErr = fmt.Errorf("go mod download -json: %w", err)
+			m.err = fmt.Errorf("go mod download -json: %w", err)
 			return
 		}
 		if mod.Error != "" || mod.Dir == "" {
-			kedaErr = fmt.Errorf("downloading the keda module: %q, directory %q", mod.Error, mod.Dir)
+			m.err = fmt.Errorf("downloading %s: %q, directory %q", m.path, mod.Error, mod.Dir)
 			return
 		}
-		kedaSchemas = map[string]*crdSchema{}
-		for _, file := range []string{"keda.sh_scaledobjects.yaml", "keda.sh_triggerauthentications.yaml"} {
-			data, err := os.ReadFile(filepath.Join(mod.Dir, "config", "crd", "bases", file))
+		m.modDir, m.schemas = mod.Dir, map[string]*crdSchema{}
+		for _, file := range m.files {
+			data, err := os.ReadFile(filepath.Join(mod.Dir, m.dir, file))
 			if err != nil {
-				kedaErr = err
+				m.err = err
 				return
 			}
 			var c crd
 			if err := yaml.Unmarshal(data, &c); err != nil {
-				kedaErr = fmt.Errorf("%s: %w", file, err)
+				m.err = fmt.Errorf("%s: %w", file, err)
 				return
 			}
 			for _, v := range c.Spec.Versions {
-				if v.Name == "v1alpha1" {
-					kedaSchemas[c.Spec.Names.Kind] = v.Schema.OpenAPIV3Schema
+				if v.Name == m.version {
+					m.schemas[c.Spec.Names.Kind] = v.Schema.OpenAPIV3Schema
 				}
 			}
 		}
 	})
-	return kedaSchemas, kedaErr
+	return m.schemas, m.err
 }
 
-// kedaObject is a decoded KEDA manifest: its kind, metadata and body.
+// crdFiles are the paths of the module's CRD files, for an API server.
+func (m *crdModule) crdFiles() ([]string, error) {
+	if _, err := m.load(); err != nil {
+		return nil, err
+	}
+	out := make([]string, len(m.files))
+	for i, f := range m.files {
+		out[i] = filepath.Join(m.modDir, m.dir, f)
+	}
+	return out, nil
+}
+
+// kedaObject is a decoded custom object: its kind, metadata and body.
 type kedaObject struct {
 	kind string
 	meta metav1.ObjectMeta
 	body map[string]any
 }
 
-// decodeKEDA checks one keda.sh/v1alpha1 manifest against its CRD: no field
-// the schema lacks, every required field, types and enums as declared.
-func decodeKEDA(doc []byte) (kedaObject, error) {
-	schemas, err := kedaCRDs()
+// decodeKEDA checks one keda.sh/v1alpha1 manifest against its CRD.
+func decodeKEDA(doc []byte) (kedaObject, error) { return kedaModule.decode(doc) }
+
+// decode checks one manifest of the module's group against its CRD: no
+// field the schema lacks, every required field, types and enums as
+// declared.
+func (m *crdModule) decode(doc []byte) (kedaObject, error) {
+	schemas, err := m.load()
 	if err != nil {
 		return kedaObject{}, err
 	}
@@ -117,13 +149,13 @@ func decodeKEDA(doc []byte) (kedaObject, error) {
 	if err := yaml.UnmarshalStrict(doc, &obj.body); err != nil {
 		return obj, err
 	}
-	if obj.body["apiVersion"] != "keda.sh/v1alpha1" {
-		return obj, fmt.Errorf("apiVersion must be keda.sh/v1alpha1, got %v", obj.body["apiVersion"])
+	if want := m.group + "/" + m.version; obj.body["apiVersion"] != want {
+		return obj, fmt.Errorf("apiVersion must be %s, got %v", want, obj.body["apiVersion"])
 	}
 	obj.kind, _ = obj.body["kind"].(string)
 	schema, ok := schemas[obj.kind]
 	if !ok {
-		return obj, fmt.Errorf("kind %q is not a KEDA kind these checks know", obj.kind)
+		return obj, fmt.Errorf("kind %q is not a %s kind these checks know", obj.kind, m.group)
 	}
 	// metadata is `type: object` in every CRD; the API server reads it as
 	// ObjectMeta, so decode it as one, strictly.

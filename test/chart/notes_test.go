@@ -2,16 +2,11 @@ package chart
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
-
-	"github.com/pelwarden/pelwarden/internal/metadata"
 )
 
 // kedaTLSParams are the auth parameters KEDA's external scaler reads
@@ -84,120 +79,6 @@ func byKind(objs []kedaObject, kind string) []kedaObject {
 		}
 	}
 	return out
-}
-
-func TestNotesPrintAScaledObjectPelwardenAccepts(t *testing.T) {
-	t.Parallel()
-	for name, tc := range map[string]struct {
-		files, sets []string
-		params      []string // TriggerAuthentication parameters; nil: none
-		reclaim     string   // the trigger's reclaim: only where triggers.reclaim allows it
-	}{
-		"default values": {},
-		"TLS without client certificates": {
-			sets:   []string{"grpc.tls.enabled=true", "grpc.tls.secretName=pelwarden-tls", "service.grpcPort=19090"},
-			params: []string{"caCert"},
-		},
-		"every option on": {files: []string{allOnValues()}, params: kedaTLSParams, reclaim: "requeue"},
-	} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			notes, err := renderNotes(t, tc.files, tc.sets)
-			require.NoError(t, err)
-			start := strings.Index(notes, "apiVersion: keda.sh/v1alpha1")
-			require.GreaterOrEqual(t, start, 0, "NOTES should print a KEDA object:\n%s", notes)
-			objs, err := kedaDocs(notes[start:])
-			require.NoError(t, err, "the objects NOTES prints should match KEDA's CRDs:\n%s", notes[start:])
-
-			stream, err := renderChart(t, chartDir, tc.files, tc.sets)
-			require.NoError(t, err)
-			manifests, err := decodeManifests(stream)
-			require.NoError(t, err)
-			cfg, err := loadRendered(t, manifests)
-			require.NoError(t, err)
-			var conns []string
-			for _, r := range cfg.Redis {
-				conns = append(conns, r.Name)
-			}
-			var grpcAddr string
-			for _, svc := range all[*corev1.Service](manifests) {
-				if svc.Spec.Ports[0].Name == "grpc" {
-					grpcAddr = fmt.Sprintf("%s.%s.svc.cluster.local:%d", svc.Name, svc.Namespace, svc.Spec.Ports[0].Port)
-				}
-			}
-
-			scaled := byKind(objs, "ScaledObject")
-			require.Len(t, scaled, 1)
-			trs := triggers(scaled[0])
-			require.Len(t, trs, 1)
-			require.Equal(t, "external", trs[0].typ)
-			require.Equal(t, grpcAddr, trs[0].metadata["scalerAddress"], "scalerAddress should be the rendered gRPC Service")
-			r, err := metadata.ParseTrigger(trs[0].metadata, metadata.Env{Conns: conns, Namespace: "workers", Kubernetes: true})
-			require.NoError(t, err, "pelwarden should accept the trigger metadata NOTES prints")
-			require.Nil(t, r.HygieneErr, "NOTES prints no hygiene key a trigger may not set")
-			require.Equal(t, tc.reclaim, trs[0].metadata["reclaim"], "NOTES asks for reclaim only where triggers.reclaim allows it")
-
-			auths := byKind(objs, "TriggerAuthentication")
-			if tc.params == nil {
-				require.Empty(t, auths)
-				require.Empty(t, trs[0].authRef)
-				return
-			}
-			require.Len(t, auths, 1)
-			require.Equal(t, auths[0].meta.Name, trs[0].authRef, "the trigger should use the printed TriggerAuthentication")
-			require.Equal(t, tc.params, authParams(auths[0]))
-		})
-	}
-}
-
-func TestExamplesAreKEDAObjectsPelwardenAccepts(t *testing.T) {
-	t.Parallel()
-	files, err := filepath.Glob(filepath.Join(chartDir, "examples", "*.yaml"))
-	require.NoError(t, err)
-	require.NotEmpty(t, files)
-	var objs []kedaObject
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		require.NoError(t, err)
-		docs, err := kedaDocs(string(data))
-		require.NoError(t, err, "%s should match KEDA's CRDs", filepath.Base(f))
-		objs = append(objs, docs...)
-	}
-
-	// The examples name the liveness profiles of the chart's all-on values.
-	stream, err := renderChart(t, chartDir, []string{allOnValues()}, nil)
-	require.NoError(t, err)
-	rendered, err := decodeManifests(stream)
-	require.NoError(t, err)
-	cfg, err := loadRendered(t, rendered)
-	require.NoError(t, err)
-	env := cfg.Env()
-	auths := map[string][]string{}
-	for _, ta := range byKind(objs, "TriggerAuthentication") {
-		auths[ta.meta.Name] = authParams(ta)
-	}
-	types := map[string]bool{}
-	usedAuth := false
-	for _, so := range byKind(objs, "ScaledObject") {
-		for _, tr := range triggers(so) {
-			types[tr.typ] = true
-			require.Contains(t, []string{"external", "external-push"}, tr.typ)
-			require.True(t, strings.HasSuffix(tr.metadata["scalerAddress"], ".svc.cluster.local:9090"),
-				"%s: scalerAddress should be a Service address on port 9090", so.meta.Name)
-			env.Namespace = so.meta.Namespace
-			r, err := metadata.ParseTrigger(tr.metadata, env)
-			require.NoError(t, err, "%s: pelwarden should accept the trigger metadata", so.meta.Name)
-			require.Nil(t, r.HygieneErr, "%s: no hygiene key a trigger may not set", so.meta.Name)
-			if tr.authRef != "" {
-				params, ok := auths[tr.authRef]
-				require.True(t, ok, "%s: authenticationRef %s should name an example TriggerAuthentication", so.meta.Name, tr.authRef)
-				require.Equal(t, kedaTLSParams, params, "the TLS example should hand KEDA a CA, a client certificate and its key")
-				usedAuth = true
-			}
-		}
-	}
-	require.Equal(t, map[string]bool{"external": true, "external-push": true}, types, "examples should show both trigger types")
-	require.True(t, usedAuth, "an example ScaledObject should use the TLS TriggerAuthentication")
 }
 
 // The CRD check is what makes the NOTES and examples tests meaningful: it

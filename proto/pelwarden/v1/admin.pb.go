@@ -2477,8 +2477,13 @@ type CheckTriggerResponse struct {
 	// Why its hygiene request would be refused; unset when it would be
 	// admitted or it asks for none. The metric is served either way.
 	HygieneRefusal *TriggerRefusal `protobuf:"bytes,4,opt,name=hygiene_refusal,json=hygieneRefusal,proto3" json:"hygiene_refusal,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Advice that refuses nothing, one sentence each: the credential keys
+	// of KEDA's scalers to remove (named, never quoted), and what the
+	// trigger's liveness cannot judge on its connection's Redis (before
+	// 7.2) and what to add.
+	Notes         []string `protobuf:"bytes,5,rep,name=notes,proto3" json:"notes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CheckTriggerResponse) Reset() {
@@ -2535,6 +2540,13 @@ func (x *CheckTriggerResponse) GetAsksHygiene() bool {
 func (x *CheckTriggerResponse) GetHygieneRefusal() *TriggerRefusal {
 	if x != nil {
 		return x.HygieneRefusal
+	}
+	return nil
+}
+
+func (x *CheckTriggerResponse) GetNotes() []string {
+	if x != nil {
+		return x.Notes
 	}
 	return nil
 }
@@ -2716,12 +2728,13 @@ const file_pelwarden_v1_admin_proto_rawDesc = "" +
 	"\bmetadata\x18\x02 \x03(\v2/.pelwarden.v1.CheckTriggerRequest.MetadataEntryR\bmetadata\x1a;\n" +
 	"\rMetadataEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xae\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc4\x01\n" +
 	"\x14CheckTriggerResponse\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12!\n" +
 	"\fasks_hygiene\x18\x03 \x01(\bR\vasksHygiene\x12E\n" +
-	"\x0fhygiene_refusal\x18\x04 \x01(\v2\x1c.pelwarden.v1.TriggerRefusalR\x0ehygieneRefusal*s\n" +
+	"\x0fhygiene_refusal\x18\x04 \x01(\v2\x1c.pelwarden.v1.TriggerRefusalR\x0ehygieneRefusal\x12\x14\n" +
+	"\x05notes\x18\x05 \x03(\tR\x05notes*s\n" +
 	"\aVerdict\x12\x17\n" +
 	"\x13VERDICT_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fVERDICT_UNKNOWN\x10\x01\x12\x11\n" +
