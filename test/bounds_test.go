@@ -21,7 +21,6 @@ import (
 	"github.com/pelwarden/pelwarden/internal/config"
 	"github.com/pelwarden/pelwarden/internal/liveness"
 	"github.com/pelwarden/pelwarden/internal/metadata"
-	"github.com/pelwarden/pelwarden/internal/scaler"
 	pelwardenv1 "github.com/pelwarden/pelwarden/proto/pelwarden/v1"
 )
 
@@ -76,11 +75,11 @@ func kedaCall(ctx context.Context, c externalscaler.ExternalScalerClient, i int,
 	var err error
 	switch i % 5 {
 	case 0:
-		// As KEDA does: a refused trigger's spec is the placeholder, and
-		// KEDA's next call, GetMetrics of it, gets the refusal.
+		// As KEDA does: a refused trigger is answered a spec, and KEDA's
+		// next call, GetMetrics of it, gets the refusal.
 		var spec *externalscaler.GetMetricSpecResponse
-		if spec, err = c.GetMetricSpec(ctx, ref); err == nil && scaler.IsRefusedSpec(spec) {
-			_, err = c.GetMetrics(ctx, &externalscaler.GetMetricsRequest{ScaledObjectRef: ref, MetricName: "s0-" + scaler.RefusedMetricName})
+		if spec, err = c.GetMetricSpec(ctx, ref); err == nil {
+			_, err = c.GetMetrics(ctx, &externalscaler.GetMetricsRequest{ScaledObjectRef: ref, MetricName: "s0-" + spec.GetMetricSpecs()[0].GetMetricName()})
 		}
 	case 1:
 		_, err = c.GetMetrics(ctx, &externalscaler.GetMetricsRequest{ScaledObjectRef: ref, MetricName: "s0-pelwarden-default-jobs-workers"})
@@ -92,9 +91,14 @@ func kedaCall(ctx context.Context, c externalscaler.ExternalScalerClient, i int,
 			_, err = st.Recv()
 		}
 	default:
+		// A refused trigger's stream sends a spec too; KEDA's poll of it
+		// gets the refusal.
 		var st externalscaler.ExternalScaler_StreamMetricSpecClient
+		var spec *externalscaler.GetMetricSpecResponse
 		if st, err = c.StreamMetricSpec(ctx, ref); err == nil {
-			_, err = st.Recv()
+			if spec, err = st.Recv(); err == nil {
+				_, err = c.GetMetrics(ctx, &externalscaler.GetMetricsRequest{ScaledObjectRef: ref, MetricName: "s0-" + spec.GetMetricSpecs()[0].GetMetricName()})
+			}
 		}
 	}
 	return err

@@ -95,7 +95,8 @@ func startHPASuite(t *testing.T) *hpaSuite {
 	require.NotEmpty(t, bin, "%s names the pelwarden binary built outside the namespace", envHPAPelwarden)
 	pw := startPelwardenFromChart(t, bin, hpaValues(t, rs.Addr()), map[string][]byte{}, nil)
 
-	s := &hpaSuite{kedaSuite: &kedaSuite{kedaEnv: e, redis: rs, rdb: rdb, pw: pw}, controllers: controllers, adapter: adapter, started: started}
+	s := &hpaSuite{kedaSuite: &kedaSuite{kedaEnv: e, redis: rs, rdb: rdb, pw: pw, pwBin: bin, pwFiles: map[string][]byte{}},
+		controllers: controllers, adapter: adapter, started: started}
 	for _, side := range hpaSides {
 		createDeploymentAt(t, e, kedaNS, side.name, 1)
 	}
@@ -124,8 +125,10 @@ func hpaValues(t *testing.T, redisAddr string) map[string]any {
 	v := pelwardenValues(t, redisAddr)
 	v["grpc"] = map[string]any{"shutdownTimeout": "2s"}
 	v["kubernetes"] = map[string]any{"enabled": false}
-	v["triggers"].(map[string]any)["profiles"] = map[string]any{"workers": map[string]any{
-		"liveness": "heartbeat", "heartbeatKey": "hb:{consumer}", "heartbeatMaxAgeSeconds": hpaMaxAge}}
+	profile := map[string]any{"liveness": "heartbeat", "heartbeatKey": "hb:{consumer}", "heartbeatMaxAgeSeconds": hpaMaxAge}
+	// No rule lets a namespace name batch, until the policy step's
+	// rollout.
+	v["triggers"].(map[string]any)["profiles"] = map[string]any{"workers": profile, "batch": profile}
 	return v
 }
 

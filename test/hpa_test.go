@@ -38,6 +38,8 @@ var hpaSteps = []hpaStep{
 	{"held", "9 new entries read by the live consumers", hpaHeldStep},
 	{"Redis down", "Redis stops; the fallback is 6 replicas after 3 failed polls", hpaRedisDownStep},
 	{"Redis back", "Redis restarts with its data", hpaRedisBackStep},
+	{"policy refuses, then admits", "pelwarden's trigger is edited to name a liveness profile the policy does not allow: refused, " +
+		"KEDA serves the fallback; then a rollout of pelwarden allows the profile, and nobody touches the ScaledObject", hpaPolicyStep},
 }
 
 // TestRealHPAScalesOnPelwardensNumbersBesideKEDAsOwn runs KEDA's whole
@@ -199,4 +201,31 @@ func hpaRedisBackStep(t *testing.T, s *hpaSuite) {
 	s.waitReplicas(t, 3, hpaPW, hpaKEDA)
 	s.waitCondition(t, hpaPW, "Fallback", "False")
 	require.Equal(t, map[string]int64{"w1": 3, "w2": 3, "w3": 3}, pendingOf(t, s.rdb, kedaStream, kedaGroup))
+}
+
+// hpaPolicyStep: pelwarden's trigger is edited to name a liveness
+// profile no rule lets its namespace name. pelwarden refuses it, but
+// answers GetMetricSpec with the trigger's own spec: KEDA rebuilds the
+// HPA on the metric it had, whose polls are refused, and after
+// failureThreshold of them serves the fallback. The operator then allows
+// the profile and rolls pelwarden out; nobody touches the ScaledObject.
+// The HPA's metric is served again at KEDA's next poll, and the side
+// returns to the 3 replicas the live work asks. (Answered a placeholder
+// metric instead, this HPA stayed on it: a ScaledObject with a fallback
+// stays Ready through the refusal, and KEDA rebuilds an HPA on a Ready
+// ScaledObject only when someone changes it.) The built-in side never
+// moves.
+func hpaPolicyStep(t *testing.T, s *hpaSuite) {
+	from := time.Now()
+	s.updateTrigger(t, kedaNS, hpaPW, func(md map[string]any) { md["livenessProfile"] = "batch" })
+	s.waitReplicas(t, hpaFallback, hpaPW)
+	require.Equal(t, "s0-pelwarden-default-jobs-workers", s.hpaMetric(t, hpaPW).Metric.Name, "the HPA asks for the trigger's own metric")
+	values := hpaValues(t, s.redis.Addr())
+	rules := values["triggers"].(map[string]any)["rules"].([]any)
+	rules[0].(map[string]any)["profiles"] = []any{"workers", "batch"}
+	s.rollOut(t, values)
+	ready := time.Now()
+	s.waitReplicas(t, 3, hpaPW)
+	t.Logf("%s back at 3 replicas %.1f s after the rollout's pelwarden was ready, untouched", hpaPW, time.Since(ready).Seconds())
+	s.requireStayed(t, hpaKEDA, 3, from)
 }

@@ -18,7 +18,6 @@ import (
 	"github.com/pelwarden/pelwarden/internal/policy"
 	"github.com/pelwarden/pelwarden/internal/redistest"
 	"github.com/pelwarden/pelwarden/internal/redisx"
-	"github.com/pelwarden/pelwarden/internal/scaler"
 	pelwardenv1 "github.com/pelwarden/pelwarden/proto/pelwarden/v1"
 )
 
@@ -330,7 +329,8 @@ func TestNamespaceNoRuleLetsReachAConnectionIsDeniedOnEveryRPC(t *testing.T) {
 	ref := soObj("intruder", "so", map[string]string{"redis": "orders", "stream": "payments", "consumerGroup": "billing"})
 	spec, err := p.client.GetMetricSpec(ctx, ref)
 	require.NoError(t, err)
-	require.Equal(t, scaler.RefusedMetricName, spec.GetMetricSpecs()[0].GetMetricName(), "GetMetricSpec answers the placeholder")
+	require.Equal(t, "pelwarden-orders-payments-billing", spec.GetMetricSpecs()[0].GetMetricName(),
+		"GetMetricSpec answers the trigger's own spec: only the policy refuses it")
 	_, err = p.client.GetMetrics(ctx, &externalscaler.GetMetricsRequest{ScaledObjectRef: ref})
 	require.Equal(t, codes.PermissionDenied, status.Code(err), "%v", err)
 	require.Contains(t, err.Error(), "triggers.rules")

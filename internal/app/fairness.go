@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/kedacore/keda/v2/pkg/scalers/externalscaler"
@@ -17,7 +18,6 @@ import (
 	"github.com/pelwarden/pelwarden/internal/clip"
 	"github.com/pelwarden/pelwarden/internal/lograte"
 	"github.com/pelwarden/pelwarden/internal/metadata"
-	"github.com/pelwarden/pelwarden/internal/scaler"
 	"github.com/pelwarden/pelwarden/internal/trigger"
 	pelwardenv1 "github.com/pelwarden/pelwarden/proto/pelwarden/v1"
 )
@@ -397,19 +397,37 @@ func sleep(ctx context.Context, d time.Duration) bool {
 }
 
 // refused says a call's answer refuses its input: an error of a refusal
-// code, CheckTrigger's answer that the trigger would be refused, or
-// GetMetricSpec's placeholder for a refused trigger.
-func refused(resp any, err error) bool {
+// code, CheckTrigger's answer that the trigger would be refused, or a
+// spec GetMetricSpec or StreamMetricSpec answered a refused trigger with
+// (noted on the call's context by noteRefused).
+func refused(ctx context.Context, resp any, err error) bool {
 	if err != nil {
 		return refusalCodes[status.Code(err)]
 	}
-	switch a := resp.(type) {
-	case *pelwardenv1.CheckTriggerResponse:
-		return a.GetCode() != codes.OK.String()
-	case *externalscaler.GetMetricSpecResponse:
-		return scaler.IsRefusedSpec(a)
+	if n, ok := ctx.Value(refusalNoteKey{}).(*refusalNote); ok && n.refused.Load() {
+		return true
 	}
-	return false
+	a, ok := resp.(*pelwardenv1.CheckTriggerResponse)
+	return ok && a.GetCode() != codes.OK.String()
+}
+
+// refusalNote is carried by a call's context, for a handler to say it
+// answered a refused trigger although the call succeeds.
+type refusalNote struct{ refused atomic.Bool }
+
+type refusalNoteKey struct{}
+
+// withRefusalNote gives a call's context its note.
+func withRefusalNote(ctx context.Context) context.Context {
+	return context.WithValue(ctx, refusalNoteKey{}, &refusalNote{})
+}
+
+// noteRefused says the call of ctx answered a refused trigger with a
+// spec: it is a refused call, though it succeeds.
+func noteRefused(ctx context.Context) {
+	if n, ok := ctx.Value(refusalNoteKey{}).(*refusalNote); ok {
+		n.refused.Store(true)
+	}
 }
 
 // streamInterceptor is the refused calls' accounting of a stream: the
@@ -417,9 +435,9 @@ func refused(resp any, err error) bool {
 // (before); a stream that ends refused waits as a refused unary call's
 // answer does.
 func (r *refusals) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	fs := &fairStream{ServerStream: ss, r: r}
+	fs := &fairStream{ServerStream: ss, r: r, ctx: withRefusalNote(ss.Context())}
 	err := handler(srv, fs)
-	if fs.asked && refused(nil, err) {
+	if fs.asked && refused(fs.ctx, nil, err) {
 		if owed := r.after(fs.c); owed > 0 {
 			r.hold(ss.Context(), fs.c, owed)
 		}
@@ -430,10 +448,13 @@ func (r *refusals) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.S
 // fairStream names its caller from the first message it receives.
 type fairStream struct {
 	grpc.ServerStream
+	ctx   context.Context
 	r     *refusals
 	c     asker
 	asked bool
 }
+
+func (s *fairStream) Context() context.Context { return s.ctx }
 
 func (s *fairStream) RecvMsg(m any) error {
 	if err := s.ServerStream.RecvMsg(m); err != nil || s.asked {

@@ -19,7 +19,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/pelwarden/pelwarden/internal/config"
-	"github.com/pelwarden/pelwarden/internal/scaler"
 	"github.com/pelwarden/pelwarden/internal/trigger"
 	pelwardenv1 "github.com/pelwarden/pelwarden/proto/pelwarden/v1"
 )
@@ -133,22 +132,25 @@ func TestTheCallersAndNamespacesRememberedAreBounded(t *testing.T) {
 }
 
 // TestOnlyRefusalsAreCharged: the codes of a call that could never be
-// served as sent, CheckTrigger's refused answer and GetMetricSpec's
-// placeholder are refusals; a failing Redis, a slow one, a bug or a good
-// answer are not.
+// served as sent, CheckTrigger's refused answer and a spec answered to a
+// refused trigger (noted by the scaler's Refused hook) are refusals; a
+// failing Redis, a slow one, a bug or a good answer are not.
 func TestOnlyRefusalsAreCharged(t *testing.T) {
 	t.Parallel()
+	ctx := withRefusalNote(context.Background())
 	for _, c := range []codes.Code{codes.InvalidArgument, codes.PermissionDenied, codes.Unauthenticated, codes.ResourceExhausted, codes.NotFound, codes.FailedPrecondition} {
-		require.True(t, refused(nil, status.Error(c, "x")), "%s", c)
+		require.True(t, refused(ctx, nil, status.Error(c, "x")), "%s", c)
 	}
 	for _, c := range []codes.Code{codes.Unavailable, codes.DeadlineExceeded, codes.Internal, codes.Canceled} {
-		require.False(t, refused(nil, status.Error(c, "x")), "%s", c)
+		require.False(t, refused(ctx, nil, status.Error(c, "x")), "%s", c)
 	}
-	require.False(t, refused(&externalscaler.GetMetricsResponse{}, nil))
-	require.True(t, refused(&pelwardenv1.CheckTriggerResponse{Code: "PermissionDenied"}, nil))
-	require.False(t, refused(&pelwardenv1.CheckTriggerResponse{Code: "OK"}, nil))
-	require.True(t, refused(&externalscaler.GetMetricSpecResponse{MetricSpecs: []*externalscaler.MetricSpec{{MetricName: scaler.RefusedMetricName}}}, nil))
-	require.False(t, refused(&externalscaler.GetMetricSpecResponse{MetricSpecs: []*externalscaler.MetricSpec{{MetricName: "pelwarden-default-jobs-workers"}}}, nil))
+	require.False(t, refused(ctx, &externalscaler.GetMetricsResponse{}, nil))
+	require.True(t, refused(ctx, &pelwardenv1.CheckTriggerResponse{Code: "PermissionDenied"}, nil))
+	require.False(t, refused(ctx, &pelwardenv1.CheckTriggerResponse{Code: "OK"}, nil))
+	spec := &externalscaler.GetMetricSpecResponse{MetricSpecs: []*externalscaler.MetricSpec{{MetricName: "pelwarden-default-jobs-workers"}}}
+	require.False(t, refused(ctx, spec, nil), "a served trigger's spec")
+	newRefusedSpecs(slog.New(slog.DiscardHandler), prometheus.NewRegistry()).note(ctx, status.Error(codes.PermissionDenied, "no rule"))
+	require.True(t, refused(ctx, spec, nil), "the same spec answered to a refused trigger")
 	require.Nil(t, newRefusals(0, nil, nil, prometheus.NewRegistry()), "0 turns the accounting off")
 }
 

@@ -199,6 +199,7 @@ func (ch chain) fairly(ctx context.Context, req any, info *grpc.UnaryServerInfo,
 		return ch.authorized(ctx, req, info, handler)
 	}
 	c := callerOf(ctx, req)
+	ctx = withRefusalNote(ctx)
 	var resp any
 	var err error
 	if wait := ch.fair.before(c); wait > 0 {
@@ -215,7 +216,7 @@ func (ch chain) fairly(ctx context.Context, req any, info *grpc.UnaryServerInfo,
 		resp, err = ch.authorized(ctx, req, info, handler)
 	}
 	req = nil //nolint:ineffassign,wastedassign // lets the request go while the answer waits
-	if refused(resp, err) {
+	if refused(ctx, resp, err) {
 		if owed := ch.fair.after(c); owed > 0 {
 			ch.fair.hold(ctx, c, owed)
 		}

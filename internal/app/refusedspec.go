@@ -40,6 +40,7 @@ func newRefusedSpecs(log *slog.Logger, reg prometheus.Registerer) *refusedSpecs 
 
 // note is scaler.Options.Refused.
 func (r *refusedSpecs) note(ctx context.Context, refusal error) {
+	noteRefused(ctx)
 	st := status.Convert(refusal)
 	if c, ok := r.count[st.Code()]; ok {
 		c.Inc()

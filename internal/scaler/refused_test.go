@@ -43,20 +43,24 @@ func conflicting() map[string]string {
 	return map[string]string{"stream": "jobs", "consumerGroup": "workers", "backlogCount": "5", "lagCount": "5"}
 }
 
-// TestGetMetricSpecAnswersARefusedTriggerWithThePlaceholder: KEDA drops
-// a GetMetricSpec error, so a trigger refused for what it says gets the
-// placeholder spec, admitted nowhere, and the refusal is reported; every
+// TestGetMetricSpecAnswersARefusedTriggerWithASpec: KEDA drops a
+// GetMetricSpec error, so a trigger refused for what it says gets a spec,
+// admitted nowhere, and the refusal is reported: the placeholder where its
+// metadata does not parse, its own spec where only the trigger policy
+// refuses it (a new policy then serves the metric the HPA asks for). Every
 // other RPC keeps answering the refusal itself, naming the key.
-func TestGetMetricSpecAnswersARefusedTriggerWithThePlaceholder(t *testing.T) {
+func TestGetMetricSpecAnswersARefusedTriggerWithASpec(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	cases := map[string]struct {
-		ref  *externalscaler.ScaledObjectRef
-		code codes.Code
-		key  string
+		ref    *externalscaler.ScaledObjectRef
+		code   codes.Code
+		key    string
+		metric string
+		target int64
 	}{
-		"bad metadata":          {ref("apps", conflicting()), codes.InvalidArgument, `"backlogCount"`},
-		"a connection not ours": {ref("intruder", map[string]string{"stream": "jobs", "consumerGroup": "workers"}), codes.PermissionDenied, `"redis"`},
+		"bad metadata":          {ref("apps", conflicting()), codes.InvalidArgument, `"backlogCount"`, RefusedMetricName, 1},
+		"a connection not ours": {ref("intruder", map[string]string{"stream": "jobs", "consumerGroup": "workers"}), codes.PermissionDenied, `"redis"`, "pelwarden-default-jobs-workers", 5},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -66,10 +70,9 @@ func TestGetMetricSpecAnswersARefusedTriggerWithThePlaceholder(t *testing.T) {
 			s := refusingServer(&admitted, &refused)
 			spec, err := s.GetMetricSpec(ctx, tc.ref)
 			require.NoError(t, err)
-			require.True(t, IsRefusedSpec(spec))
-			require.Equal(t, RefusedMetricName, spec.GetMetricSpecs()[0].GetMetricName())
-			require.Equal(t, int64(1), spec.GetMetricSpecs()[0].GetTargetSize())
-			require.Len(t, refused, 1, "the placeholder is reported as a refusal")
+			require.Equal(t, tc.metric, spec.GetMetricSpecs()[0].GetMetricName())
+			require.Equal(t, tc.target, spec.GetMetricSpecs()[0].GetTargetSize())
+			require.Len(t, refused, 1, "the spec is reported as a refusal")
 			require.Equal(t, tc.code, status.Code(refused[0]))
 			require.Contains(t, status.Convert(refused[0]).Message(), tc.key)
 			require.Empty(t, admitted, "nothing admitted")
@@ -86,11 +89,11 @@ func TestGetMetricSpecAnswersARefusedTriggerWithThePlaceholder(t *testing.T) {
 			specs.sent = func(*externalscaler.GetMetricSpecResponse) { specs.cancel() }
 			require.NoError(t, s.StreamMetricSpec(tc.ref, specs))
 			require.Len(t, specs.specs, 1)
-			require.True(t, IsRefusedSpec(specs.specs[0]), "StreamMetricSpec sends the placeholder too")
+			require.Equal(t, tc.metric, specs.specs[0].GetMetricSpecs()[0].GetMetricName(), "StreamMetricSpec sends the same spec")
 			err = s.StreamIsActive(tc.ref, noStream[externalscaler.IsActiveResponse]{}) //nolint:contextcheck // a stream carries its own context
 			require.Equal(t, tc.code, status.Code(err), "StreamIsActive: %v", err)
 			require.Empty(t, admitted, "nothing admitted")
-			require.Len(t, refused, 2, "GetMetricSpec and StreamMetricSpec answered the placeholder")
+			require.Len(t, refused, 2, "GetMetricSpec and StreamMetricSpec answered the refused trigger")
 		})
 	}
 }
@@ -187,42 +190,36 @@ func (s *specStream) Send(m *externalscaler.GetMetricSpecResponse) error {
 	return nil
 }
 
-// TestStreamMetricSpecSendsTheRealSpecOnceATriggerIsAdmitted: a push
-// trigger refused by the policy is sent the placeholder; once the policy
-// admits it, the same stream sends its real spec, which KEDA's operator
-// puts in the HPA with nobody touching the ScaledObject. A trigger
-// refused for a cap is sent nothing until it is served.
-func TestStreamMetricSpecSendsTheRealSpecOnceATriggerIsAdmitted(t *testing.T) {
+// TestStreamMetricSpecSendsTheSpecOnceACapLetsTheTriggerIn: a push
+// trigger refused for a cap is sent nothing while the cap holds, and its
+// spec as soon as it is admitted, on the same stream: KEDA's HPA gets it
+// with nobody touching the ScaledObject.
+func TestStreamMetricSpecSendsTheSpecOnceACapLetsTheTriggerIn(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
-	refusal := error(&trigger.Refusal{Code: codes.PermissionDenied, Key: "livenessProfile", Rule: "no rule lets the namespace name it"})
+	capped := true
 	s := New(nil, Options{
 		Env: metadata.Env{Conns: []string{"default"}}, ParseCacheSize: 8, ResendInterval: 5 * time.Millisecond,
 		Admit: func(trigger.ID, *metadata.Request) error {
 			mu.Lock()
 			defer mu.Unlock()
-			return refusal
+			if capped {
+				return &trigger.Refusal{Code: codes.ResourceExhausted, Rule: "triggers.quotas.scalerTargets"}
+			}
+			return nil
 		},
 	})
-	specs := newSpecStream()
-	specs.sent = func(m *externalscaler.GetMetricSpecResponse) {
+	time.AfterFunc(50*time.Millisecond, func() {
 		mu.Lock()
-		defer mu.Unlock()
-		switch {
-		case IsRefusedSpec(m):
-			refusal = &trigger.Refusal{Code: codes.ResourceExhausted, Rule: "triggers.quotas.scalerTargets"}
-			go func() { // a cap, for a while: nothing is sent meanwhile
-				time.Sleep(50 * time.Millisecond)
-				mu.Lock()
-				refusal = nil
-				mu.Unlock()
-			}()
-		default:
-			specs.cancel()
-		}
-	}
+		capped = false
+		mu.Unlock()
+	})
+	specs := newSpecStream()
+	var sentAt time.Time
+	start := time.Now()
+	specs.sent = func(*externalscaler.GetMetricSpecResponse) { sentAt = time.Now(); specs.cancel() }
 	require.NoError(t, s.StreamMetricSpec(ref("apps", map[string]string{"stream": "jobs", "consumerGroup": "workers"}), specs))
-	require.Len(t, specs.specs, 2, "the placeholder, then the real spec; nothing while the cap refused it")
-	require.True(t, IsRefusedSpec(specs.specs[0]))
-	require.Equal(t, "pelwarden-default-jobs-workers", specs.specs[1].GetMetricSpecs()[0].GetMetricName())
+	require.Len(t, specs.specs, 1, "one spec, once admitted")
+	require.Equal(t, "pelwarden-default-jobs-workers", specs.specs[0].GetMetricSpecs()[0].GetMetricName())
+	require.GreaterOrEqual(t, sentAt.Sub(start), 50*time.Millisecond, "nothing was sent while the cap held")
 }

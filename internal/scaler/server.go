@@ -113,30 +113,47 @@ func New(view *liveness.View, opts Options) *Server {
 // GetMetricSpec reports the metric and its per-replica target. It needs no
 // Redis: the target comes from metadata.
 //
-// A trigger refused for what it says (InvalidArgument from its metadata,
-// PermissionDenied from the trigger policy) is answered with the
-// placeholder spec (RefusedMetricName) rather than the refusal: KEDA
-// drops a GetMetricSpec error into its operator's log and reports only
-// that no scaler returned a spec, so the ScaledObject's owner would never
-// see why. With a spec KEDA starts its scale loop, whose GetMetrics and
-// IsActive get the refusal and show its text as KEDAScalerFailed events.
-// Bounds, caps and Redis errors stay errors: a cap is transient, and
-// KEDA's retry must then get the real spec.
+// A trigger refused for what it says (InvalidArgument, PermissionDenied)
+// is answered with a spec rather than the refusal: KEDA drops a
+// GetMetricSpec error into its operator's log and reports only that no
+// scaler returned a spec, so the ScaledObject's owner would never see
+// why. With a spec KEDA builds the HPA and starts its scale loop, whose
+// GetMetrics and IsActive get the refusal and show its text as
+// KEDAScalerFailed events. The spec is the trigger's own where its
+// metadata parsed and only the operator's configuration refuses it (the
+// trigger policy, the connection its keys are held to): once a new
+// configuration admits it, the HPA already asks for the right metric, and
+// KEDA need rebuild nothing. Metadata that does not parse gets the
+// placeholder (RefusedMetricName); fixing it changes the ScaledObject,
+// and KEDA rebuilds the HPA. Bounds, caps and Redis errors stay errors: a
+// cap is transient, and KEDA's retry must then get the real spec.
 func (s *Server) GetMetricSpec(ctx context.Context, ref *externalscaler.ScaledObjectRef) (*externalscaler.GetMetricSpecResponse, error) {
 	if err := checkRef(ref); err != nil {
 		return nil, err
 	}
-	r, _, err := s.parseChecked(ref)
+	spec, refusal, err := s.spec(ref)
+	if refusal != nil && s.opts.Refused != nil {
+		s.opts.Refused(ctx, refusal)
+	}
+	return spec, err
+}
+
+// spec is the spec GetMetricSpec answers for a checked ref, with the
+// refusal it stands for when the trigger is refused.
+func (s *Server) spec(ref *externalscaler.ScaledObjectRef) (spec *externalscaler.GetMetricSpecResponse, refusal, err error) {
+	r, id, err := s.parsed.get(ref)
 	if err == nil {
-		return metricSpec(r), nil
+		if err = s.check(ref, r, id); err == nil {
+			return metricSpec(*r), nil, nil
+		}
+		spec = metricSpec(*r)
+	} else {
+		spec = refusedSpec()
 	}
 	if c := status.Code(err); c != codes.InvalidArgument && c != codes.PermissionDenied {
-		return nil, err
+		return nil, nil, err
 	}
-	if s.opts.Refused != nil {
-		s.opts.Refused(ctx, err)
-	}
-	return refusedSpec(), nil
+	return spec, err, nil
 }
 
 // GetMetrics reports the metric value from the target's snapshot. A Redis
@@ -252,15 +269,15 @@ func (s *Server) StreamIsActive(ref *externalscaler.ScaledObjectRef, stream grpc
 // OpenStreams is the number of StreamIsActive streams open.
 func (s *Server) OpenStreams() int { return s.streams.Open() }
 
-// StreamMetricSpec sends the metric spec of a trigger, and sends it again
-// when it changes: KEDA's operator keeps the spec a push trigger's stream
-// sent, and rebuilds the HPA on a new one. A served trigger's spec derives
-// from its metadata alone, and is sent once. A refused trigger is sent the
-// placeholder, as GetMetricSpec answers it, and is looked at again every
-// ResendInterval: when it is admitted (a quota freed, a group enrolled)
-// its real spec follows on the same stream, and KEDA's HPA carries it
-// with nobody touching the ScaledObject. A trigger refused for a cap is
-// sent nothing until it is served.
+// StreamMetricSpec sends the spec GetMetricSpec answers, once: KEDA's
+// operator keeps the spec a push trigger's stream sent, and rebuilds the
+// HPA on a new one. A spec derives from the trigger's metadata alone, so
+// it never changes while the stream is open; a refused trigger is sent
+// its own spec or the placeholder, as GetMetricSpec answers it. A trigger
+// refused for a cap (ResourceExhausted), or while Redis cannot be reached
+// to check it, is sent nothing yet: it is looked at again every
+// ResendInterval, and its spec is sent once it is served, with nobody
+// touching the ScaledObject.
 func (s *Server) StreamMetricSpec(ref *externalscaler.ScaledObjectRef, stream grpc.ServerStreamingServer[externalscaler.GetMetricSpecResponse]) error {
 	if err := checkRef(ref); err != nil {
 		return err
@@ -273,28 +290,18 @@ func (s *Server) StreamMetricSpec(ref *externalscaler.ScaledObjectRef, stream gr
 	ctx := stream.Context()
 	recheck := time.NewTicker(s.opts.ResendInterval)
 	defer recheck.Stop()
-	sent := ""
 	for {
-		r, _, err := s.parseChecked(ref)
-		var spec *externalscaler.GetMetricSpecResponse
-		switch c := status.Code(err); {
-		case err == nil:
-			spec = metricSpec(r)
-		case c == codes.InvalidArgument || c == codes.PermissionDenied:
-			spec = refusedSpec()
-		case c != codes.ResourceExhausted && c != codes.Unavailable:
+		spec, refusal, err := s.spec(ref)
+		if c := status.Code(err); err != nil && c != codes.ResourceExhausted && c != codes.Unavailable {
 			return err
 		}
-		if spec != nil && spec.GetMetricSpecs()[0].GetMetricName() != sent {
-			if sent == "" && err != nil && s.opts.Refused != nil {
-				s.opts.Refused(ctx, err)
+		if spec != nil {
+			if refusal != nil && s.opts.Refused != nil {
+				s.opts.Refused(ctx, refusal)
 			}
 			if err := stream.Send(spec); err != nil {
 				return err
 			}
-			sent = spec.GetMetricSpecs()[0].GetMetricName()
-		}
-		if err == nil {
 			recheck.Stop()
 			<-ctx.Done()
 			return nil
@@ -337,18 +344,25 @@ func (s *Server) parseChecked(ref *externalscaler.ScaledObjectRef) (metadata.Req
 	if err != nil {
 		return *r, id, err
 	}
+	return *r, id, s.check(ref, r, id)
+}
+
+// check holds a parsed trigger to the connection it names and admits it:
+// what the operator's configuration says of it, where the parse said
+// what the trigger is.
+func (s *Server) check(ref *externalscaler.ScaledObjectRef, r *metadata.Request, id trigger.ID) error {
 	if r.ConnectionKeys {
 		env := s.opts.Env
 		env.Namespace = ref.GetNamespace()
 		if err := metadata.CheckConnection(ref.GetScalerMetadata(), r.Target.Conn, env); err != nil {
-			return *r, id, status.Error(codes.InvalidArgument, err.Error())
+			return status.Error(codes.InvalidArgument, err.Error())
 		}
 	}
 	// Admission is per call, after the cached parse: it depends on quotas
 	// and expiry, which change while the parse does not. The metadata is
 	// hashed once, for both, and the registry keeps the cached request
 	// itself, not a copy.
-	return *r, id, s.admit(id, r)
+	return s.admit(id, r)
 }
 
 // parseMetadata is the default ParseFunc: the trigger's metadata against
