@@ -14,12 +14,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kedacore/keda/v2/pkg/scalers/externalscaler"
 	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"sigs.k8s.io/yaml"
 
 	"github.com/pelwarden/pelwarden/internal/config"
@@ -192,6 +195,10 @@ func TestEveryMetricTheRulesAndDashboardNameIsExported(t *testing.T) {
 		}
 		if _, err := metric(ctx, t, p.client, down); err == nil {
 			return fmt.Errorf("a poll of the Redis that is down should fail")
+		}
+		// An HPA left on the placeholder of a trigger pelwarden serves.
+		if _, err := p.client.GetMetrics(ctx, &externalscaler.GetMetricsRequest{ScaledObjectRef: ref(jobs), MetricName: "s0-pelwarden-refused"}); status.Code(err) != codes.FailedPrecondition {
+			return fmt.Errorf("the placeholder of a served trigger: %v", err)
 		}
 		if missing := unexported(exprs, exported(t, p.app.HTTPAddr())); len(missing) > 0 {
 			return fmt.Errorf("selected by the chart but not exported:\n%s", strings.Join(missing, "\n"))
