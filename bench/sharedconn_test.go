@@ -15,7 +15,7 @@ import (
 
 // sharedConnWindow is each of the quiet and the attacked windows of
 // BenchmarkSharedConnection.
-const sharedConnWindow = 10 * time.Second
+const sharedConnWindow = 30 * time.Second
 
 // BenchmarkSharedConnection: KEDA's operator sends every ScaledObject's
 // calls over one connection. pelwarden serve runs in a process of its own
