@@ -37,7 +37,9 @@ func TestReferencePagesAreCurrent(t *testing.T) {
 	require.NoError(t, err)
 	metricsPage, err := Metrics(metricFamilies(t))
 	require.NoError(t, err)
-	for _, p := range []Page{cfgPage, mdPage, metricsPage} {
+	rulesPage, err := LivenessRules()
+	require.NoError(t, err)
+	for _, p := range []Page{cfgPage, mdPage, metricsPage, rulesPage} {
 		path := filepath.Join(root, p.Path)
 		if *write {
 			require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o750))

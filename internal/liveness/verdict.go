@@ -223,6 +223,8 @@ type Pod struct {
 type Judgement struct {
 	Verdict Verdict
 	Reasons []Reason
+	// Rule names the row of the verdict table that decided (Rules).
+	Rule string
 	// SharedName says the name was used after its pod went: more than one
 	// process uses it.
 	SharedName bool
