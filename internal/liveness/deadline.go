@@ -52,6 +52,11 @@ func changeWithin(spec Spec, ev Evidence, lapse bool) (d time.Duration, ok bool)
 			if ev.Known < spec.StartGrace && ev.Seen < spec.StartGrace {
 				first(min(spec.StartGrace-ev.Known, spec.StartGrace-ev.Seen))
 			}
+			first(hb.Vanished)
+		case HeartbeatStale:
+			if firstRead(spec, ev) {
+				first(hb.FirstRead)
+			}
 		}
 		first(hb.Recovering)
 		return d, ok

@@ -50,6 +50,15 @@ type Rule struct {
 	note func(spec Spec, ev Evidence, j *Judgement)
 }
 
+// Rule names the row of the verdict table that decided cv's verdict
+// before the breaker (Rules); empty for pelwarden's own holder.
+func (cv ConsumerView) Rule() string {
+	if cv.rule == 0 {
+		return ""
+	}
+	return rules[cv.rule-1].Name
+}
+
 // Rules returns the verdict table's rows in the order Judge looks at them.
 func Rules() []Rule { return append([]Rule(nil), rules...) }
 
@@ -181,6 +190,32 @@ var rules = []Rule{
 		},
 	},
 	{
+		Name: "heartbeat-vanished", Section: SectionHeartbeat, Verdict: Unknown,
+		When: "no heartbeat, and pelwarden read the key holding a beat less than heartbeatMaxAgeSeconds before",
+		Why:  "a key that expired early, was deleted or evicted says no more than its last beat: judged as that beat once it is a max age old",
+		applies: func(_ Spec, ev Evidence) bool {
+			return ev.Heartbeat.State == HeartbeatMissing && ev.Heartbeat.Vanished > 0
+		},
+		note: func(spec Spec, ev Evidence, j *Judgement) {
+			j.Reasons = append(j.Reasons, Reason{Source: SourceHeartbeat, Age: spec.HeartbeatMaxAge - ev.Heartbeat.Vanished, Detail: fmt.Sprintf(
+				"the key vanished (expired early, deleted or evicted) after a beat pelwarden read: judged as that beat, stale in %s; last beat",
+				ev.Heartbeat.Vanished.Round(time.Millisecond))})
+		},
+	},
+	{
+		Name: "heartbeat-first-read", Section: SectionHeartbeat, Verdict: Unknown,
+		When: "the value claims a time past heartbeatMaxAgeSeconds, pelwarden has read it, unchanged, for less than that, " +
+			"and the name was read within it",
+		Why: "the time a value claims is its worker's clock, which may run behind; a value that changes is a beat at the read " +
+			"that sees it, and one that stays unchanged for a max age is stale for sure",
+		applies: firstRead,
+		note: func(spec Spec, ev Evidence, j *Judgement) {
+			j.Reasons = append(j.Reasons, Reason{Source: SourceHeartbeat, Age: spec.HeartbeatMaxAge - ev.Heartbeat.FirstRead, Detail: fmt.Sprintf(
+				"the value claims a time past the max age %s, on its worker's clock: stale if it is read unchanged for the max age, in %s; read for",
+				spec.HeartbeatMaxAge, ev.Heartbeat.FirstRead.Round(time.Millisecond))})
+		},
+	},
+	{
 		Name: "heartbeat-missing", Section: SectionHeartbeat, Verdict: Ghost,
 		When:    "no heartbeat, past the start grace",
 		Why:     "workers write heartbeats with an expiry: a dead worker's key disappears, whether or not its name is still read",
@@ -257,6 +292,12 @@ var rules = []Rule{
 
 func always(Spec, Evidence) bool { return true }
 
+// firstRead says a stale-dated value is still on its first max age of
+// reads, for a consumer whose name is in use.
+func firstRead(spec Spec, ev Evidence) bool {
+	return ev.Heartbeat.State == HeartbeatStale && ev.Heartbeat.FirstRead > 0 && ev.Seen < spec.HeartbeatMaxAge
+}
+
 func heartbeatIs(s HeartbeatState) func(Spec, Evidence) bool {
 	return func(_ Spec, ev Evidence) bool { return ev.Heartbeat.State == s }
 }
@@ -294,7 +335,7 @@ func judge(spec Spec, ev Evidence, j Judgement) Judgement {
 		if !r.Section.in(spec, ev) || !r.applies(spec, ev) {
 			continue
 		}
-		j.Verdict, j.Rule = r.Verdict, r.Name
+		j.Verdict, j.Rule, j.rule = r.Verdict, r.Name, uint8(i+1)
 		if r.note != nil {
 			r.note(spec, ev, &j)
 		}

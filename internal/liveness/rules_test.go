@@ -38,6 +38,10 @@ var ruleCases = map[string]struct {
 	"starting": {spec: heartbeatSpec(), ev: Evidence{Listed: true, Seen: time.Second, Known: time.Second, Heartbeat: Heartbeat{State: HeartbeatMissing}}},
 	"heartbeat-outage": {spec: heartbeatSpec(), ev: Evidence{Listed: true, Known: time.Hour,
 		Heartbeat: Heartbeat{State: HeartbeatStale, Age: time.Hour, Recovering: time.Second}}},
+	"heartbeat-vanished": {spec: heartbeatSpec(), ev: Evidence{Listed: true, Seen: time.Hour, Known: time.Hour,
+		Heartbeat: Heartbeat{State: HeartbeatMissing, Vanished: time.Second}}},
+	"heartbeat-first-read": {spec: heartbeatSpec(), ev: Evidence{Listed: true, Known: time.Hour,
+		Heartbeat: Heartbeat{State: HeartbeatStale, Age: time.Hour, FirstRead: time.Second}}},
 	"heartbeat-missing": {spec: heartbeatSpec(), ev: Evidence{Listed: true, Seen: time.Hour, Known: time.Hour, Heartbeat: Heartbeat{State: HeartbeatMissing}}},
 	"heartbeat-stale":   {spec: heartbeatSpec(), ev: Evidence{Listed: true, Known: time.Hour, Heartbeat: Heartbeat{State: HeartbeatStale, Age: time.Hour}}},
 

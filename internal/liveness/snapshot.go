@@ -193,6 +193,16 @@ type ConsumerView struct {
 	// Held says the disruption breaker holds the consumer Unknown: its
 	// evidence alone would make it a Ghost.
 	Held bool
+	// rule is the verdict table's row that decided, plus one; 0 where
+	// none did (pelwarden's own holder).
+	rule uint8
+	// ClockSkew is Heartbeat.Skew: how far the worker's clock is off, as
+	// last measured (clock.go); 0 where it was not.
+	ClockSkew time.Duration
+
+	// beat is what the snapshot remembers of the heartbeat read, for the
+	// next read to judge it on Redis's clock.
+	beat beatMemo
 }
 
 // Snapshot is the judged state of one target at one moment. It is immutable
@@ -230,6 +240,12 @@ type Snapshot struct {
 	// FutureHeartbeats counts consumers whose heartbeat is dated in the
 	// future beyond FutureTolerance.
 	FutureHeartbeats int
+	// SkewedClocks counts consumers whose worker's clock is off by more
+	// than FutureTolerance (ConsumerView.ClockSkew), and ClockSkew is the
+	// largest of their skews, signed; judged on Redis's clock, none of
+	// them is a death.
+	SkewedClocks int
+	ClockSkew    time.Duration
 	// Lag is XINFO GROUPS lag or, when LagEstimated, the fallback estimate.
 	Lag             int64
 	LagEstimated    bool
@@ -318,7 +334,7 @@ func build(t *Target, obs Observation, rows []consumerRow, prev *Snapshot, now t
 		g.ev.NoGroupHeartbeats = s.NoHeartbeatRecords
 		j := Judge(t.Spec, g.ev)
 		cv := &g.view
-		cv.Verdict, cv.Reasons, cv.SharedName, cv.IdleUndecided = j.Verdict, j.Reasons, j.SharedName, j.IdleUndecided
+		cv.Verdict, cv.Reasons, cv.SharedName, cv.IdleUndecided, cv.rule = j.Verdict, j.Reasons, j.SharedName, j.IdleUndecided, j.rule
 		if j.Verdict == Ghost && g.ev.Pod.State == PodGone {
 			cv.GoneAt = now.Add(-g.ev.Pod.GoneFor)
 		}
@@ -350,6 +366,12 @@ func (s *Snapshot) add(cv ConsumerView) {
 	if cv.Heartbeat == HeartbeatFuture {
 		s.FutureHeartbeats++
 	}
+	if cv.ClockSkew.Abs() > FutureTolerance {
+		s.SkewedClocks++
+		if cv.ClockSkew.Abs() > s.ClockSkew.Abs() {
+			s.ClockSkew = cv.ClockSkew
+		}
+	}
 	s.Consumers = append(s.Consumers, cv)
 }
 
@@ -370,12 +392,18 @@ func gather(spec Spec, obs Observation, rows []consumerRow, before []ConsumerVie
 		for b < len(before) && before[b].Name < name {
 			b++
 		}
+		var memo beatMemo
+		var skew time.Duration
 		if b < len(before) && before[b].Name == name {
 			cv.FirstSeen, cv.AliveAt = before[b].FirstSeen, before[b].AliveAt
+			memo, skew = before[b].beat, before[b].ClockSkew
 		}
 		hb, owner := heartbeatFor(spec, name, obs)
 		if spec.Heartbeat {
-			hb.Recovering = recovering(spec.HeartbeatMaxAge, obs.Heartbeats[hb.Key].ReadableSince, now)
+			r := obs.Heartbeats[hb.Key]
+			cv.beat = memo.timed(spec, &hb, r.Value, obs.ServerTime, now, skew)
+			cv.ClockSkew = hb.Skew
+			hb.Recovering = recovering(spec.HeartbeatMaxAge, r.ReadableSince, now)
 		}
 		pod := podFor(spec, name, obs, now)
 		if pod.Name != "" {

@@ -122,6 +122,25 @@ type Heartbeat struct {
 	// failover, a restart or pelwarden's start. 0 once a whole max age
 	// has passed, or where nodes are not followed.
 	Recovering time.Duration
+	// Vanished, for a missing key that pelwarden read holding a beat, is
+	// how much longer until that beat is a max age old: a key that
+	// expired early, was deleted or evicted says no more than its last
+	// beat did.
+	Vanished time.Duration
+	// FirstRead, for a value dated past the max age that pelwarden has
+	// read unchanged for less than the max age, is how much longer until
+	// it has: the time a value claims is its worker's clock, and only a
+	// value that stays unchanged a max age on pelwarden's reads is stale
+	// for sure.
+	FirstRead time.Duration
+	// Skew is how far the time the value claims lies outside the stretch
+	// in which pelwarden saw it written (after the read that saw the value
+	// before, up to the read that saw it): the worker's clock, as last
+	// measured; 0 within it, or where it was not measured.
+	Skew time.Duration
+
+	// claim is the time the value claims, on the worker's clock.
+	claim time.Time
 }
 
 // Evidence is everything the sources say about one consumer.
@@ -225,6 +244,8 @@ type Judgement struct {
 	Reasons []Reason
 	// Rule names the row of the verdict table that decided (Rules).
 	Rule string
+	// rule is that row's index plus one.
+	rule uint8
 	// SharedName says the name was used after its pod went: more than one
 	// process uses it.
 	SharedName bool
