@@ -53,12 +53,14 @@ func changeWithin(spec Spec, ev Evidence, lapse bool) (d time.Duration, ok bool)
 				first(min(spec.StartGrace-ev.Known, spec.StartGrace-ev.Seen))
 			}
 			first(hb.Vanished)
+			first(hb.Evicting)
 		case HeartbeatStale:
 			if firstRead(spec, ev) {
 				first(hb.FirstRead)
 			}
 		}
 		first(hb.Recovering)
+		first(hb.Refused)
 		return d, ok
 	}
 	if spec.Kubernetes && (ev.Pod.State == PodRunning || ev.Pod.State == PodTerminating) {
@@ -66,6 +68,7 @@ func changeWithin(spec Spec, ev Evidence, lapse bool) (d time.Duration, ok bool)
 	}
 	first(spec.GhostIdle - ev.Seen)
 	first(ev.IdleRecovering)
+	first(ev.IdleRefused)
 	return d, ok
 }
 

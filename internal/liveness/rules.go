@@ -48,7 +48,21 @@ type Rule struct {
 	applies func(spec Spec, ev Evidence) bool
 	// note adds the row's own reason to the judgement, or its flags.
 	note func(spec Spec, ev Evidence, j *Judgement)
+	// gap is the missing evidence the row holds Unknown for, which a
+	// snapshot counts.
+	gap gap
 }
+
+// gap is a kind of missing evidence a snapshot counts its consumers by.
+type gap uint8
+
+const (
+	gapNone gap = iota
+	// gapRefused: writes were refused lately.
+	gapRefused
+	// gapEvicted: the key may have been evicted.
+	gapEvicted
+)
 
 // Rule names the row of the verdict table that decided cv's verdict
 // before the breaker (Rules); empty for pelwarden's own holder.
@@ -57,6 +71,15 @@ func (cv ConsumerView) Rule() string {
 		return ""
 	}
 	return rules[cv.rule-1].Name
+}
+
+// gap is the gap in the evidence that held cv Unknown, if its row counts
+// one.
+func (cv ConsumerView) gap() gap {
+	if cv.rule == 0 || cv.Verdict != Unknown {
+		return gapNone
+	}
+	return rules[cv.rule-1].gap
 }
 
 // Rules returns the verdict table's rows in the order Judge looks at them.
@@ -190,6 +213,32 @@ var rules = []Rule{
 		},
 	},
 	{
+		Name: "writes-refused", Section: SectionHeartbeat, Verdict: Unknown, gap: gapRefused,
+		When: "the heartbeat is stale or missing, and the key's node refuses writes (OOM, MISCONF, READONLY, NOREPLICAS) " +
+			"or has accepted them again for less than heartbeatMaxAgeSeconds",
+		Why: "the worker could not write its heartbeat: a refused write is an outage of evidence",
+		applies: func(_ Spec, ev Evidence) bool {
+			return ev.Heartbeat.Refused > 0 && (ev.Heartbeat.State == HeartbeatStale || ev.Heartbeat.State == HeartbeatMissing)
+		},
+		note: func(spec Spec, ev Evidence, j *Judgement) {
+			j.Reasons = append(j.Reasons, refusedReason(SourceHeartbeat, "heartbeatMaxAge", spec.HeartbeatMaxAge, ev.Heartbeat.Refused, ev.Heartbeat.Refusal))
+		},
+	},
+	{
+		Name: "heartbeat-evicted", Section: SectionHeartbeat, Verdict: Unknown, gap: gapEvicted,
+		When: "no heartbeat, and the key's node evicted keys (its evicted_keys rose) less than heartbeatMaxAgeSeconds ago",
+		Why:  "the key may have been evicted (maxmemory-policy allkeys-*, or volatile-* with keys written with an expiry)",
+		applies: func(_ Spec, ev Evidence) bool {
+			return ev.Heartbeat.State == HeartbeatMissing && ev.Heartbeat.Evicting > 0
+		},
+		note: func(spec Spec, ev Evidence, j *Judgement) {
+			left := ev.Heartbeat.Evicting
+			j.Reasons = append(j.Reasons, Reason{Source: SourceHeartbeat, Age: spec.HeartbeatMaxAge - left, Detail: fmt.Sprintf(
+				"its Redis node evicts keys (maxmemory-policy), so the key may have been evicted: a missing key counts once none "+
+					"was evicted for heartbeatMaxAge %s, in %s; last eviction seen", spec.HeartbeatMaxAge, left.Round(time.Millisecond))})
+		},
+	},
+	{
 		Name: "heartbeat-vanished", Section: SectionHeartbeat, Verdict: Unknown,
 		When: "no heartbeat, and pelwarden read the key holding a beat less than heartbeatMaxAgeSeconds before",
 		Why:  "a key that expired early, was deleted or evicted says no more than its last beat: judged as that beat once it is a max age old",
@@ -262,6 +311,16 @@ var rules = []Rule{
 		applies: func(_ Spec, ev Evidence) bool { return ev.IdleRecovering > 0 },
 		note: func(spec Spec, ev Evidence, j *Judgement) {
 			j.Reasons = append(j.Reasons, outageReason(SourceIdle, "ghostIdle", spec.GhostIdle, ev.IdleRecovering))
+		},
+	},
+	{
+		Name: "idle-writes-refused", Section: SectionIdle, Verdict: Unknown, gap: gapRefused,
+		When: "idle past ghostIdleSeconds, and the stream's node refuses XREADGROUP with other writes (MISCONF, READONLY, " +
+			"NOREPLICAS) or has accepted them again for less than ghostIdleSeconds",
+		Why:     "the worker could not read meanwhile",
+		applies: func(_ Spec, ev Evidence) bool { return ev.IdleRefused > 0 },
+		note: func(spec Spec, ev Evidence, j *Judgement) {
+			j.Reasons = append(j.Reasons, refusedReason(SourceIdle, "ghostIdle", spec.GhostIdle, ev.IdleRefused, ev.IdleRefusal))
 		},
 	},
 	{

@@ -38,6 +38,10 @@ var ruleCases = map[string]struct {
 	"starting": {spec: heartbeatSpec(), ev: Evidence{Listed: true, Seen: time.Second, Known: time.Second, Heartbeat: Heartbeat{State: HeartbeatMissing}}},
 	"heartbeat-outage": {spec: heartbeatSpec(), ev: Evidence{Listed: true, Known: time.Hour,
 		Heartbeat: Heartbeat{State: HeartbeatStale, Age: time.Hour, Recovering: time.Second}}},
+	"writes-refused": {spec: heartbeatSpec(), ev: Evidence{Listed: true, Known: time.Hour,
+		Heartbeat: Heartbeat{State: HeartbeatStale, Age: time.Hour, Refused: time.Second, Refusal: RefusalOOM}}},
+	"heartbeat-evicted": {spec: heartbeatSpec(), ev: Evidence{Listed: true, Seen: time.Hour, Known: time.Hour,
+		Heartbeat: Heartbeat{State: HeartbeatMissing, Evicting: time.Second}}},
 	"heartbeat-vanished": {spec: heartbeatSpec(), ev: Evidence{Listed: true, Seen: time.Hour, Known: time.Hour,
 		Heartbeat: Heartbeat{State: HeartbeatMissing, Vanished: time.Second}}},
 	"heartbeat-first-read": {spec: heartbeatSpec(), ev: Evidence{Listed: true, Known: time.Hour,
@@ -49,6 +53,7 @@ var ruleCases = map[string]struct {
 	"idle-pods-unobserved": {spec: kubeSpec(false), ev: Evidence{Listed: true, Seen: time.Hour, Pod: Pod{State: PodUnobserved}}},
 	"pod-running":          {spec: kubeSpec(false), ev: Evidence{Listed: true, Seen: time.Hour, Pod: Pod{State: PodRunning}}},
 	"idle-outage":          {spec: idleSpec(), ev: Evidence{Listed: true, Seen: time.Hour, IdleRecovering: time.Second}},
+	"idle-writes-refused":  {spec: idleSpec(), ev: Evidence{Listed: true, Seen: time.Hour, IdleRefused: time.Second, IdleRefusal: RefusalMisconf}},
 	"idle-undecided":       {spec: idleSpec(), ev: Evidence{Listed: true, Seen: time.Hour, Pending: 3, IdleFromDeliveries: true}},
 	"idle-past":            {spec: idleSpec(), ev: Evidence{Listed: true, Seen: time.Hour}},
 }

@@ -88,6 +88,15 @@ type HeartbeatObs struct {
 	// since pelwarden first read it). Zero where the fetcher does not
 	// follow nodes: the key is judged as if its node never broke.
 	ReadableSince time.Time
+	// Refused is the refusal of writes the key's node answers now, if
+	// WritableSince is zero, or last answered before it accepted writes
+	// again at WritableSince; RefusalNone where it was never seen to
+	// refuse them.
+	Refused       Refusal
+	WritableSince time.Time
+	// EvictedAt is when the key's node was last seen to evict keys (its
+	// evicted_keys rose), on this process's clock; zero if never.
+	EvictedAt time.Time
 }
 
 // Observation is what one refresh read from Redis, raw.
@@ -132,6 +141,10 @@ type Observation struct {
 	// pelwarden's own start casts no doubt on them. Zero where there was
 	// none, or the fetcher does not follow nodes.
 	StreamReadableSince time.Time
+	// StreamRefused and StreamWritableSince are HeartbeatObs.Refused and
+	// WritableSince for the node holding the stream.
+	StreamRefused       Refusal
+	StreamWritableSince time.Time
 }
 
 // PodsObs is the kubernetes source's view of a target's owner candidates.
@@ -246,6 +259,13 @@ type Snapshot struct {
 	// them is a death.
 	SkewedClocks int
 	ClockSkew    time.Duration
+	// Refused is the refusal of writes a node this read touched (the
+	// stream's, or a heartbeat key's) answers now; RefusalNone when none
+	// does. RefusedConsumers counts the consumers Unknown because writes
+	// were refused lately, EvictedConsumers those whose missing key may
+	// have been evicted.
+	Refused                            Refusal
+	RefusedConsumers, EvictedConsumers int
 	// Lag is XINFO GROUPS lag or, when LagEstimated, the fallback estimate.
 	Lag             int64
 	LagEstimated    bool
@@ -311,6 +331,7 @@ func build(t *Target, obs Observation, rows []consumerRow, prev *Snapshot, now t
 	if t.Spec.Kubernetes && obs.Pods != nil {
 		s.PodsErr = obs.Pods.Err
 	}
+	s.Refused = refusedNow(obs)
 	var before []ConsumerView
 	var breaker BreakerState
 	if prev != nil {
@@ -366,6 +387,13 @@ func (s *Snapshot) add(cv ConsumerView) {
 	if cv.Heartbeat == HeartbeatFuture {
 		s.FutureHeartbeats++
 	}
+	switch cv.gap() {
+	case gapRefused:
+		s.RefusedConsumers++
+	case gapEvicted:
+		s.EvictedConsumers++
+	case gapNone:
+	}
 	if cv.ClockSkew.Abs() > FutureTolerance {
 		s.SkewedClocks++
 		if cv.ClockSkew.Abs() > s.ClockSkew.Abs() {
@@ -404,6 +432,8 @@ func gather(spec Spec, obs Observation, rows []consumerRow, before []ConsumerVie
 			cv.beat = memo.timed(spec, &hb, r.Value, obs.ServerTime, now, skew)
 			cv.ClockSkew = hb.Skew
 			hb.Recovering = recovering(spec.HeartbeatMaxAge, r.ReadableSince, now)
+			hb.Refusal, hb.Refused = r.Refused, refusedFor(spec.HeartbeatMaxAge, r.Refused, r.WritableSince, now)
+			hb.Evicting = recovering(spec.HeartbeatMaxAge, r.EvictedAt, now)
 		}
 		pod := podFor(spec, name, obs, now)
 		if pod.Name != "" {
@@ -416,7 +446,25 @@ func gather(spec Spec, obs Observation, rows []consumerRow, before []ConsumerVie
 		ev := Evidence{Seen: c.Idle, Inactive: cv.Inactive, Listed: ok, Heartbeat: hb, Pod: pod, Known: max(now.Sub(cv.FirstSeen), 0), ReadLag: lag,
 			Pending: cv.Pending, IdleFromDeliveries: obs.IdleFromDeliveries, IdleJudgesHolders: obs.IdleJudgesHolders,
 			IdleRecovering: recovering(spec.GhostIdle, obs.StreamReadableSince, now)}
+		if obs.StreamRefused.BlocksReads() {
+			ev.IdleRefusal, ev.IdleRefused = obs.StreamRefused, refusedFor(spec.GhostIdle, obs.StreamRefused, obs.StreamWritableSince, now)
+		}
 		out = append(out, gathered{view: cv, ev: ev})
+	}
+	return out
+}
+
+// refusedNow is the refusal a node of the read answers now: the stream's,
+// else the first, in Refusals' order, of a heartbeat key's.
+func refusedNow(obs Observation) Refusal {
+	if obs.StreamRefused != RefusalNone && obs.StreamWritableSince.IsZero() {
+		return obs.StreamRefused
+	}
+	out := RefusalNone
+	for _, h := range obs.Heartbeats {
+		if h.Refused != RefusalNone && h.WritableSince.IsZero() && (out == RefusalNone || h.Refused < out) {
+			out = h.Refused
+		}
 	}
 	return out
 }

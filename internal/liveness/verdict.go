@@ -122,6 +122,16 @@ type Heartbeat struct {
 	// failover, a restart or pelwarden's start. 0 once a whole max age
 	// has passed, or where nodes are not followed.
 	Recovering time.Duration
+	// Refused is how much longer a stale or missing heartbeat is not
+	// evidence because the key's node refuses writes (Refusal), or
+	// accepts them again for less than the max age: the max age less the
+	// time since it accepts them.
+	Refused time.Duration
+	Refusal Refusal
+	// Evicting is how much longer a missing key is not evidence because
+	// its node evicts keys: the max age less the time since it was last
+	// seen to evict one.
+	Evicting time.Duration
 	// Vanished, for a missing key that pelwarden read holding a beat, is
 	// how much longer until that beat is a max age old: a key that
 	// expired early, was deleted or evicted says no more than its last
@@ -182,6 +192,11 @@ type Evidence struct {
 	// much longer the stream's node must stay readable before an idle
 	// time past ghostIdle is evidence.
 	IdleRecovering time.Duration
+	// IdleRefused is how much longer an idle time past ghostIdle is not
+	// evidence because the stream's node refuses XREADGROUP with other
+	// writes (IdleRefusal), or accepts them for less than ghostIdle.
+	IdleRefused time.Duration
+	IdleRefusal Refusal
 }
 
 // PodState is what the kubernetes source saw of the pod behind a consumer.
