@@ -115,3 +115,20 @@ func TestAReadSaysWhenTheNodeLastEvictedKeys(t *testing.T) {
 	obs = fetch(t, r, target, "w-0")
 	require.WithinRange(t, obs.Heartbeats["hb:w-0"].EvictedAt, before, obs.ReadAt, "the sample that saw evicted_keys rise")
 }
+
+// TestARefusedPingIsAnAnswer: MISCONF refuses PING too, but Redis
+// answered it, and serves reads: pelwarden stays ready.
+func TestARefusedPingIsAnAnswer(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t, redistest.FaultOptions(t, redistest.FaultMisconf))
+	if ok, why := srv.CanCause(t, redistest.FaultMisconf); !ok {
+		t.Skipf("%s cannot cause MISCONF: %s", srv.Version(t), why)
+	}
+	conns, err := Open([]config.Redis{config.DefaultRedis("default", srv.Addr())})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conns.Close() })
+	srv.Cause(t, redistest.FaultMisconf)
+	c, _ := conns.Get("default")
+	require.Error(t, c.Ping(context.Background()).Err(), "MISCONF refuses PING")
+	require.NoError(t, conns.Ping(context.Background()))
+}
