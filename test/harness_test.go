@@ -30,6 +30,8 @@ type pelwarden struct {
 	client externalscaler.ExternalScalerClient
 	conn   *grpc.ClientConn
 	stop   func()
+	// logs is the tail of pelwarden's log.
+	logs *tailLog
 }
 
 // testConfig is pelwarden's configuration for tests: free loopback ports,
@@ -96,7 +98,7 @@ func runPelwarden(t *testing.T, cfg config.Config, creds credentials.TransportCr
 	go func() { done <- a.Run(ctx) }()
 	conn, err := grpc.NewClient(a.GRPCAddr(), grpc.WithTransportCredentials(creds))
 	require.NoError(t, err)
-	p := &pelwarden{app: a, client: externalscaler.NewExternalScalerClient(conn), conn: conn}
+	p := &pelwarden{app: a, client: externalscaler.NewExternalScalerClient(conn), conn: conn, logs: logs}
 	var stopped bool
 	p.stop = func() {
 		if stopped {
