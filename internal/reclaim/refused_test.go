@@ -3,7 +3,6 @@ package reclaim
 import (
 	"bytes"
 	"context"
-	"errors"
 	"log/slog"
 	"testing"
 	"time"
@@ -47,7 +46,7 @@ func TestAStepWhoseWritesRedisRefusesStopsAndLogsNothing(t *testing.T) {
 			g.srv.Cause(t, f)
 			_, err = engine.RunAll(context.Background(), job, steps)
 			var refused *redisx.WritesRefused
-			require.True(t, errors.As(err, &refused), "the step stops on the refusal: %v", err)
+			require.ErrorAs(t, err, &refused, "the step stops on the refusal")
 			require.Equal(t, f.String(), refused.Refusal.String())
 			require.Equal(t, before, g.state(t), "nothing changed")
 			require.NotContains(t, logs.String(), "level=ERROR", "no line per entry")
@@ -55,7 +54,7 @@ func TestAStepWhoseWritesRedisRefusesStopsAndLogsNothing(t *testing.T) {
 
 			calls := redistest.CommandCalls(t, g.rdb)
 			_, err = engine.RunAll(context.Background(), job, steps)
-			require.True(t, errors.As(err, &refused))
+			require.ErrorAs(t, err, &refused)
 			after := redistest.CommandCalls(t, g.rdb)
 			require.Equal(t, calls["evalsha"], after["evalsha"], "a step on a node refusing writes is not sent")
 		})

@@ -108,7 +108,7 @@ func parseSample(info string, cfg map[string]string) sample {
 // gives min_slaves_good_slaves only where min-replicas-to-write is set
 // (at least 1), so with none good they are; otherwise CONFIG's value
 // decides, and without it only a refused write tells.
-func noReplicas(good, min string) bool {
+func noReplicas(good, least string) bool {
 	if good == "" {
 		return false
 	}
@@ -116,7 +116,7 @@ func noReplicas(good, min string) bool {
 	if err != nil {
 		return false
 	}
-	if m, err := strconv.Atoi(min); err == nil {
+	if m, err := strconv.Atoi(least); err == nil {
 		return g < m
 	}
 	return g == 0
