@@ -77,11 +77,14 @@ func TestAnEvictedHeartbeatIsNoDeath(t *testing.T) {
 	rdb := srv.Client(t)
 	victim := failFast(&redis.Options{Addr: srv.Addr()})
 	t.Cleanup(func() { _ = victim.Close() })
-	// The 600 kB value is made in the script: a command as big would sit in
-	// Redis's memory, read in part, while other clients' writes ask it
-	// for room (the OOM of TestARefusedWriteIsNoDeath, not an eviction).
+	// The beat is padded past 600 kB in Redis itself (SETRANGE): a command
+	// as big would sit in Redis's memory, read in part, and a string as
+	// big made in Lua would count there until collected, while other
+	// clients' writes ask for room (the OOM of TestARefusedWriteIsNoDeath,
+	// not an eviction). pelwarden never reads the padded value: Redis
+	// evicts it before any other command.
 	write := redis.NewScript("#!lua flags=allow-oom\n" +
-		`return redis.call('SET', KEYS[1], '{"time":' .. ARGV[1] .. ',"pad":"' .. string.rep('x', 600000) .. '"}', 'PX', 1000)`)
+		"redis.call('SET', KEYS[1], ARGV[1], 'PX', 1000)\nreturn redis.call('SETRANGE', KEYS[1], 600000, ' ')")
 	if err := write.Run(ctx, victim, []string{"probe"}, "1").Err(); err != nil {
 		t.Skipf("%s cannot cause an eviction this way: it runs no script with flags (%v)", srv.Version(t), err)
 	}
@@ -163,9 +166,9 @@ func TestASkewedClockIsNoDeath(t *testing.T) {
 }
 
 // TestAStreamCreatedAfterItsTriggerIsSeenAtTheNextPoll registers a
-// trigger for a stream that does not exist yet, then creates it, adds 30
-// entries, and has a worker read them: every poll that begins after the
-// read answers at least 30.
+// trigger for a stream that does not exist yet, then, in one transaction,
+// creates it, adds 30 entries and has a worker read them: every poll that
+// begins after it answers at least 30.
 func TestAStreamCreatedAfterItsTriggerIsSeenAtTheNextPoll(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -178,7 +181,16 @@ func TestAStreamCreatedAfterItsTriggerIsSeenAtTheNextPoll(t *testing.T) {
 	pl := pollAbove(p, md, live.Load)
 	time.Sleep(300 * time.Millisecond)
 	began := time.Now()
-	redistest.Hold(t, rdb, "late", "workers", "w-0", "j", 30)
+	// At once: no read may see the group before its entries were read,
+	// whose 0 pending would be right then.
+	tx := rdb.TxPipeline()
+	tx.XGroupCreateMkStream(ctx, "late", "workers", "$")
+	for i := range 30 {
+		tx.XAdd(ctx, &redis.XAddArgs{Stream: "late", Values: []any{"job", i}})
+	}
+	tx.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "workers", Consumer: "w-0", Streams: []string{"late", ">"}, Count: 30, Block: -1})
+	_, err := tx.Exec(ctx)
+	require.NoError(t, err)
 	live.Store(30)
 	time.Sleep(time.Second)
 	pl.finish(t)
