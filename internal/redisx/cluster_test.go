@@ -25,7 +25,7 @@ type roundTrips struct {
 	trips    map[string]int
 	commands map[string]int
 	// samples counts apart the samples of a node's writes (writes.go),
-	// a round trip of their own in a cluster, at most one a second.
+	// a round trip of their own in a cluster, at most one every sampleEvery.
 	samples map[string]int
 }
 
@@ -135,7 +135,7 @@ func TestClusterFetchIsOneRoundTripPerNodeInvolved(t *testing.T) {
 	require.GreaterOrEqual(t, trips.commands[streamNode], 3, "XINFO GROUPS, XINFO CONSUMERS and XPENDING on the stream's master")
 	require.Equal(t, 4+consumers, total, "TIME, 3 stream commands and one GET per heartbeat key, nothing repeated")
 	for addr, n := range trips.samples {
-		require.LessOrEqual(t, n, 1, "node %s: its writes sampled at most once a second", addr)
+		require.LessOrEqual(t, n, 1, "node %s: its writes sampled at most once every sampleEvery", addr)
 	}
 	t.Logf("round trips per node: %v; commands per node: %v; samples of writes: %v", trips.trips, trips.commands, trips.samples)
 }

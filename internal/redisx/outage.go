@@ -73,7 +73,7 @@ func (n *nodeWatch) connected(runID string, v ServerVersion, at time.Time) {
 	if runID != "" && runID != n.runID {
 		n.broken = n.broken || n.runID != ""
 		n.runID, n.since = runID, at
-		n.ws.noConfig, n.ws.next = false, time.Time{} // another server: ask it all again, at once
+		n.ws.next, n.ws.errKnown = time.Time{}, false // another server: its counts start anew
 		return
 	}
 	if n.since.IsZero() {

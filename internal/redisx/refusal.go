@@ -54,7 +54,17 @@ func refusalIn(detail string) liveness.Refusal {
 
 // sample is what one look at a node's state says of its writes.
 type sample struct {
-	refusal liveness.Refusal
+	// state is the refusal the node's state makes certain: used memory
+	// past maxmemory with noeviction, a replica, min-replicas-to-write
+	// with no replica in sync. maybeMisconf says the last RDB save or AOF
+	// write failed, which refuses writes only under settings INFO does
+	// not show (stop-writes-on-bgsave-error, save points).
+	state        liveness.Refusal
+	maybeMisconf bool
+	// refused counts the writes the node refused so far, by refusal
+	// (INFO errorstats); errKnown says INFO gave the section.
+	refused  refusalCounts
+	errKnown bool
 	// evicted is evicted_keys; evictKnown says INFO stats gave it.
 	evicted    int64
 	evictKnown bool
@@ -63,84 +73,74 @@ type sample struct {
 	mayEvict bool
 }
 
-// writeConfig lists the settings a sample asks CONFIG GET for: what INFO
-// does not say of when writes are refused.
-var writeConfig = []any{"CONFIG", "GET", "min-replicas-to-write", "stop-writes-on-bgsave-error", "save", "replica-read-only"}
+// refusalCounts counts refused writes by refusal.
+type refusalCounts [liveness.RefusalNoReplicas + 1]int64
 
 // infoSections are the INFO sections a sample reads (several at once:
-// Redis 7.0 and later).
-var infoSections = []string{"memory", "persistence", "replication", "stats"}
+// Redis 7.0 and later). errorstats counts the errors Redis answered, by
+// prefix: a rise of OOM, MISCONF, READONLY or NOREPLICAS between two
+// samples is writes refused meanwhile, to whoever sent them. CONFIG,
+// which would say the settings INFO leaves out, is not asked: it needs a
+// grant that reads every setting, passwords included.
+var infoSections = []string{"memory", "persistence", "replication", "stats", "errorstats"}
 
-// parseSample reads a node's INFO memory, persistence, replication and
-// stats, and its writeConfig (nil where CONFIG GET was refused), as Redis
-// decides whether to refuse a write: a setting CONFIG did not give is
-// taken to refuse where INFO alone cannot rule it out.
-func parseSample(info string, cfg map[string]string) sample {
+// parseSample reads a node's INFO memory, persistence, replication, stats
+// and errorstats.
+func parseSample(info string) sample {
 	f := func(k string) string { return infoField(info, k) }
 	n := func(k string) int64 { v, _ := strconv.ParseInt(f(k), 10, 64); return v }
-	// maybe says setting k refuses as value does, or CONFIG did not say.
-	maybe := func(k, value string) bool {
-		v, ok := cfg[k]
-		return !ok || v == value
-	}
 	s := sample{}
 	if v := f("evicted_keys"); v != "" {
 		s.evicted, s.evictKnown = n("evicted_keys"), true
 	}
+	if strings.Contains(info, "# Errorstats") {
+		s.errKnown = true
+		for _, r := range liveness.Refusals {
+			s.refused[r] = errorCount(f("errorstat_" + r.String()))
+		}
+	}
 	policy := f("maxmemory_policy")
 	s.mayEvict = n("maxmemory") > 0 && (strings.HasPrefix(policy, "allkeys-") || strings.HasPrefix(policy, "volatile-"))
-	_, hasSave := cfg["save"]
+	s.maybeMisconf = f("rdb_last_bgsave_status") == "err" || (f("aof_enabled") == "1" && f("aof_last_write_status") == "err")
 	switch {
-	case f("role") == "slave" && maybe("replica-read-only", "yes"):
-		s.refusal = liveness.RefusalReadonly
-	case f("rdb_last_bgsave_status") == "err" && maybe("stop-writes-on-bgsave-error", "yes") && (!hasSave || cfg["save"] != ""),
-		f("aof_enabled") == "1" && f("aof_last_write_status") == "err":
-		s.refusal = liveness.RefusalMisconf
-	case noReplicas(f("min_slaves_good_slaves"), cfg["min-replicas-to-write"]):
-		s.refusal = liveness.RefusalNoReplicas
+	case f("role") == "slave":
+		s.state = liveness.RefusalReadonly
+	case f("min_slaves_good_slaves") == "0":
+		// Shown only where min-replicas-to-write is set: at least 1.
+		s.state = liveness.RefusalNoReplicas
 	case n("maxmemory") > 0 && policy == "noeviction" && n("used_memory")-n("mem_not_counted_for_evict") > n("maxmemory"):
-		s.refusal = liveness.RefusalOOM
+		s.state = liveness.RefusalOOM
 	}
 	return s
 }
 
-// noReplicas says writes are refused for want of replicas in sync: INFO
-// gives min_slaves_good_slaves only where min-replicas-to-write is set
-// (at least 1), so with none good they are; otherwise CONFIG's value
-// decides, and without it only a refused write tells.
-func noReplicas(good, least string) bool {
-	if good == "" {
-		return false
-	}
-	g, err := strconv.Atoi(good)
-	if err != nil {
-		return false
-	}
-	if m, err := strconv.Atoi(least); err == nil {
-		return g < m
-	}
-	return g == 0
+// errorCount reads an errorstat value, "count=N".
+func errorCount(v string) int64 {
+	c, _, _ := strings.Cut(strings.TrimPrefix(v, "count="), ",")
+	n, _ := strconv.ParseInt(c, 10, 64)
+	return n
 }
 
-// configMap reads CONFIG GET's reply, a map (RESP3) or a flat list of
-// names and values (RESP2).
-func configMap(reply any) map[string]string {
-	out := map[string]string{}
-	switch r := reply.(type) {
-	case map[any]any:
-		for k, v := range r {
-			ks, _ := k.(string)
-			vs, _ := v.(string)
-			out[ks] = vs
-		}
-	case []any:
-		for i := 0; i+1 < len(r); i += 2 {
-			ks, _ := r[i].(string)
-			vs, _ := r[i+1].(string)
-			out[ks] = vs
-		}
+// refusal is what sample s, after the node's previous counts of refused
+// writes before (known when known), says of its writes now: the refusal
+// its state makes certain, else the first whose refused writes rose,
+// else, with no counts to compare, a failed save taken to refuse.
+func (s sample) refusal(before refusalCounts, known bool) liveness.Refusal {
+	if s.state != liveness.RefusalNone {
+		return s.state
 	}
-	return out
+	if known && s.errKnown {
+		for _, r := range liveness.Refusals {
+			if s.refused[r] > before[r] {
+				return r
+			}
+		}
+		return liveness.RefusalNone
+	}
+	if s.maybeMisconf {
+		return liveness.RefusalMisconf
+	}
+	return liveness.RefusalNone
 }
 
 // Refused is the refusal that left the entry untouched, RefusalNone

@@ -15,18 +15,21 @@ import (
 // when it accepts them, and when it last evicted keys. Two sources say
 // so. Every reply to pelwarden's own commands that refuses a write (OOM,
 // MISCONF, READONLY, NOREPLICAS) starts a refusal at once; and a read of
-// heartbeats samples the node's state, at most once a second per node, in
-// the read's own round trip where the node serves the whole read: INFO
-// memory, persistence, replication and stats, with CONFIG GET of the four
-// settings INFO leaves out. A sample that finds no cause ends a refusal;
-// a rise of evicted_keys is an eviction. Nothing is decided here: liveness
+// heartbeats samples the node, at most once every 2 s per node, in the
+// read's own round trip where the node serves the whole read: INFO
+// memory, persistence, replication, stats and errorstats. A state that
+// refuses writes, or writes refused to anyone since the last sample, is a
+// refusal; a sample that finds neither ends it; a rise of evicted_keys is
+// an eviction. Nothing is decided here: liveness
 // holds what could not be written Unknown, and hygiene waits.
 
-// sampleEvery is the least time between two samples of one node's writes.
-// A refusal that begins between two samples hides at most this long a
-// heartbeat's failure to be written, so a max age longer than a worker's
-// beat interval plus a second is told from death.
-const sampleEvery = time.Second
+// sampleEvery is the least time between two samples of one node's writes:
+// one costs Redis about 6 µs (INFO's five sections), so at most 3 µs a
+// second per node. A refusal that begins between
+// two samples hides at most this long a heartbeat's failure to be written,
+// so a max age longer than a worker's beat interval plus 2 s is told from
+// death.
+const sampleEvery = 2 * time.Second
 
 // Without INFO (an ACL user without +info), a refusal a reply showed is
 // taken to end replyHold later: the next write tries again, and a refusal
@@ -52,11 +55,13 @@ type writeState struct {
 	evicted    int64
 	evictKnown bool
 	evictedAt  time.Time
+	// errs counts the writes refused as last sampled, by refusal.
+	errs     refusalCounts
+	errKnown bool
 	// next is when the node may be sampled again; sampled says a sample
-	// answered, noConfig that CONFIG GET was refused (not asked again
-	// until the node's server changes).
-	next              time.Time
-	sampled, noConfig bool
+	// answered.
+	next    time.Time
+	sampled bool
 }
 
 // refuse records refusal r seen at at; it reports whether writes were
@@ -127,16 +132,15 @@ func (n *nodeWatch) refusedByReply(r liveness.Refusal, at time.Time) {
 }
 
 // claimSample says whether a sample of the node is due at now, and if so
-// takes it: no other read samples it for sampleEvery. ask says whether
-// the sample asks CONFIG GET too.
-func (n *nodeWatch) claimSample(now time.Time) (due, ask bool) {
+// takes it: no other read samples it for sampleEvery.
+func (n *nodeWatch) claimSample(now time.Time) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if now.Before(n.ws.next) {
-		return false, false
+		return false
 	}
 	n.ws.next = now.Add(sampleEvery)
-	return true, !n.ws.noConfig
+	return true
 }
 
 // sampled records a sample sent at sent and answered at at.
@@ -146,9 +150,11 @@ func (n *nodeWatch) sampled(s sample, sent, at time.Time) {
 	st.sampled = true
 	var began, ended bool
 	r := st.refused
+	now := s.refusal(st.errs, st.errKnown)
+	st.errs, st.errKnown = s.refused, s.errKnown
 	switch {
-	case s.refusal != liveness.RefusalNone:
-		r, began = s.refusal, st.refuse(s.refusal, at, false)
+	case now != liveness.RefusalNone:
+		r, began = now, st.refuse(now, at, false)
 	case st.byReply.Before(sent):
 		ended = st.accept(at)
 	}
@@ -165,62 +171,38 @@ func (n *nodeWatch) sampled(s sample, sent, at time.Time) {
 	}
 }
 
-// sampleFailed records a sample whose INFO was refused: asked again after
-// noInfoRetry. A refused CONFIG GET alone is not asked again.
-func (n *nodeWatch) sampleFailed(infoErr, configErr error, now time.Time) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if infoErr != nil {
-		n.ws.next = now.Add(noInfoRetry)
-	}
-	if configErr != nil && !unanswered(configErr) && !nodeDown(configErr) {
-		n.ws.noConfig = true
-	}
-}
-
-// sampleCmds are one sample's commands, queued on a pipeline to the node.
+// sampleCmds is one sample's command, queued on a pipeline to the node.
 type sampleCmds struct {
-	n      *nodeWatch
-	sent   time.Time
-	info   *redis.StringCmd
-	config *redis.Cmd
+	n    *nodeWatch
+	sent time.Time
+	info *redis.StringCmd
 }
 
 // queueSample queues a sample of n on pipe, if one is due.
 func queueSample(ctx context.Context, pipe redis.Pipeliner, n *nodeWatch) *sampleCmds {
 	now := time.Now()
-	due, ask := n.claimSample(now)
-	if !due {
+	if !n.claimSample(now) {
 		return nil
 	}
-	s := &sampleCmds{n: n, sent: now, info: pipe.Info(ctx, infoSections...)}
-	if ask {
-		s.config = pipe.Do(ctx, writeConfig...)
-	}
-	return s
+	return &sampleCmds{n: n, sent: now, info: pipe.Info(ctx, infoSections...)}
 }
 
-// record reads the sample's answers, at at.
+// record reads the sample's answer, at at. INFO refused (an ACL user
+// without +info) is asked again after noInfoRetry.
 func (s *sampleCmds) record(at time.Time) {
 	if s == nil {
 		return
 	}
 	info, err := s.info.Result()
-	var cfgErr error
-	var cfg map[string]string
-	if s.config != nil {
-		var reply any
-		if reply, cfgErr = s.config.Result(); cfgErr == nil {
-			cfg = configMap(reply)
-		}
-	}
-	if err != nil || cfgErr != nil {
-		s.n.sampleFailed(err, cfgErr, at)
-	}
 	if err != nil {
+		if !unanswered(err) && !nodeDown(err) {
+			s.n.mu.Lock()
+			s.n.ws.next = at.Add(noInfoRetry)
+			s.n.mu.Unlock()
+		}
 		return
 	}
-	s.n.sampled(parseSample(info, cfg), s.sent, at)
+	s.n.sampled(parseSample(info), s.sent, at)
 }
 
 // sampleNode samples the node of client c, if due: a round trip of its
