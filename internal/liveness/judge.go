@@ -99,3 +99,58 @@ func ReasonsString(rs []Reason) string {
 	}
 	return strings.Join(parts, "; ")
 }
+
+func always(Spec, Evidence) bool { return true }
+
+// firstRead says a stale-dated value is still on its first max age of
+// reads, for a consumer whose name is in use.
+func firstRead(spec Spec, ev Evidence) bool {
+	return ev.Heartbeat.State == HeartbeatStale && ev.Heartbeat.FirstRead > 0 && ev.Seen < spec.HeartbeatMaxAge
+}
+
+func heartbeatIs(s HeartbeatState) func(Spec, Evidence) bool {
+	return func(_ Spec, ev Evidence) bool { return ev.Heartbeat.State == s }
+}
+
+func podIs(s PodState) func(Spec, Evidence) bool {
+	return func(spec Spec, ev Evidence) bool { return spec.Kubernetes && ev.Pod.State == s }
+}
+
+func freshDegraded(spec Spec, ev Evidence) bool {
+	return spec.Heartbeat && ev.Heartbeat.State == HeartbeatFresh && ev.Heartbeat.Degraded
+}
+
+// usedSinceGone says the name was read, or its heartbeat written, after
+// its pod went. Seen and the heartbeat's age are as of the read's answer,
+// ReadLag ago; GoneFor is as of now. Measured at one moment, the read or
+// beat came after the pod went exactly when it is younger than the
+// departure.
+func usedSinceGone(spec Spec, ev Evidence) bool {
+	hb := ev.Heartbeat
+	readSince := ev.Seen+ev.ReadLag < ev.Pod.GoneFor
+	beatSince := spec.Heartbeat && (hb.State == HeartbeatFresh || hb.State == HeartbeatStale) && hb.Age+ev.ReadLag < ev.Pod.GoneFor
+	return readSince || beatSince
+}
+
+func sharedName(_ Spec, _ Evidence, j *Judgement) {
+	j.SharedName = true
+	j.Reasons = append(j.Reasons, Reason{Source: SourceKubernetes, Detail: "the name was used after its pod went: another process shares it", Age: -1})
+}
+
+// judge walks the table: the first row of the consumer's sections that
+// applies decides.
+func judge(spec Spec, ev Evidence, j Judgement) Judgement {
+	for i := range rules {
+		r := &rules[i]
+		if !r.Section.in(spec, ev) || !r.applies(spec, ev) {
+			continue
+		}
+		j.Verdict, j.Rule, j.rule = r.Verdict, r.Name, uint8(i+1)
+		if r.note != nil {
+			r.note(spec, ev, &j)
+		}
+		return j
+	}
+	// Each section ends with a row that always applies.
+	panic(fmt.Sprintf("liveness: no rule applies to %+v under %s", ev, spec))
+}
