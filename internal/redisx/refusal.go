@@ -52,15 +52,8 @@ func refusalIn(detail string) liveness.Refusal {
 	return liveness.RefusalNone
 }
 
-// sample is what one look at a node's state says of its writes.
+// sample is what one look at a node says of its writes.
 type sample struct {
-	// state is the refusal the node's state makes certain: used memory
-	// past maxmemory with noeviction, a replica, min-replicas-to-write
-	// with no replica in sync. maybeMisconf says the last RDB save or AOF
-	// write failed, which refuses writes only under settings INFO does
-	// not show (stop-writes-on-bgsave-error, save points).
-	state        liveness.Refusal
-	maybeMisconf bool
 	// refused counts the writes the node refused so far, by refusal
 	// (INFO errorstats); errKnown says INFO gave the section.
 	refused  refusalCounts
@@ -68,9 +61,6 @@ type sample struct {
 	// evicted is evicted_keys; evictKnown says INFO stats gave it.
 	evicted    int64
 	evictKnown bool
-	// mayEvict says maxmemory is set and maxmemory-policy may evict
-	// keys (allkeys-*, volatile-*).
-	mayEvict bool
 }
 
 // refusalCounts counts refused writes by refusal.
@@ -78,38 +68,26 @@ type refusalCounts [liveness.RefusalNoReplicas + 1]int64
 
 // infoSections are the INFO sections a sample reads (several at once:
 // Redis 7.0 and later). errorstats counts the errors Redis answered, by
-// prefix: a rise of OOM, MISCONF, READONLY or NOREPLICAS between two
-// samples is writes refused meanwhile, to whoever sent them. CONFIG,
-// which would say the settings INFO leaves out, is not asked: it needs a
-// grant that reads every setting, passwords included.
-var infoSections = []string{"memory", "persistence", "replication", "stats", "errorstats"}
+// their prefix: a rise of OOM, MISCONF, READONLY or NOREPLICAS between two
+// samples is writes refused meanwhile, to whoever sent them, which is what
+// a heartbeat that could not be written is. So neither the state that
+// refuses writes (memory, persistence, replication) nor CONFIG, which
+// would need a grant that reads every setting, is asked: a node that
+// refuses writes nobody sends loses no heartbeat.
+var infoSections = []string{"stats", "errorstats"}
 
-// parseSample reads a node's INFO memory, persistence, replication, stats
-// and errorstats.
+// parseSample reads a node's INFO stats and errorstats.
 func parseSample(info string) sample {
-	f := func(k string) string { return infoField(info, k) }
-	n := func(k string) int64 { v, _ := strconv.ParseInt(f(k), 10, 64); return v }
 	s := sample{}
-	if v := f("evicted_keys"); v != "" {
-		s.evicted, s.evictKnown = n("evicted_keys"), true
+	if v := infoField(info, "evicted_keys"); v != "" {
+		s.evicted, _ = strconv.ParseInt(v, 10, 64)
+		s.evictKnown = true
 	}
 	if strings.Contains(info, "# Errorstats") {
 		s.errKnown = true
 		for _, r := range liveness.Refusals {
-			s.refused[r] = errorCount(f("errorstat_" + r.String()))
+			s.refused[r] = errorCount(infoField(info, "errorstat_"+r.String()))
 		}
-	}
-	policy := f("maxmemory_policy")
-	s.mayEvict = n("maxmemory") > 0 && (strings.HasPrefix(policy, "allkeys-") || strings.HasPrefix(policy, "volatile-"))
-	s.maybeMisconf = f("rdb_last_bgsave_status") == "err" || (f("aof_enabled") == "1" && f("aof_last_write_status") == "err")
-	switch {
-	case f("role") == "slave":
-		s.state = liveness.RefusalReadonly
-	case f("min_slaves_good_slaves") == "0":
-		// Shown only where min-replicas-to-write is set: at least 1.
-		s.state = liveness.RefusalNoReplicas
-	case n("maxmemory") > 0 && policy == "noeviction" && n("used_memory")-n("mem_not_counted_for_evict") > n("maxmemory"):
-		s.state = liveness.RefusalOOM
 	}
 	return s
 }
@@ -121,24 +99,19 @@ func errorCount(v string) int64 {
 	return n
 }
 
-// refusal is what sample s, after the node's previous counts of refused
-// writes before (known when known), says of its writes now: the refusal
-// its state makes certain, else the first whose refused writes rose,
-// else, with no counts to compare, a failed save taken to refuse.
+// refusal is the first refusal, in Refusals' order, whose refused writes
+// rose since before, the counts of the node's previous sample; none where
+// there are no counts to compare (the node's first sample, which its
+// first stretch of readability covers) or they went down (a restart or
+// CONFIG RESETSTAT).
 func (s sample) refusal(before refusalCounts, known bool) liveness.Refusal {
-	if s.state != liveness.RefusalNone {
-		return s.state
-	}
-	if known && s.errKnown {
-		for _, r := range liveness.Refusals {
-			if s.refused[r] > before[r] {
-				return r
-			}
-		}
+	if !known || !s.errKnown {
 		return liveness.RefusalNone
 	}
-	if s.maybeMisconf {
-		return liveness.RefusalMisconf
+	for _, r := range liveness.Refusals {
+		if s.refused[r] > before[r] {
+			return r
+		}
 	}
 	return liveness.RefusalNone
 }

@@ -16,19 +16,17 @@ import (
 // so. Every reply to pelwarden's own commands that refuses a write (OOM,
 // MISCONF, READONLY, NOREPLICAS) starts a refusal at once; and a read of
 // heartbeats samples the node, at most once every 2 s per node, in the
-// read's own round trip where the node serves the whole read: INFO
-// memory, persistence, replication, stats and errorstats. A state that
-// refuses writes, or writes refused to anyone since the last sample, is a
-// refusal; a sample that finds neither ends it; a rise of evicted_keys is
+// read's own round trip where the node serves the whole read: INFO stats
+// and errorstats. Writes refused to anyone since the last sample are a
+// refusal, a sample without any ends it, and a rise of evicted_keys is
 // an eviction. Nothing is decided here: liveness
 // holds what could not be written Unknown, and hygiene waits.
 
 // sampleEvery is the least time between two samples of one node's writes:
-// one costs Redis about 6 µs (INFO's five sections), so at most 3 µs a
-// second per node. A refusal that begins between
-// two samples hides at most this long a heartbeat's failure to be written,
-// so a max age longer than a worker's beat interval plus 2 s is told from
-// death.
+// one costs Redis about 2 µs (INFO stats and errorstats, 1.3 kB), so at
+// most 1 µs a second per node. A refusal that begins between two samples
+// hides at most this long a heartbeat's failure to be written, so a max
+// age longer than a worker's beat interval plus 2 s is told from death.
 const sampleEvery = 2 * time.Second
 
 // Without INFO (an ACL user without +info), a refusal a reply showed is
@@ -159,8 +157,8 @@ func (n *nodeWatch) sampled(s sample, sent, at time.Time) {
 		ended = st.accept(at)
 	}
 	if s.evictKnown {
-		if (st.evictKnown && s.evicted != st.evicted) || (!st.evictKnown && s.mayEvict) {
-			// A first sample cannot tell evictions just before it.
+		if s.evicted != st.evicted && (st.evictKnown || s.evicted > 0) {
+			// A first sample cannot tell whether any was just before it.
 			st.evictedAt = at
 		}
 		st.evicted, st.evictKnown = s.evicted, true
