@@ -265,11 +265,11 @@ func (w *connWatch) logWrites(n *nodeWatch, r liveness.Refusal, began bool) {
 		args = append(args, "suppressed", suppressed)
 	}
 	if began {
-		log.Warn("redis refuses writes: heartbeats there are Unknown and hygiene waits until writes have been accepted for a max age",
+		log.Warn("redis refuses writes: its stale or missing heartbeats are Unknown until writes have been accepted for a max age, and hygiene pauses",
 			append(args, "refusal", r.String(), "cause", r.Cause())...)
 		return
 	}
-	log.Info("redis accepts writes again: heartbeats there count once they have been accepted for a max age", args...)
+	log.Info("redis accepts writes again: hygiene resumes, and its heartbeats count once writes have been accepted for a max age", args...)
 }
 
 // writesLogEvery is the least time between two lines about one node's
