@@ -48,7 +48,7 @@ func (r *Reader) Fetch(ctx context.Context, t liveness.Target, known []string) (
 	hbCmds := queueGets(ctx, pipe, hbKeys)
 	w := r.Conns.conns[t.Conn].watch
 	var sample *sampleCmds
-	if t.Spec.Heartbeat && w != nil && w.single != nil {
+	if w != nil && w.single != nil {
 		// After the GETs: it says what held when they were answered.
 		sample = queueSample(ctx, pipe, w.single)
 	}
@@ -128,9 +128,7 @@ func (r *Reader) Fetch(ctx context.Context, t liveness.Target, known []string) (
 	}
 	nameWrongTypes(ctx, c, obs.Heartbeats)
 	if w != nil {
-		if t.Spec.Heartbeat {
-			w.sampleNodes(ctx, c, t.Stream, obs.Heartbeats)
-		}
+		w.sampleNodes(ctx, c, t.Stream, obs.Heartbeats)
 		w.stamp(ctx, c, t.Stream, &obs, obs.ReadAt)
 	}
 	return obs, nil

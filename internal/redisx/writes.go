@@ -15,9 +15,10 @@ import (
 // when it accepts them, and when it last evicted keys. Two sources say
 // so. Every reply to pelwarden's own commands that refuses a write (OOM,
 // MISCONF, READONLY, NOREPLICAS) starts a refusal at once; and a read of
-// heartbeats samples the node, at most once every 2 s per node, in the
-// read's own round trip where the node serves the whole read: INFO stats
-// and errorstats. Writes refused to anyone since the last sample are a
+// a group samples the node, at most once every 2 s per node whatever the
+// targets, in the read's own round trip where the node serves the whole
+// read: INFO stats and errorstats. Idle times need it as much as
+// heartbeats: all but OOM refuse XREADGROUP too. Writes refused to anyone since the last sample are a
 // refusal, a sample without any ends it, and a rise of evicted_keys is
 // an eviction. Nothing is decided here: liveness
 // holds what could not be written Unknown, and hygiene waits.
@@ -148,12 +149,13 @@ func (n *nodeWatch) sampled(s sample, sent, at time.Time) {
 	st.sampled = true
 	var began, ended bool
 	r := st.refused
+	compared := st.errKnown && s.errKnown // a first sample says nothing either way
 	now := s.refusal(st.errs, st.errKnown)
 	st.errs, st.errKnown = s.refused, s.errKnown
 	switch {
 	case now != liveness.RefusalNone:
 		r, began = now, st.refuse(now, at, false)
-	case st.byReply.Before(sent):
+	case compared && st.byReply.Before(sent):
 		ended = st.accept(at)
 	}
 	if s.evictKnown {
@@ -321,6 +323,26 @@ func (cs *Conns) WritesRefused(ctx context.Context, name, key string) *WritesRef
 func (cs *Conns) NoteRefused(ctx context.Context, name, key string, r liveness.Refusal) {
 	if n := cs.nodeOf(ctx, name, key); n != nil && r != liveness.RefusalNone {
 		n.refusedByReply(r, time.Now())
+	}
+}
+
+// SampleWrites samples the writes of the node that holds key on
+// connection name if a sample is due, in a round trip of its own: a
+// caller that waits for writes to be accepted again, and reads nothing
+// meanwhile, learns it so, at most once every sampleEvery per node.
+func (cs *Conns) SampleWrites(ctx context.Context, name, key string) {
+	c, ok := cs.conns[name]
+	if !ok || c.watch == nil {
+		return
+	}
+	if client, ok := c.primary.(*redis.Client); ok && c.watch.single != nil {
+		sampleNode(ctx, client, c.watch.single)
+		return
+	}
+	if cc, ok := c.primary.(*redis.ClusterClient); ok {
+		if master, err := cc.MasterForKey(ctx, key); err == nil {
+			sampleNode(ctx, master, c.watch.node(master.Options().Addr))
+		}
 	}
 }
 
