@@ -49,8 +49,8 @@ func (l *Loop) renewAll(ctx context.Context) {
 	l.mu.Lock()
 	byConn := make(map[string]*batch)
 	for g, r := range l.targets {
-		if !r.busy {
-			continue
+		if !r.busy || l.conns.WritesRefused(ctx, g.Conn, g.Stream) != nil {
+			continue // a lease on a node that refuses writes is refused too
 		}
 		b := byConn[g.Conn]
 		if b == nil {

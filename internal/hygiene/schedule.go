@@ -114,7 +114,7 @@ func (l *Loop) scanRunner(ctx context.Context, r *runner) {
 	decided, decidedAt := w.ghosts, w.readAt
 	failed := false
 	switch {
-	case busy && l.conns.WritesRefused(ctx, t.Target.Conn, t.Target.Stream) != nil:
+	case busy && l.refused(ctx, t):
 		// Paused: Redis refuses what a scan would write, and a lease. The
 		// connection logs the refusal once; the turn comes again an
 		// interval on, and the view holds what workers could not write.
@@ -165,6 +165,17 @@ func (l *Loop) scanRunner(ctx context.Context, r *runner) {
 		l.armEntries(r)
 	}
 	l.poke(l.wake)
+}
+
+// refused says the stream's node refuses writes, sampling it first when
+// due: a paused target reads nothing else that would tell it that writes
+// are accepted again.
+func (l *Loop) refused(ctx context.Context, t Target) bool {
+	if l.conns.WritesRefused(ctx, t.Target.Conn, t.Target.Stream) == nil {
+		return false
+	}
+	l.conns.SampleWrites(ctx, t.Target.Conn, t.Target.Stream)
+	return l.conns.WritesRefused(ctx, t.Target.Conn, t.Target.Stream) != nil
 }
 
 // decision is what a turn's scan decided on.
