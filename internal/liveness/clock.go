@@ -27,7 +27,7 @@ import (
 // not trusted (HeartbeatFuture), however it changes.
 
 // beatMemo is what a snapshot keeps of one consumer's heartbeat between
-// reads: 32 bytes, whatever the value's size.
+// reads: 40 bytes, whatever the value's size.
 type beatMemo struct {
 	// key and val are hashes of the key read and its value; val is 0
 	// when the key was read missing.

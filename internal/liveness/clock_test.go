@@ -2,8 +2,10 @@ package liveness
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 )
@@ -117,4 +119,17 @@ func TestAHeartbeatIsJudgedOnRedisClock(t *testing.T) {
 			require.Equal(t, tc.skew, last.ClockSkew.Truncate(s), "the target's largest skew")
 		})
 	}
+}
+
+// TestWhatASnapshotKeepsOfABeatIsBounded: a snapshot remembers a beat by
+// hashes and times, 40 bytes, never the value, whatever its size (up to
+// maxBeatLen): two values differing in their last byte are told apart.
+func TestWhatASnapshotKeepsOfABeatIsBounded(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, uintptr(40), unsafe.Sizeof(beatMemo{}), "hashes and times only")
+	pad := strings.Repeat("x", maxBeatLen-100)
+	value := func(end string) string { return `{"time":` + claims(0) + `,"pad":"` + pad + end + `"}` }
+	snaps := judgeClock(t, clockRead{0, value("a"), 0}, clockRead{time.Second, value("b"), 0}, clockRead{10 * time.Second, value("b"), 0})
+	require.Equal(t, Alive, snaps[1].Consumers[0].Verdict, "a value that changed in its last byte is a beat")
+	require.Equal(t, Ghost, snaps[2].Consumers[0].Verdict, "the same value read again is not")
 }
