@@ -262,8 +262,8 @@ func TestAMisconfiguredHeartbeatKeyChangesNothingInRedis(t *testing.T) {
 }
 
 // TestClaimModeSpreadsOverLiveConsumersFreshestFirst: three live consumers
-// whose heartbeats are 0, 1 and 2 s old; a degraded owner and two whose
-// heartbeats are an hour old hold 4 entries each. One scan claims each
+// that last beat 0, 1.5 and 2.5 s before the scan; a degraded owner and
+// two whose heartbeats went stale hold 4 entries each. One scan claims each
 // owner's entries to a different live consumer, the freshest first, and
 // never to the degraded or stale owners.
 func TestClaimModeSpreadsOverLiveConsumersFreshestFirst(t *testing.T) {
@@ -282,34 +282,53 @@ func TestClaimModeSpreadsOverLiveConsumersFreshestFirst(t *testing.T) {
 	for _, c := range []string{"live-a", "live-b", "live-c"} {
 		require.NoError(t, rdb.XGroupCreateConsumer(ctx, "jobs", "workers", c).Err())
 	}
-	beatEvery(t, rdb, map[string]func() string{
-		"hb:live-a": msAgo(0), "hb:live-b": msAgo(time.Second), "hb:live-c": msAgo(2 * time.Second),
-	})
+	// The entries were read now, and are taken once idle 12 s (below):
+	// by then live-a has just beaten, live-b last beat 1.5 s before and
+	// live-c 2.5 s before, each within the max age; freshness is on
+	// Redis's clock, so it is when each last wrote.
+	read := time.Now()
+	liveUntil := map[string]time.Time{"hb:live-a": read.Add(time.Hour), "hb:live-b": read.Add(10500 * time.Millisecond), "hb:live-c": read.Add(9500 * time.Millisecond)}
 	// The owners beat until pelwarden has read Redis for a max age (5 s):
 	// a heartbeat stale before then is not yet evidence. Then, in one
-	// write, one says it is degraded and two go an hour stale, so that one
-	// scan finds the three.
+	// write, one says it is degraded (and goes on saying so) and two fall
+	// silent (a value written anew is a beat, whatever time it claims), so
+	// they are stale a max age later; their entries are taken once idle
+	// 12 s, past that, so that one scan finds the three.
 	owning, turn := make(chan struct{}), make(chan struct{})
+	beating, stop := context.WithCancel(ctx)
+	t.Cleanup(func() { stop(); <-owning })
 	go func() {
 		defer close(owning)
+		degraded := false
 		for {
 			now := strconv.FormatInt(time.Now().UnixMilli(), 10)
+			for k, until := range liveUntil {
+				if time.Now().Before(until) {
+					_ = rdb.Set(beating, k, now, 0).Err()
+				}
+			}
+			switch {
+			case degraded:
+				_ = rdb.Set(beating, "hb:deg", fmt.Sprintf(`{"time":%s,"degraded":true,"degradedReasons":["codex_quota_exhausted_until_%s"]}`,
+					now, time.Now().Add(time.Hour).UTC().Format(time.RFC3339)), 0).Err()
+			default:
+				_ = rdb.MSet(beating, "hb:stale-1", now, "hb:stale-2", now, "hb:deg", now).Err()
+			}
 			select {
 			case <-turn:
-				hourAgo := strconv.FormatInt(time.Now().Add(-time.Hour).UnixMilli(), 10)
-				_ = rdb.MSet(ctx, "hb:stale-1", hourAgo, "hb:stale-2", hourAgo, "hb:deg", fmt.Sprintf(
-					`{"time":%s,"degraded":true,"degradedReasons":["codex_quota_exhausted_until_%s"]}`, now, time.Now().Add(time.Hour).UTC().Format(time.RFC3339))).Err()
+				turn, degraded = nil, true
+			case <-beating.Done():
 				return
 			case <-time.After(100 * time.Millisecond):
-				_ = rdb.MSet(ctx, "hb:stale-1", now, "hb:stale-2", now, "hb:deg", now).Err()
 			}
 		}
 	}()
 
-	_, admin := startAdmin(t, srv.Addr(), hygieneTarget("reclaim", "claim", "liveness", "heartbeat", "heartbeatKey", "hb:{consumer}", "heartbeatMaxAgeSeconds", "5"))
+	_, admin := startAdmin(t, srv.Addr(), hygieneTarget("reclaim", "claim", "liveness", "heartbeat", "heartbeatKey", "hb:{consumer}",
+		"heartbeatMaxAgeSeconds", "5", "entryStaleSeconds", "12"))
 	time.Sleep(5500 * time.Millisecond)
 	close(turn)
-	<-owning
+	time.Sleep(6 * time.Second)
 	eventually(t, 5*time.Second, func() error {
 		for _, o := range owners {
 			if err := holds(t, rdb, o, 0); err != nil {

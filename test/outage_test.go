@@ -55,14 +55,24 @@ type outageGroup struct {
 	// allows, a backoff after Redis is back (a write that failed just
 	// before it came back).
 	quiet atomic.Int64
+	// skew is how far the workers' clocks are off Redis's: the time each
+	// heartbeat claims is the worker's clock.
+	skew time.Duration
 }
 
 // newOutageGroup creates the group on rdb: each consumer reads its
 // entries, the doomed one last, and starts to heartbeat through workers.
 func newOutageGroup(t *testing.T, rdb, workers redis.UniversalClient, stream string, live []string, doomed string) *outageGroup {
 	t.Helper()
+	return newSkewedGroup(t, rdb, workers, stream, live, doomed, 0)
+}
+
+// newSkewedGroup is newOutageGroup with the workers' clocks off Redis's
+// by skew.
+func newSkewedGroup(t *testing.T, rdb, workers redis.UniversalClient, stream string, live []string, doomed string, skew time.Duration) *outageGroup {
+	t.Helper()
 	t.Cleanup(func() { _ = workers.Close() })
-	g := &outageGroup{rdb: rdb, workers: workers, stream: stream, live: live, doomed: doomed, held: map[string][]string{}}
+	g := &outageGroup{rdb: rdb, workers: workers, stream: stream, live: live, doomed: doomed, held: map[string][]string{}, skew: skew}
 	redistest.CreateGroup(t, rdb, stream, "workers")
 	all := append(slices.Clone(live), doomed)
 	g.jobs = int64(len(all) * heldPerWorker)
@@ -90,7 +100,7 @@ func (g *outageGroup) beat(ctx context.Context, consumer string) {
 		switch {
 		case time.Now().UnixNano() < g.quiet.Load():
 			wait = 20 * time.Millisecond
-		case g.workers.Set(ctx, "hb:"+consumer, strconv.FormatInt(time.Now().UnixMilli(), 10), 0).Err() != nil:
+		case g.workers.Set(ctx, "hb:"+consumer, strconv.FormatInt(time.Now().Add(g.skew).UnixMilli(), 10), 0).Err() != nil:
 			wait = workerBackoff
 		}
 		select {
@@ -164,10 +174,16 @@ type poller struct {
 // pollMetrics polls p for md until stopped; an answer below floor is
 // wrong: the live workers' entries are pending throughout.
 func pollMetrics(p *pelwarden, md map[string]string, floor int64) *poller {
+	return pollAbove(p, md, func() int64 { return floor })
+}
+
+// pollAbove is pollMetrics with the live work as of each poll's start.
+func pollAbove(p *pelwarden, md map[string]string, live func() int64) *poller {
 	pl := &poller{answers: map[string]int{}, stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(pl.done)
 		for {
+			floor := live()
 			res, err := p.client.GetMetrics(context.Background(), &externalscaler.GetMetricsRequest{ScaledObjectRef: ref(md), MetricName: "s0-pelwarden"})
 			pl.mu.Lock()
 			switch {

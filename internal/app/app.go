@@ -179,9 +179,11 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 		podSets = a.pods.States
 	}
 	m = newMetrics(reg, a.view, reports, podSets, time.Now)
+	m.refusing = conns.Refusing
+	m.conns = conns.Names()
 	bus := events.NewBus(events.Options{}, reg)
 	engine, err := reclaim.New(reclaim.Options{View: a.view, Events: bus, BatchSize: int64(cfg.Hygiene.BatchSize), Log: log,
-		Durability: durability(cfg.Redis)}, reg)
+		Durability: durability(cfg.Redis), Writes: conns}, reg)
 	if err != nil {
 		return nil, err
 	}

@@ -53,6 +53,9 @@ var judgedFamilies = []targetFamily{
 		func(s *liveness.Snapshot, _ float64) float64 { return boolFloat(s.NoHeartbeatRecords) }},
 	{"pelwarden_heartbeats_in_future", "Consumers whose heartbeat is dated in the future beyond the tolerance (judged Unknown), by target.",
 		func(s *liveness.Snapshot, _ float64) float64 { return float64(s.FutureHeartbeats) }},
+	{"pelwarden_heartbeat_clock_skew_seconds", "The clock skew of the worker whose clock is furthest off Redis's, beyond 5s, signed " +
+		"(negative: behind), as measured by the reads that saw its heartbeat change; 0 when none is: judged on Redis's clock, a skew is never a death; by target.",
+		func(s *liveness.Snapshot, _ float64) float64 { return s.ClockSkew.Seconds() }},
 	{"pelwarden_breaker_held_consumers", "Consumers the disruption breaker holds Unknown (counted as live, nothing taken): most of the group " +
 		"turned Ghost together on evidence no pod confirmed; by target.",
 		func(s *liveness.Snapshot, _ float64) float64 { return float64(s.Breaker.Held) }},

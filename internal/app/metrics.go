@@ -45,6 +45,11 @@ type metrics struct {
 	looks         *prometheus.CounterVec
 	targetsActive *prometheus.Desc
 	podWatchState *prometheus.Desc
+	writesRefused *prometheus.Desc
+	// refusing says which refusal of writes a connection's node answers
+	// now, for conns, the connections' names; nil before New sets it.
+	refusing func(conn string) liveness.Refusal
+	conns    []string
 
 	// exposure chooses the targets a scrape shows series of; hidden is
 	// how many the last scrape left out.
@@ -82,6 +87,10 @@ func newMetrics(reg prometheus.Registerer, view *liveness.View, reports *admin.R
 		podWatchState: prometheus.NewDesc("pelwarden_pod_watch_state",
 			"1 for the state the pod cache of a namespace and selector is in, 0 for the others; only current answers.",
 			[]string{"namespace", "selector", "state"}, nil),
+		writesRefused: prometheus.NewDesc("pelwarden_redis_writes_refused",
+			"1 for the refusal of writes a node of the Redis connection answers now (OOM, MISCONF, READONLY, NOREPLICAS), 0 for the others: "+
+				"its stale or missing heartbeats are Unknown and hygiene pauses until writes have been accepted for a max age.",
+			[]string{"redis", "refusal"}, nil),
 		lastMissing: make(map[liveness.TargetKey]bool),
 	}
 	for _, read := range []string{"heartbeats", "group"} {
@@ -98,6 +107,7 @@ func newMetrics(reg prometheus.Registerer, view *liveness.View, reports *admin.R
 func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.targetsActive
 	ch <- m.podWatchState
+	ch <- m.writesRefused
 }
 
 // Collect implements prometheus.Collector: the target count and the pod
@@ -105,6 +115,15 @@ func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
 func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(m.targetsActive, prometheus.GaugeValue, float64(m.view.Len()))
 	m.collectPodSets(ch)
+	if m.refusing == nil {
+		return
+	}
+	for _, c := range m.conns {
+		now := m.refusing(c)
+		for _, r := range liveness.Refusals {
+			ch <- prometheus.MustNewConstMetric(m.writesRefused, prometheus.GaugeValue, boolFloat(now == r), liveness.LabelValue(c), r.String())
+		}
+	}
 }
 
 func (m *metrics) collectPodSets(ch chan<- prometheus.Metric) {

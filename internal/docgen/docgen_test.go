@@ -41,7 +41,9 @@ func TestReferencePagesAreCurrent(t *testing.T) {
 	require.NoError(t, err)
 	kedaPage, err := KEDAKeys()
 	require.NoError(t, err)
-	for _, p := range []Page{cfgPage, mdPage, metricsPage, kedaPage} {
+	rulesPage, err := LivenessRules()
+	require.NoError(t, err)
+	for _, p := range []Page{cfgPage, mdPage, metricsPage, kedaPage, rulesPage} {
 		path := filepath.Join(root, p.Path)
 		if *write {
 			require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o750))

@@ -2,7 +2,9 @@
 // consumer names, consumers with no pod or no owner, entries bouncing
 // between deliveries, tombstones, a NULL lag, a group without any heartbeat
 // record, heartbeats dated in the future, entries holding a field a reclaim
-// would write, owner candidates cut, and a disruption breaker that holds. It is the detector behind
+// would write, owner candidates cut, a disruption breaker that holds, a
+// Redis that refuses writes, skewed clocks and evicted heartbeat keys. It
+// is the detector behind
 // pelwarden.v1.Admin/Findings.
 //
 // It reads and never writes: no finding is acted on here, and Detect sends
@@ -65,6 +67,16 @@ const (
 	// Unknown: most of those Alive turned Ghost together on evidence no
 	// pod confirmed.
 	Disruption Kind = 13
+	// WritesRefused is a target a Redis node of whose refuses writes:
+	// its stale or missing heartbeats are Unknown, and hygiene pauses.
+	WritesRefused Kind = 14
+	// ClockSkew is a worker whose clock is off Redis's beyond
+	// liveness.FutureTolerance: never a death, since heartbeats are
+	// judged on Redis's clock.
+	ClockSkew Kind = 15
+	// HeartbeatsEvicted is a group whose missing heartbeat keys may have
+	// been evicted: those consumers are Unknown.
+	HeartbeatsEvicted Kind = 16
 )
 
 func (k Kind) String() string {
@@ -95,6 +107,12 @@ func (k Kind) String() string {
 		return "idle-undecided"
 	case Disruption:
 		return "disruption"
+	case WritesRefused:
+		return "writes-refused"
+	case ClockSkew:
+		return "clock-skew"
+	case HeartbeatsEvicted:
+		return "heartbeats-evicted"
 	default:
 		return fmt.Sprintf("kind(%d)", int(k))
 	}

@@ -34,6 +34,12 @@ func (k Kind) Proto() pelwardenv1.FindingKind {
 		return pelwardenv1.FindingKind_FINDING_KIND_IDLE_UNDECIDED
 	case Disruption:
 		return pelwardenv1.FindingKind_FINDING_KIND_DISRUPTION
+	case WritesRefused:
+		return pelwardenv1.FindingKind_FINDING_KIND_WRITES_REFUSED
+	case ClockSkew:
+		return pelwardenv1.FindingKind_FINDING_KIND_CLOCK_SKEW
+	case HeartbeatsEvicted:
+		return pelwardenv1.FindingKind_FINDING_KIND_HEARTBEATS_EVICTED
 	default:
 		return pelwardenv1.FindingKind_FINDING_KIND_UNSPECIFIED
 	}

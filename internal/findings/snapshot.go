@@ -43,6 +43,9 @@ func fromSnapshot(s *liveness.Snapshot) []Finding {
 				"The consumer is Unknown: its entries are counted as live and never taken. Configure heartbeats (or the "+
 				"kubernetes source) for this group, or upgrade Redis to 7.2 or later (%s)", c.Pending, liveness.ReasonsString(c.Reasons))})
 		}
+		if c.ClockSkew.Abs() > liveness.FutureTolerance {
+			out = append(out, Finding{Kind: ClockSkew, Consumer: c.Name, Detail: clockSkewDetail(c)})
+		}
 		if c.Heartbeat == liveness.HeartbeatFuture {
 			out = append(out, Finding{Kind: HeartbeatInFuture, Consumer: c.Name, Detail: fmt.Sprintf("the heartbeat is dated in the future "+
 				"beyond the %s tolerance, so a broken clock on the worker's host or a writer that stores something other than the "+
@@ -52,6 +55,16 @@ func fromSnapshot(s *liveness.Snapshot) []Finding {
 	}
 	if s.NoHeartbeatRecords {
 		out = append(out, Finding{Kind: NoHeartbeatRecords, Detail: noRecordsDetail(s)})
+	}
+	if s.Refused != liveness.RefusalNone || s.RefusedConsumers > 0 {
+		out = append(out, Finding{Kind: WritesRefused, Detail: refusedDetail(s)})
+	}
+	if s.EvictedConsumers > 0 {
+		out = append(out, Finding{Kind: HeartbeatsEvicted, Detail: fmt.Sprintf("the heartbeat keys of %d consumers are missing while their "+
+			"Redis node evicts keys (its evicted_keys rose within heartbeatMaxAge %s): the keys may have been evicted, so those consumers "+
+			"are Unknown, counted as live, nothing of theirs taken, until no key was evicted for the max age. Give Redis the memory it "+
+			"needs, or a maxmemory-policy that cannot evict heartbeat keys: noeviction, or volatile-* with heartbeats written without an "+
+			"expiry", s.EvictedConsumers, spec.HeartbeatMaxAge)})
 	}
 	if s.Breaker.Tripped() {
 		out = append(out, Finding{Kind: Disruption, Detail: disruptionDetail(s.Breaker)})
@@ -116,4 +129,25 @@ func disruptionDetail(b liveness.BreakerState) string {
 		d += fmt.Sprintf("; that evidence came at %s", b.ReleasedAt.UTC().Format(time.RFC3339))
 	}
 	return d + ". Check the workers' heartbeats; Reclaim with force takes a held consumer's entries by hand"
+}
+
+func clockSkewDetail(c liveness.ConsumerView) string {
+	way := "behind"
+	if c.ClockSkew > 0 {
+		way = "ahead of"
+	}
+	return fmt.Sprintf("the worker's clock runs at least %s %s Redis's, as the reads that saw its heartbeat change measure it "+
+		"(the time it claims lies outside the stretch in which it was written). Heartbeats are judged on Redis's clock, so this is "+
+		"never a death: a value that changed is a beat at the read that saw it; but a clock ahead beyond %s is not trusted at all "+
+		"(Unknown). Fix the worker host's time (NTP)", c.ClockSkew.Abs().Round(time.Second), way, liveness.FutureTolerance)
+}
+
+func refusedDetail(s *liveness.Snapshot) string {
+	d := "Redis refused writes lately"
+	if s.Refused != liveness.RefusalNone {
+		d = fmt.Sprintf("Redis refuses writes (%s: %s)", s.Refused, s.Refused.Cause())
+	}
+	return d + fmt.Sprintf(", so workers cannot write their heartbeats: %d consumers whose heartbeat is stale or missing are "+
+		"Unknown, counted as live, nothing of theirs taken, until writes have been accepted for heartbeatMaxAge; hygiene pauses "+
+		"while writes are refused (pelwarden_redis_writes_refused, pelwarden_hygiene_paused_turns_total)", s.RefusedConsumers)
 }

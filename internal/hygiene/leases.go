@@ -2,6 +2,7 @@ package hygiene
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -48,8 +49,8 @@ func (l *Loop) renewAll(ctx context.Context) {
 	l.mu.Lock()
 	byConn := make(map[string]*batch)
 	for g, r := range l.targets {
-		if !r.busy {
-			continue
+		if !r.busy || l.conns.WritesRefused(ctx, g.Conn, g.Stream) != nil {
+			continue // a lease on a node that refuses writes is refused too
 		}
 		b := byConn[g.Conn]
 		if b == nil {
@@ -69,7 +70,7 @@ func (l *Loop) renewAll(ctx context.Context) {
 		start := l.opts.Now()
 		held, err := redisx.HoldAll(ctx, c, keys, l.holder, l.opts.LeaseTTL)
 		if err != nil {
-			if ctx.Err() == nil {
+			if ctx.Err() == nil && !isRefused(err) {
 				l.errs.Log(ctx, l.opts.Log, slog.LevelWarn, "lease:"+conn, "hygiene leases not renewed", "redis", conn, "targets", len(keys), "err", err)
 			}
 			continue
@@ -102,7 +103,7 @@ func (l *Loop) holdsLease(ctx context.Context, r *runner, t Target) (held, faile
 	}
 	held, err := redisx.Lease{Client: c, Key: leaseKey(t.Target), Holder: l.holder, TTL: l.opts.LeaseTTL}.Hold(ctx)
 	if err != nil {
-		if ctx.Err() == nil {
+		if ctx.Err() == nil && !isRefused(err) {
 			l.opts.Engine.CountError(t.Target.GroupRef)
 			l.errs.Log(ctx, l.opts.Log, slog.LevelWarn, t.Target.String(), "hygiene lease failed", "target", t.Target.String(), "err", err)
 		}
@@ -193,4 +194,12 @@ func (l *Loop) releaseKeys(ctx context.Context, conn string, keys []string) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
 	_ = redisx.ReleaseAll(rctx, c, keys, l.holder)
+}
+
+// isRefused says err is Redis refusing writes (OOM, MISCONF, READONLY,
+// NOREPLICAS): its connection logs that once, so a turn or a lease that
+// meets it logs nothing of its own.
+func isRefused(err error) bool {
+	var refused *redisx.WritesRefused
+	return errors.As(err, &refused) || redisx.RefusalOf(err) != liveness.RefusalNone
 }

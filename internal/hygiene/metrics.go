@@ -21,6 +21,8 @@ type metrics struct {
 	// refused counts requests that would have enrolled a group past
 	// Options.MaxTargets.
 	refused prometheus.Counter
+	// paused counts the turns left out because Redis refused writes.
+	paused prometheus.Counter
 
 	mu     sync.Mutex
 	groups map[liveness.GroupRef]*GroupSeries
@@ -48,13 +50,17 @@ func newMetrics(reg prometheus.Registerer, targets func() float64) *metrics {
 			Name: "pelwarden_hygiene_targets_refused_total",
 			Help: "Requests asking for reclaim on one more group than hygiene.maxTargets allows, answered ResourceExhausted.",
 		}),
+		paused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "pelwarden_hygiene_paused_turns_total",
+			Help: "Hygiene turns left out because the stream's Redis node refused writes (OOM, MISCONF, READONLY, NOREPLICAS): no lease, no scan.",
+		}),
 		groups: make(map[liveness.GroupRef]*GroupSeries),
 	}
 	count := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "pelwarden_hygiene_targets",
 		Help: "Groups the hygiene loop looks after, from requests and from configuration.",
 	}, targets)
-	reg.MustRegister(m.scanTime, m.refused, count)
+	reg.MustRegister(m.scanTime, m.refused, m.paused, count)
 	return m
 }
 

@@ -113,7 +113,14 @@ func (l *Loop) scanRunner(ctx context.Context, r *runner) {
 	busy, entryDue, since := w.busy || atDeadline, w.due, w.readAt
 	decided, decidedAt := w.ghosts, w.readAt
 	failed := false
-	if busy {
+	switch {
+	case busy && l.refused(ctx, t):
+		// Paused: Redis refuses what a scan would write, and a lease. The
+		// connection logs the refusal once; the turn comes again an
+		// interval on, and the view holds what workers could not write.
+		decided, since = nil, l.opts.Now()
+		l.metrics.paused.Inc()
+	case busy:
 		decided, since = nil, l.opts.Now()
 		var held bool
 		if held, failed = l.holdsLease(ctx, r, t); held {
@@ -160,6 +167,17 @@ func (l *Loop) scanRunner(ctx context.Context, r *runner) {
 	l.poke(l.wake)
 }
 
+// refused says the stream's node refuses writes, sampling it first when
+// due: a paused target reads nothing else that would tell it that writes
+// are accepted again.
+func (l *Loop) refused(ctx context.Context, t Target) bool {
+	if l.conns.WritesRefused(ctx, t.Target.Conn, t.Target.Stream) == nil {
+		return false
+	}
+	l.conns.SampleWrites(ctx, t.Target.Conn, t.Target.Stream)
+	return l.conns.WritesRefused(ctx, t.Target.Conn, t.Target.Stream) != nil
+}
+
 // decision is what a turn's scan decided on.
 type decision struct {
 	// ghosts are the ghosts holding entries of the read decided on; nil
@@ -182,6 +200,9 @@ func (l *Loop) scanOnce(ctx context.Context, t Target) (d decision, failed bool)
 		d.ghosts, d.readAt = orEmpty(ghostsIn(snap)), snap.At
 		d.entryDue, failed = l.entryDeadline(ctx, t, steps, began)
 		return d, failed
+	case isRefused(err):
+		// Told once by the connection; the next turn finds it paused.
+		return decision{}, false
 	case ctx.Err() == nil:
 		l.errs.Log(ctx, l.opts.Log, slog.LevelWarn, t.Target.String(), "hygiene scan failed", "target", t.Target.String(), "err", err)
 	}

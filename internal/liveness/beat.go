@@ -277,7 +277,7 @@ func readHeartbeat(spec Spec, key string, obs Observation) Heartbeat {
 	if err != nil {
 		return Heartbeat{State: HeartbeatError, Key: key, Err: err.Error()}
 	}
-	hb := Heartbeat{Key: key, Degraded: b.Degraded, DegradedReasons: b.Reasons}
+	hb := Heartbeat{Key: key, Degraded: b.Degraded, DegradedReasons: b.Reasons, claim: b.At}
 	age := obs.ServerTime.Sub(b.At)
 	switch {
 	case age < -FutureTolerance:

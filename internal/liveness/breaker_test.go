@@ -1,6 +1,7 @@
 package liveness
 
 import (
+	"math"
 	"strconv"
 	"testing"
 	"time"
@@ -8,15 +9,17 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// round is one refresh of a group of workers w0..wN: each worker's
-// heartbeat written ago (negative: no key) and whose pods went.
+// round is one refresh of a group of workers w0..wN: when each worker's
+// heartbeat was written, on Redis's clock from the first round (noKey: no
+// key), and whose pods went. A value written at the same time in two
+// rounds is the same value, unchanged: a silent worker's.
 type round struct {
 	at    time.Duration // after the first round
 	beats []time.Duration
 	gone  []bool
 }
 
-const noKey = -1
+const noKey = time.Duration(math.MinInt64)
 
 // judgeRounds builds a snapshot per round, each against the one before,
 // with max age 5s, and returns the last.
@@ -35,13 +38,13 @@ func judgeRounds(t *testing.T, rounds []round, b Breaker) *Snapshot {
 		if r.gone != nil {
 			obs.Pods = &PodsObs{ByName: map[string]PodObs{}}
 		}
-		for i, age := range r.beats {
+		for i, written := range r.beats {
 			name := "w" + strconv.Itoa(i)
 			obs.Consumers = append(obs.Consumers, ConsumerObs{Name: name, Idle: time.Hour, Inactive: -1})
 			obs.PendingByConsumer[name] = 2
 			obs.Heartbeats["hb:"+name] = HeartbeatObs{}
-			if age != noKey {
-				obs.Heartbeats["hb:"+name] = HeartbeatObs{Exists: true, Value: strconv.FormatInt(server.Add(-age).UnixMilli(), 10)}
+			if written != noKey {
+				obs.Heartbeats["hb:"+name] = HeartbeatObs{Exists: true, Value: strconv.FormatInt(serverNow.Add(written).UnixMilli(), 10)}
 			}
 			if r.gone != nil {
 				p := PodObs{State: PodRunning}
@@ -61,7 +64,12 @@ func judgeRounds(t *testing.T, rounds []round, b Breaker) *Snapshot {
 func TestDisruptionBreaker(t *testing.T) {
 	t.Parallel()
 	s := time.Second
-	fresh4 := []time.Duration{s, s, s, s}
+	// Fresh at the first round (4s old, max age 5s), stale by 2s when no
+	// beat follows; at(d) is a beat d after the first round.
+	old := -4 * s
+	fresh4 := []time.Duration{old, old, old, old}
+	silent4 := fresh4
+	at := func(d time.Duration) time.Duration { return d }
 	cases := map[string]struct {
 		rounds  []round
 		breaker Breaker
@@ -70,72 +78,74 @@ func TestDisruptionBreaker(t *testing.T) {
 		held    int
 	}{
 		"every worker's heartbeat goes stale at once: all held Unknown": {
-			rounds: []round{{0, fresh4, nil}, {2 * s, []time.Duration{7 * s, 7 * s, 7 * s, 7 * s}, nil}},
+			rounds: []round{{0, fresh4, nil}, {2 * s, silent4, nil}},
 			want:   "UUUU", tripped: true, held: 4,
 		},
 		"every worker's key expires at once: the same evidence, held": {
-			rounds: []round{{0, fresh4, nil}, {2 * s, []time.Duration{noKey, noKey, noKey, 7 * s}, nil}},
+			rounds: []round{{0, fresh4, nil}, {2 * s, []time.Duration{noKey, noKey, noKey, old}, nil}},
 			want:   "UUUU", tripped: true, held: 4,
 		},
 		"one of four dies: a death, not a disruption": {
-			rounds: []round{{0, fresh4, nil}, {2 * s, []time.Duration{7 * s, s, s, s}, nil}},
+			rounds: []round{{0, fresh4, nil}, {2 * s, []time.Duration{old, at(1500 * time.Millisecond), at(1500 * time.Millisecond), at(1500 * time.Millisecond)}, nil}},
 			want:   "GAAA",
 		},
 		"two of two die: fewer than minConsumers": {
-			rounds: []round{{0, []time.Duration{s, s}, nil}, {2 * s, []time.Duration{7 * s, 7 * s}, nil}},
+			rounds: []round{{0, []time.Duration{old, old}, nil}, {2 * s, []time.Duration{old, old}, nil}},
 			want:   "GG",
 		},
 		"three of five die together: past the fraction": {
-			rounds: []round{{0, []time.Duration{s, s, s, s, s}, nil}, {2 * s, []time.Duration{7 * s, 7 * s, 7 * s, s, s}, nil}},
+			rounds: []round{{0, []time.Duration{old, old, old, old, old}, nil}, {2 * s, []time.Duration{old, old, old, at(s), at(s)}, nil}},
 			want:   "UUUAA", tripped: true, held: 3,
 		},
 		"three of six die together: below the fraction": {
-			rounds: []round{{0, []time.Duration{s, s, s, s, s, s}, nil}, {2 * s, []time.Duration{7 * s, 7 * s, 7 * s, s, s, s}, nil}},
+			rounds: []round{{0, []time.Duration{old, old, old, old, old, old}, nil}, {2 * s, []time.Duration{old, old, old, at(s), at(s), at(s)}, nil}},
 			want:   "GGGAAA",
 		},
 		"stale ones turning over three refreshes within a max age count together": {
-			rounds: []round{{0, fresh4, nil}, {2 * s, []time.Duration{6 * s, 3 * s, 3 * s, s}, nil},
-				{3 * s, []time.Duration{7 * s, 6 * s, 4 * s, s}, nil}, {4 * s, []time.Duration{8 * s, 7 * s, 6 * s, s}, nil}},
+			rounds: []round{{0, []time.Duration{old, -2500 * time.Millisecond, -1500 * time.Millisecond, -s}, nil},
+				{2 * s, []time.Duration{old, -2500 * time.Millisecond, -1500 * time.Millisecond, at(1500 * time.Millisecond)}, nil},
+				{3 * s, []time.Duration{old, -2500 * time.Millisecond, -1500 * time.Millisecond, at(2500 * time.Millisecond)}, nil},
+				{4 * s, []time.Duration{old, -2500 * time.Millisecond, -1500 * time.Millisecond, at(3500 * time.Millisecond)}, nil}},
 			want: "UUUA", tripped: true, held: 3,
 		},
 		"dead long before: a ghost for longer than the window does not count": {
-			rounds: []round{{0, []time.Duration{s, s, 7 * s, 7 * s}, nil}, {10 * s, []time.Duration{17 * s, 17 * s, 17 * s, 17 * s}, nil}},
+			rounds: []round{{0, []time.Duration{-s, -s, -7 * s, -7 * s}, nil}, {10 * s, []time.Duration{-s, -s, -7 * s, -7 * s}, nil}},
 			want:   "GGGG",
 		},
 		"pods deleted at once: corroborated deaths go through": {
-			rounds: []round{{0, fresh4, []bool{false, false, false, false}}, {2 * s, []time.Duration{7 * s, 7 * s, 7 * s, 7 * s}, []bool{true, true, true, true}}},
+			rounds: []round{{0, fresh4, []bool{false, false, false, false}}, {2 * s, silent4, []bool{true, true, true, true}}},
 			want:   "GGGG",
 		},
 		"pods of three deleted, the fourth stale with its pod running: only the fourth could be held, too few": {
-			rounds: []round{{0, fresh4, []bool{false, false, false, false}}, {2 * s, []time.Duration{7 * s, 7 * s, 7 * s, 7 * s}, []bool{true, true, true, false}}},
+			rounds: []round{{0, fresh4, []bool{false, false, false, false}}, {2 * s, silent4, []bool{true, true, true, false}}},
 			want:   "GGGG",
 		},
 		"a held worker beats again: Alive on its own evidence": {
-			rounds: []round{{0, fresh4, nil}, {2 * s, []time.Duration{7 * s, 7 * s, 7 * s, 7 * s}, nil}, {3 * s, []time.Duration{0, 8 * s, 8 * s, 8 * s}, nil}},
+			rounds: []round{{0, fresh4, nil}, {2 * s, silent4, nil}, {3 * s, []time.Duration{at(2500 * time.Millisecond), old, old, old}, nil}},
 			want:   "AUUU", tripped: true, held: 3,
 		},
 		"silence goes on: still held a minute later": {
-			rounds: []round{{0, fresh4, nil}, {2 * s, []time.Duration{7 * s, 7 * s, 7 * s, 7 * s}, nil}, {60 * s, []time.Duration{65 * s, 65 * s, 65 * s, 65 * s}, nil}},
+			rounds: []round{{0, fresh4, nil}, {2 * s, silent4, nil}, {60 * s, silent4, nil}},
 			want:   "UUUU", tripped: true, held: 4,
 		},
 		"evidence written after the trip lets go; the held stay Unknown one more max age": {
-			rounds: []round{{0, fresh4, nil}, {2 * s, []time.Duration{7 * s, 7 * s, 7 * s, 7 * s}, nil},
-				{3 * s, []time.Duration{0, 8 * s, 8 * s, 8 * s}, nil}, {7 * s, []time.Duration{0, 12 * s, 12 * s, 12 * s}, nil}},
+			rounds: []round{{0, fresh4, nil}, {2 * s, silent4, nil},
+				{3 * s, []time.Duration{at(2500 * time.Millisecond), old, old, old}, nil}, {7 * s, []time.Duration{at(6500 * time.Millisecond), old, old, old}, nil}},
 			want: "AUUU", tripped: true, held: 3,
 		},
 		"a max age after letting go, the still silent are Ghost, without tripping again": {
-			rounds: []round{{0, fresh4, nil}, {2 * s, []time.Duration{7 * s, 7 * s, 7 * s, 7 * s}, nil},
-				{3 * s, []time.Duration{0, 8 * s, 8 * s, 8 * s}, nil}, {8 * s, []time.Duration{0, 13 * s, 13 * s, 13 * s}, nil},
-				{9 * s, []time.Duration{0, 14 * s, 14 * s, 14 * s}, nil}},
+			rounds: []round{{0, fresh4, nil}, {2 * s, silent4, nil},
+				{3 * s, []time.Duration{at(2500 * time.Millisecond), old, old, old}, nil}, {8 * s, []time.Duration{at(7500 * time.Millisecond), old, old, old}, nil},
+				{9 * s, []time.Duration{at(8500 * time.Millisecond), old, old, old}, nil}},
 			want: "AGGG",
 		},
 		"a new worker that beats after the trip lets go too": {
-			rounds: []round{{0, fresh4, nil}, {2 * s, []time.Duration{7 * s, 7 * s, 7 * s, 7 * s}, nil},
-				{3 * s, []time.Duration{8 * s, 8 * s, 8 * s, 8 * s, 0}, nil}, {9 * s, []time.Duration{14 * s, 14 * s, 14 * s, 14 * s, 0}, nil}},
+			rounds: []round{{0, fresh4, nil}, {2 * s, silent4, nil},
+				{3 * s, []time.Duration{old, old, old, old, at(2500 * time.Millisecond)}, nil}, {9 * s, []time.Duration{old, old, old, old, at(8500 * time.Millisecond)}, nil}},
 			want: "GGGGA",
 		},
 		"a stricter breaker (all of them) does not trip on three of four": {
-			rounds:  []round{{0, fresh4, nil}, {2 * s, []time.Duration{7 * s, 7 * s, 7 * s, s}, nil}},
+			rounds:  []round{{0, fresh4, nil}, {2 * s, []time.Duration{old, old, old, at(s)}, nil}},
 			breaker: Breaker{Fraction: 1, MinConsumers: 3},
 			want:    "GGGA",
 		},
@@ -167,10 +177,11 @@ func TestDisruptionBreaker(t *testing.T) {
 func TestAHeldConsumerSaysWhyAndUntilWhen(t *testing.T) {
 	t.Parallel()
 	s := time.Second
-	snap := judgeRounds(t, []round{{0, []time.Duration{s, s, s}, nil}, {2 * s, []time.Duration{7 * s, 7 * s, 7 * s}, nil}}, DefaultBreaker)
+	old := -4 * s
+	snap := judgeRounds(t, []round{{0, []time.Duration{old, old, old}, nil}, {2 * s, []time.Duration{old, old, old}, nil}}, DefaultBreaker)
 	require.Contains(t, ReasonsString(snap.Consumers[0].Reasons), "disruption breaker: 3 of the 3 consumers Alive within 5s turned Ghost together on heartbeat evidence")
-	snap = judgeRounds(t, []round{{0, []time.Duration{s, s, s, s}, nil}, {2 * s, []time.Duration{7 * s, 7 * s, 7 * s, 7 * s}, nil},
-		{3 * s, []time.Duration{0, 8 * s, 8 * s, 8 * s}, nil}}, DefaultBreaker)
+	snap = judgeRounds(t, []round{{0, []time.Duration{old, old, old, old}, nil}, {2 * s, []time.Duration{old, old, old, old}, nil},
+		{3 * s, []time.Duration{2500 * time.Millisecond, old, old, old}, nil}}, DefaultBreaker)
 	require.Contains(t, ReasonsString(snap.Consumers[1].Reasons), "let go at")
 }
 

@@ -52,8 +52,15 @@ func changeWithin(spec Spec, ev Evidence, lapse bool) (d time.Duration, ok bool)
 			if ev.Known < spec.StartGrace && ev.Seen < spec.StartGrace {
 				first(min(spec.StartGrace-ev.Known, spec.StartGrace-ev.Seen))
 			}
+			first(hb.Vanished)
+			first(hb.Evicting)
+		case HeartbeatStale:
+			if firstRead(spec, ev) {
+				first(hb.FirstRead)
+			}
 		}
 		first(hb.Recovering)
+		first(hb.Refused)
 		return d, ok
 	}
 	if spec.Kubernetes && (ev.Pod.State == PodRunning || ev.Pod.State == PodTerminating) {
@@ -61,6 +68,7 @@ func changeWithin(spec Spec, ev Evidence, lapse bool) (d time.Duration, ok bool)
 	}
 	first(spec.GhostIdle - ev.Seen)
 	first(ev.IdleRecovering)
+	first(ev.IdleRefused)
 	return d, ok
 }
 

@@ -19,6 +19,30 @@ func recovering(threshold time.Duration, since, now time.Time) time.Duration {
 	return max(threshold-now.Sub(since), 0)
 }
 
+// refusedFor is recovering for a node that refuses writes (r), or
+// accepts them again since since: while it refuses them, a whole
+// threshold is left.
+func refusedFor(threshold time.Duration, r Refusal, since, now time.Time) time.Duration {
+	switch {
+	case r == RefusalNone:
+		return 0
+	case since.IsZero():
+		return threshold
+	}
+	return recovering(threshold, since, now)
+}
+
+// refusedReason says why evidence past its threshold is not evidence
+// while writes are refused.
+func refusedReason(src Source, setting string, threshold, left time.Duration, r Refusal) Reason {
+	if left >= threshold {
+		return Reason{Source: src, Age: -1, Detail: fmt.Sprintf("its Redis node refuses writes (%s: %s), so the worker cannot write: "+
+			"evidence past %s %s counts once writes have been accepted that long", r, r.Cause(), setting, threshold)}
+	}
+	return Reason{Source: src, Age: threshold - left, Detail: fmt.Sprintf("its Redis node refused writes (%s) and accepts them again: "+
+		"evidence past %s %s counts once they have been accepted that long, in %s; accepted for", r, setting, threshold, left.Round(time.Millisecond))}
+}
+
 // outageReason says why evidence past its threshold is not yet evidence.
 func outageReason(src Source, setting string, threshold, left time.Duration) Reason {
 	return Reason{Source: src, Age: threshold - left, Detail: fmt.Sprintf(

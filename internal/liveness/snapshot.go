@@ -2,7 +2,6 @@ package liveness
 
 import (
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -89,6 +88,15 @@ type HeartbeatObs struct {
 	// since pelwarden first read it). Zero where the fetcher does not
 	// follow nodes: the key is judged as if its node never broke.
 	ReadableSince time.Time
+	// Refused is the refusal of writes the key's node answers now, if
+	// WritableSince is zero, or last answered before it accepted writes
+	// again at WritableSince; RefusalNone where it was never seen to
+	// refuse them.
+	Refused       Refusal
+	WritableSince time.Time
+	// EvictedAt is when the key's node was last seen to evict keys (its
+	// evicted_keys rose), on this process's clock; zero if never.
+	EvictedAt time.Time
 }
 
 // Observation is what one refresh read from Redis, raw.
@@ -133,6 +141,10 @@ type Observation struct {
 	// pelwarden's own start casts no doubt on them. Zero where there was
 	// none, or the fetcher does not follow nodes.
 	StreamReadableSince time.Time
+	// StreamRefused and StreamWritableSince are HeartbeatObs.Refused and
+	// WritableSince for the node holding the stream.
+	StreamRefused       Refusal
+	StreamWritableSince time.Time
 }
 
 // PodsObs is the kubernetes source's view of a target's owner candidates.
@@ -194,6 +206,16 @@ type ConsumerView struct {
 	// Held says the disruption breaker holds the consumer Unknown: its
 	// evidence alone would make it a Ghost.
 	Held bool
+	// rule is the verdict table's row that decided, plus one; 0 where
+	// none did (pelwarden's own holder).
+	rule uint8
+	// ClockSkew is Heartbeat.Skew: how far the worker's clock is off, as
+	// last measured (clock.go); 0 where it was not.
+	ClockSkew time.Duration
+
+	// beat is what the snapshot remembers of the heartbeat read, for the
+	// next read to judge it on Redis's clock.
+	beat beatMemo
 }
 
 // Snapshot is the judged state of one target at one moment. It is immutable
@@ -231,6 +253,19 @@ type Snapshot struct {
 	// FutureHeartbeats counts consumers whose heartbeat is dated in the
 	// future beyond FutureTolerance.
 	FutureHeartbeats int
+	// SkewedClocks counts consumers whose worker's clock is off by more
+	// than FutureTolerance (ConsumerView.ClockSkew), and ClockSkew is the
+	// largest of their skews, signed; judged on Redis's clock, none of
+	// them is a death.
+	SkewedClocks int
+	ClockSkew    time.Duration
+	// Refused is the refusal of writes a node this read touched (the
+	// stream's, or a heartbeat key's) answers now; RefusalNone when none
+	// does. RefusedConsumers counts the consumers Unknown because writes
+	// were refused lately, EvictedConsumers those whose missing key may
+	// have been evicted.
+	Refused                            Refusal
+	RefusedConsumers, EvictedConsumers int
 	// Lag is XINFO GROUPS lag or, when LagEstimated, the fallback estimate.
 	Lag             int64
 	LagEstimated    bool
@@ -300,6 +335,7 @@ func build(t *Target, obs Observation, rows []consumerRow, prev *Snapshot, now t
 	if t.Spec.Kubernetes && obs.Pods != nil {
 		s.PodsErr = obs.Pods.Err
 	}
+	s.Refused = refusedNow(obs)
 	var before []ConsumerView
 	var breaker BreakerState
 	if prev != nil {
@@ -323,7 +359,7 @@ func build(t *Target, obs Observation, rows []consumerRow, prev *Snapshot, now t
 		g.ev.NoGroupHeartbeats = s.NoHeartbeatRecords
 		j := Judge(t.Spec, g.ev)
 		cv := &g.view
-		cv.Verdict, cv.Reasons, cv.SharedName, cv.IdleUndecided = j.Verdict, j.Reasons, j.SharedName, j.IdleUndecided
+		cv.Verdict, cv.Reasons, cv.SharedName, cv.IdleUndecided, cv.rule = j.Verdict, j.Reasons, j.SharedName, j.IdleUndecided, j.rule
 		if j.Verdict == Ghost && g.ev.Pod.State == PodGone {
 			cv.GoneAt = now.Add(-g.ev.Pod.GoneFor)
 		}
@@ -355,102 +391,18 @@ func (s *Snapshot) add(cv ConsumerView) {
 	if cv.Heartbeat == HeartbeatFuture {
 		s.FutureHeartbeats++
 	}
+	switch cv.gap() {
+	case gapRefused:
+		s.RefusedConsumers++
+	case gapEvicted:
+		s.EvictedConsumers++
+	case gapNone:
+	}
+	if cv.ClockSkew.Abs() > FutureTolerance {
+		s.SkewedClocks++
+		if cv.ClockSkew.Abs() > s.ClockSkew.Abs() {
+			s.ClockSkew = cv.ClockSkew
+		}
+	}
 	s.Consumers = append(s.Consumers, cv)
-}
-
-// gather collects the evidence of every consumer of the observation, its
-// consumerRows, in name order. before is the previous snapshot's
-// consumers, also in name order, from which each keeps when it was first
-// seen.
-func gather(spec Spec, obs Observation, rows []consumerRow, before []ConsumerView, now time.Time, out []gathered) []gathered {
-	lag := readLag(obs.ReadAt)
-	out = slices.Grow(out, len(rows))
-	b := 0
-	for _, row := range rows {
-		c, ok, name := row.obs, row.listed, row.obs.Name
-		cv := ConsumerView{Name: name, Pending: row.pending, Idle: c.Idle, Inactive: c.Inactive, HeartbeatAge: -1, FirstSeen: now}
-		if !ok {
-			cv.Inactive = -1
-		}
-		for b < len(before) && before[b].Name < name {
-			b++
-		}
-		if b < len(before) && before[b].Name == name {
-			cv.FirstSeen, cv.AliveAt = before[b].FirstSeen, before[b].AliveAt
-		}
-		hb, owner := heartbeatFor(spec, name, obs)
-		if spec.Heartbeat {
-			hb.Recovering = recovering(spec.HeartbeatMaxAge, obs.Heartbeats[hb.Key].ReadableSince, now)
-		}
-		pod := podFor(spec, name, obs, now)
-		if pod.Name != "" {
-			owner = pod.Name
-		}
-		cv.Owner, cv.Pod, cv.Heartbeat = owner, pod.State, hb.State
-		if hb.State == HeartbeatFresh || hb.State == HeartbeatStale {
-			cv.HeartbeatAge = hb.Age
-		}
-		ev := Evidence{Seen: c.Idle, Inactive: cv.Inactive, Listed: ok, Heartbeat: hb, Pod: pod, Known: max(now.Sub(cv.FirstSeen), 0), ReadLag: lag,
-			Pending: cv.Pending, IdleFromDeliveries: obs.IdleFromDeliveries, IdleJudgesHolders: obs.IdleJudgesHolders,
-			IdleRecovering: recovering(spec.GhostIdle, obs.StreamReadableSince, now)}
-		out = append(out, gathered{view: cv, ev: ev})
-	}
-	return out
-}
-
-// noHeartbeatRecords is the guard against a wrong heartbeatKey: heartbeats
-// are configured, some consumer's key was read and found missing, and no
-// consumer of the group has a record. A group whose every key is missing
-// is judged Unknown rather than Ghost: pelwarden cannot tell a pattern
-// that matches nothing from a group whose every worker went silent, and
-// only the second may be acted on.
-func noHeartbeatRecords(spec Spec, all []gathered) bool {
-	if !spec.Heartbeat {
-		return false
-	}
-	missing := false
-	for _, g := range all {
-		if g.ev.Heartbeat.State.Record() {
-			return false
-		}
-		missing = missing || g.ev.Heartbeat.State == HeartbeatMissing
-	}
-	return missing
-}
-
-// podFor finds the pod behind a consumer: the most specific owner
-// candidate the kubernetes source knows.
-func podFor(spec Spec, consumer string, obs Observation, now time.Time) Pod {
-	if !spec.Kubernetes {
-		return Pod{}
-	}
-	if obs.Pods == nil {
-		return Pod{Err: "the kubernetes source was not read"}
-	}
-	if obs.Pods.Err != "" {
-		return Pod{Err: obs.Pods.Err}
-	}
-	for _, cand := range spec.Owner.Candidates(consumer) {
-		p, ok := obs.Pods.ByName[cand]
-		if !ok {
-			continue
-		}
-		out := Pod{State: p.State, Name: cand, Restarts: p.Restarts, NameUnique: p.NameUnique}
-		if p.State == PodGone {
-			out.GoneFor = max(now.Sub(p.GoneAt), 0)
-		}
-		return out
-	}
-	return Pod{State: PodNone}
-}
-
-// readLag is the time since Redis answered the read, measured on the
-// process's own monotonic clock (an elapsed time here, whatever clock
-// Build is given): a fetch that waited for the CPU, or a pod lookup after
-// it, must not make a read look more recent than a pod's departure.
-func readLag(readAt time.Time) time.Duration {
-	if readAt.IsZero() {
-		return 0
-	}
-	return max(time.Since(readAt), 0)
 }

@@ -122,6 +122,35 @@ type Heartbeat struct {
 	// failover, a restart or pelwarden's start. 0 once a whole max age
 	// has passed, or where nodes are not followed.
 	Recovering time.Duration
+	// Refused is how much longer a stale or missing heartbeat is not
+	// evidence because the key's node refuses writes (Refusal), or
+	// accepts them again for less than the max age: the max age less the
+	// time since it accepts them.
+	Refused time.Duration
+	Refusal Refusal
+	// Evicting is how much longer a missing key is not evidence because
+	// its node evicts keys: the max age less the time since it was last
+	// seen to evict one.
+	Evicting time.Duration
+	// Vanished, for a missing key that pelwarden read holding a beat, is
+	// how much longer until that beat is a max age old: a key that
+	// expired early, was deleted or evicted says no more than its last
+	// beat did.
+	Vanished time.Duration
+	// FirstRead, for a value dated past the max age that pelwarden has
+	// read unchanged for less than the max age, is how much longer until
+	// it has: the time a value claims is its worker's clock, and only a
+	// value that stays unchanged a max age on pelwarden's reads is stale
+	// for sure.
+	FirstRead time.Duration
+	// Skew is how far the time the value claims lies outside the stretch
+	// in which pelwarden saw it written (after the read that saw the value
+	// before, up to the read that saw it): the worker's clock, as last
+	// measured; 0 within it, or where it was not measured.
+	Skew time.Duration
+
+	// claim is the time the value claims, on the worker's clock.
+	claim time.Time
 }
 
 // Evidence is everything the sources say about one consumer.
@@ -163,6 +192,11 @@ type Evidence struct {
 	// much longer the stream's node must stay readable before an idle
 	// time past ghostIdle is evidence.
 	IdleRecovering time.Duration
+	// IdleRefused is how much longer an idle time past ghostIdle is not
+	// evidence because the stream's node refuses XREADGROUP with other
+	// writes (IdleRefusal), or accepts them for less than ghostIdle.
+	IdleRefused time.Duration
+	IdleRefusal Refusal
 }
 
 // PodState is what the kubernetes source saw of the pod behind a consumer.
@@ -223,6 +257,10 @@ type Pod struct {
 type Judgement struct {
 	Verdict Verdict
 	Reasons []Reason
+	// Rule names the row of the verdict table that decided (Rules).
+	Rule string
+	// rule is that row's index plus one.
+	rule uint8
 	// SharedName says the name was used after its pod went: more than one
 	// process uses it.
 	SharedName bool

@@ -79,7 +79,7 @@ func (e *Engine) finishHeld(ctx context.Context, job Job, st Step, r redisx.Resu
 	if fin.Counts != nil {
 		e.record(job, st, fin, res, "")
 	}
-	return e.behind(job, err)
+	return e.behind(job, e.refused(ctx, job, fin, err))
 }
 
 // finishAll pages through the holder's PEL, finishing every entry.
@@ -95,7 +95,7 @@ func (e *Engine) finishAll(ctx context.Context, job Job, st Step, res *StepResul
 		if fin.Counts != nil {
 			e.record(job, st, fin, res, after)
 		}
-		if err != nil {
+		if err := e.refused(ctx, job, fin, err); err != nil {
 			return e.behind(job, err)
 		}
 		if fin.Total() < e.opts.BatchSize {

@@ -33,6 +33,8 @@ type Options struct {
 	// Durability is the WAIT a connection asks for after each guarded
 	// write, by connection name; nil asks for none.
 	Durability func(conn string) redisx.Durability
+	// Writes says whether a node refuses writes; nil: none is known to.
+	Writes Writes
 }
 
 func (o Options) validate() error {
@@ -149,9 +151,14 @@ func (e *Engine) RunAll(ctx context.Context, job Job, steps []Step) (Report, err
 	return rep, nil
 }
 
-// Run executes one step.
+// Run executes one step. A step that would write to a node that refuses
+// writes is not run: it returns the *redisx.WritesRefused, as does a step
+// whose writes Redis refused, which stops there.
 func (e *Engine) Run(ctx context.Context, job Job, st Step) (StepResult, error) {
 	res := StepResult{Step: st}
+	if refused := e.refusing(ctx, job, st); refused != nil {
+		return res, refused
+	}
 	var err error
 	switch st.Action {
 	case Requeue, Claim:
@@ -172,7 +179,7 @@ func (e *Engine) Run(ctx context.Context, job Job, st Step) (StepResult, error) 
 			}
 		}
 	}
-	if err != nil && !job.DryRun {
+	if err != nil && !job.DryRun && !isRefused(err) {
 		e.metrics.errors.WithLabelValues(job.Target.Labels()...).Inc()
 	}
 	return res, err
@@ -198,7 +205,7 @@ func (e *Engine) paged(ctx context.Context, job Job, st Step, res *StepResult) e
 		st.MinIdle = minIdle
 		r, err := redisx.RunReclaim(ctx, job.Client, e.batch(job, st, nil, after))
 		e.record(job, st, r, res, after)
-		if err != nil {
+		if err := e.refused(ctx, job, r, err); err != nil {
 			return e.behind(job, err)
 		}
 		if err := e.finishHeld(ctx, job, st, r, res); err != nil {
@@ -219,7 +226,7 @@ func (e *Engine) named(ctx context.Context, job Job, st Step, res *StepResult) e
 		r, err := redisx.RunReclaim(ctx, job.Client, e.batch(job, st, ids, ""))
 		e.record(job, st, r, res, "")
 		res.Outcomes = append(res.Outcomes, r.Outcomes...)
-		if err != nil {
+		if err := e.refused(ctx, job, r, err); err != nil {
 			return e.behind(job, err)
 		}
 		if err := e.finishHeld(ctx, job, st, r, res); err != nil {
@@ -274,7 +281,7 @@ func (e *Engine) batch(job Job, st Step, ids []string, after string) redisx.Recl
 func (e *Engine) delete(ctx context.Context, job Job, st Step, res *StepResult) error {
 	out, err := redisx.DeleteConsumer(ctx, job.Client, job.Target.Stream, job.Target.Group, st.Owner.Name, st.MinIdle, job.DryRun)
 	if err != nil {
-		return err
+		return e.refused(ctx, job, redisx.Result{}, err)
 	}
 	res.add(out, 1)
 	log := e.opts.Log.With("target", job.Target.String(), "consumer", st.Owner.Name)

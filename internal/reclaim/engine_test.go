@@ -20,19 +20,21 @@ import (
 
 // group is a real Redis with one consumer group "workers" on stream "jobs".
 type group struct {
+	srv    *redistest.Server
 	rdb    *redis.Client
+	conns  *redisx.Conns
 	target liveness.Target
 	reader *redisx.Reader
 }
 
-func newGroup(t *testing.T) group {
+func newGroup(t *testing.T, opts ...redistest.Options) group {
 	t.Helper()
-	srv := redistest.Start(t)
+	srv := redistest.Start(t, opts...)
 	conns, err := redisx.Open([]config.Redis{config.DefaultRedis("default", srv.Addr())})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = conns.Close() })
 	spec := liveness.Spec{Idle: true, GhostIdle: time.Hour}
-	return group{rdb: srv.Client(t), reader: &redisx.Reader{Conns: conns, LagEstimateCap: 1000},
+	return group{srv: srv, rdb: srv.Client(t), conns: conns, reader: &redisx.Reader{Conns: conns, LagEstimateCap: 1000},
 		target: liveness.Target{GroupRef: liveness.GroupRef{Conn: "default", Stream: "jobs", Group: "workers"}, Spec: spec}}
 }
 

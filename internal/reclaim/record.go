@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/pelwarden/pelwarden/internal/events"
+	"github.com/pelwarden/pelwarden/internal/liveness"
 	"github.com/pelwarden/pelwarden/internal/redisx"
 )
 
@@ -64,11 +65,15 @@ func (e *Engine) logBatch(job Job, st Step, r redisx.Result, after string) {
 	for o, n := range r.Counts {
 		attrs = append(attrs, string(o), n)
 	}
-	failed := 0
+	failed, refused := 0, 0
 	var collided []string
 	for _, o := range r.Outcomes {
 		switch o.Outcome {
 		case redisx.Failed:
+			if o.Refused() != liveness.RefusalNone {
+				refused++ // the connection reports the refusal, once
+				continue
+			}
 			e.metrics.errors.WithLabelValues(job.Target.Labels()...).Inc()
 			if failed++; failed <= 3 {
 				log.Error("entry left untouched: a write failed", "id", o.ID, "err", o.Detail)
@@ -92,6 +97,9 @@ func (e *Engine) logBatch(job Job, st Step, r redisx.Result, after string) {
 	// entry or deliveryCountField, so each scan meets it again.
 	if n := r.Counts[redisx.FieldCollision]; n > 0 {
 		log.Warn("entries left pending: they hold a field pelwarden would write over", "entries", n, "first", strings.Join(collided, ", "))
+	}
+	if refused > 0 && refused == len(r.Outcomes) && r.Total() == int64(refused) {
+		return // nothing was done: Redis refused every write
 	}
 	log.Info("reclaimed", attrs...)
 }

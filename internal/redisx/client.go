@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/pelwarden/pelwarden/internal/config"
+	"github.com/pelwarden/pelwarden/internal/liveness"
 )
 
 // clusterStateReload is how old a cluster client's slot map may get before
@@ -211,11 +212,13 @@ func (cs *Conns) Names() []string {
 	return names
 }
 
-// Ping checks every connection and returns the failures, naming each.
+// Ping checks every connection and returns the failures, naming each. A
+// PING refused as a write (MISCONF refuses it) was answered: the reads
+// pelwarden serves from go on.
 func (cs *Conns) Ping(ctx context.Context) error {
 	var errs []error
 	for _, name := range cs.Names() {
-		if err := cs.conns[name].primary.Ping(ctx).Err(); err != nil {
+		if err := cs.conns[name].primary.Ping(ctx).Err(); err != nil && RefusalOf(err) == liveness.RefusalNone {
 			errs = append(errs, fmt.Errorf("redis %q: %w", name, err))
 		}
 	}

@@ -1,6 +1,7 @@
 package redisx
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/pelwarden/pelwarden/internal/config"
 	"github.com/pelwarden/pelwarden/internal/liveness"
+	"github.com/pelwarden/pelwarden/internal/lograte"
 )
 
 // nodeWatch follows one Redis node (a server address in a cluster; the
@@ -37,6 +39,11 @@ type nodeWatch struct {
 	// broken says a break was seen: the stretch is not the first,
 	// which began with pelwarden's own start.
 	broken bool
+	// ws is the node's writes (writes.go).
+	ws writeState
+	// owner and addr name the node in the log.
+	owner *connWatch
+	addr  string
 }
 
 // answered records a command the node answered at at.
@@ -66,6 +73,7 @@ func (n *nodeWatch) connected(runID string, v ServerVersion, at time.Time) {
 	if runID != "" && runID != n.runID {
 		n.broken = n.broken || n.runID != ""
 		n.runID, n.since = runID, at
+		n.ws.next, n.ws.errKnown = time.Time{}, false // another server: its counts start anew
 		return
 	}
 	if n.since.IsZero() {
@@ -124,7 +132,8 @@ func (n *nodeWatch) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (n *nodeWatch) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
-		n.saw(cmd.Err())
+		// go-redis hands a reply's error back before it sets it on cmd.
+		n.saw(cmp.Or(err, cmd.Err()))
 		return err
 	}
 }
@@ -136,9 +145,11 @@ func (n *nodeWatch) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 		err := next(ctx, cmds)
 		var failed error
 		for _, c := range cmds {
-			if nodeDown(c.Err()) {
+			if r := RefusalOf(c.Err()); r != liveness.RefusalNone {
+				n.refusedByReply(r, time.Now())
+			}
+			if failed == nil && nodeDown(c.Err()) {
 				failed = c.Err()
-				break
 			}
 		}
 		if failed == nil && nodeDown(err) {
@@ -155,6 +166,9 @@ func (n *nodeWatch) saw(err error) {
 		n.broke()
 	case !unanswered(err):
 		n.answered(time.Now())
+	}
+	if r := RefusalOf(err); r != liveness.RefusalNone {
+		n.refusedByReply(r, time.Now())
 	}
 }
 
@@ -193,6 +207,8 @@ type connWatch struct {
 	// sentinel says the connection finds its master through sentinels.
 	sentinel bool
 	log      atomic.Pointer[slog.Logger]
+	// writesLog limits the lines about the nodes' writes (writes.go).
+	writesLog *lograte.Limiter
 
 	mu    sync.Mutex
 	nodes map[string]*nodeWatch // cluster: by address
@@ -207,14 +223,17 @@ type slotMaster struct {
 }
 
 func newConnWatch(c config.Redis) *connWatch {
+	w := &connWatch{name: c.Name, label: c.Addr, writesLog: lograte.New(writesLogEvery, nil)}
 	switch c.Mode {
 	case config.RedisCluster:
-		return &connWatch{name: c.Name, nodes: make(map[string]*nodeWatch), slots: make(map[int]slotMaster)}
+		w.label, w.nodes, w.slots = "", make(map[string]*nodeWatch), make(map[int]slotMaster)
+		return w
 	case config.RedisSentinel:
-		return &connWatch{name: c.Name, single: &nodeWatch{}, label: c.Sentinel.MasterName, sentinel: true}
+		w.label, w.sentinel = c.Sentinel.MasterName, true
 	case config.RedisStandalone:
 	}
-	return &connWatch{name: c.Name, single: &nodeWatch{}, label: c.Addr}
+	w.single = &nodeWatch{owner: w, addr: w.label}
+	return w
 }
 
 // node is the watch of the cluster node at addr.
@@ -223,7 +242,7 @@ func (w *connWatch) node(addr string) *nodeWatch {
 	defer w.mu.Unlock()
 	n, ok := w.nodes[addr]
 	if !ok {
-		n = &nodeWatch{}
+		n = &nodeWatch{owner: w, addr: addr}
 		w.nodes[addr] = n
 	}
 	return n
@@ -271,8 +290,12 @@ func (w *connWatch) stamp(ctx context.Context, c redis.UniversalClient, stream s
 	if w.single != nil {
 		since := w.single.readableSince(at)
 		obs.StreamReadableSince = w.single.brokenSince(at)
+		var writes liveness.HeartbeatObs
+		stampWrites(w.single, &writes, at)
+		obs.StreamRefused, obs.StreamWritableSince = writes.Refused, writes.WritableSince
 		for k, h := range obs.Heartbeats {
 			h.ReadableSince = since
+			h.Refused, h.WritableSince, h.EvictedAt = writes.Refused, writes.WritableSince, writes.EvictedAt
 			obs.Heartbeats[k] = h
 		}
 		return
@@ -282,15 +305,29 @@ func (w *connWatch) stamp(ctx context.Context, c redis.UniversalClient, stream s
 		return
 	}
 	bySlot := make(map[int]slotSince)
-	obs.StreamReadableSince = w.slotSince(ctx, cc, stream, at, bySlot).broken
+	s := w.slotSince(ctx, cc, stream, at, bySlot)
+	obs.StreamReadableSince = s.broken
+	if s.node != nil {
+		var writes liveness.HeartbeatObs
+		stampWrites(s.node, &writes, at)
+		obs.StreamRefused, obs.StreamWritableSince = writes.Refused, writes.WritableSince
+	}
 	for k, h := range obs.Heartbeats {
-		h.ReadableSince = w.slotSince(ctx, cc, k, at, bySlot).readable
+		s := w.slotSince(ctx, cc, k, at, bySlot)
+		h.ReadableSince = s.readable
+		if s.node != nil {
+			stampWrites(s.node, &h, at)
+		}
 		obs.Heartbeats[k] = h
 	}
 }
 
-// slotSince is a slot's readableSince and brokenSince.
-type slotSince struct{ readable, broken time.Time }
+// slotSince is a slot's readableSince and brokenSince, and the watch of
+// its master's node (nil when the slot map did not say).
+type slotSince struct {
+	readable, broken time.Time
+	node             *nodeWatch
+}
 
 // slotSince is since when key's slot has been readable: since its master
 // answered without a break, and since that master took the slot over.
@@ -311,7 +348,7 @@ func (w *connWatch) slotSince(ctx context.Context, cc *redis.ClusterClient, key 
 		w.slots[slot] = sm
 		w.mu.Unlock()
 		n := w.node(addr)
-		since = slotSince{readable: n.readableSince(at), broken: n.brokenSince(at)}
+		since = slotSince{readable: n.readableSince(at), broken: n.brokenSince(at), node: n}
 		if sm.changed.After(since.readable) {
 			since.readable = sm.changed
 		}

@@ -46,10 +46,17 @@ func (r *Reader) Fetch(ctx context.Context, t liveness.Target, known []string) (
 	consumersCmd := pipe.XInfoConsumers(ctx, t.Stream, t.Group)
 	pendingCmd := pipe.XPending(ctx, t.Stream, t.Group)
 	hbCmds := queueGets(ctx, pipe, hbKeys)
+	w := r.Conns.conns[t.Conn].watch
+	var sample *sampleCmds
+	if w != nil && w.single != nil {
+		// After the GETs: it says what held when they were answered.
+		sample = queueSample(ctx, pipe, w.single)
+	}
 	if err := exec(ctx, pipe); err != nil {
 		return obs, fmt.Errorf("read %s: %w", t, err)
 	}
 	obs.ReadAt = time.Now()
+	sample.record(obs.ReadAt)
 	obs.IdleFromDeliveries, obs.IdleJudgesHolders = r.Conns.IdleRule(ctx, t.Conn, t.Stream)
 
 	now, err := timeCmd.Result()
@@ -129,7 +136,8 @@ func (r *Reader) Fetch(ctx context.Context, t liveness.Target, known []string) (
 		return obs, err
 	}
 	nameWrongTypes(ctx, c, obs.Heartbeats)
-	if w := r.Conns.conns[t.Conn].watch; w != nil {
+	if w != nil {
+		w.sampleNodes(ctx, c, t.Stream, obs.Heartbeats)
 		w.stamp(ctx, c, t.Stream, &obs, obs.ReadAt)
 	}
 	return obs, nil

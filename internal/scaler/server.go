@@ -407,7 +407,15 @@ func (s *Server) snapshot(ctx context.Context, r metadata.Request, since time.Ti
 	if err != nil {
 		return nil, rpcstatus.Of(err, r.Target.GroupRef)
 	}
-	if ok {
+	switch {
+	case ok && (snap.StreamMissing || snap.GroupMissing) && since.IsZero():
+		// A read that found no stream or group is not served again: one
+		// created since, and the entries read from it, are seen at this
+		// poll. Such a read is a few commands that fail at once, and a
+		// target has one read in flight at a time, which the polls that
+		// began before it share.
+		since = time.Now()
+	case ok:
 		return snap, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.RequestTimeout)

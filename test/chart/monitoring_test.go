@@ -133,7 +133,7 @@ func TestRulesAndDashboardRenderAsValidObjects(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{
 		"PelwardenGhostEntriesHeld", "PelwardenGhostsNotScanned", "PelwardenHygieneErrors",
-		"PelwardenSnapshotStale", "PelwardenRedisReadsFailing", "PelwardenDeadLetterGrowing",
+		"PelwardenSnapshotStale", "PelwardenRedisReadsFailing", "PelwardenRedisRefusesWrites", "PelwardenDeadLetterGrowing",
 		"PelwardenEntriesStuckOnFieldCollision", "PelwardenTLSCertificateExpiring", "PelwardenTLSReloadFailed", "PelwardenSharedConsumerName",
 		"PelwardenHeartbeatMisconfigured", "PelwardenDisruptionBreakerHolding", "PelwardenScalerErrors", "PelwardenHPAOnPlaceholder",
 	}, alertNames(rule))

@@ -124,6 +124,19 @@ const (
 	// fault of the evidence explains better than a mass death; they are
 	// Unknown until evidence written after the trip comes.
 	FindingKind_FINDING_KIND_DISRUPTION FindingKind = 13
+	// A Redis node the target's read touched refuses writes (OOM, MISCONF,
+	// READONLY, NOREPLICAS): workers cannot write their heartbeats, so
+	// stale or missing ones are Unknown, and hygiene pauses, until writes
+	// have been accepted for a max age.
+	FindingKind_FINDING_KIND_WRITES_REFUSED FindingKind = 14
+	// A worker whose clock is off Redis's by more than the tolerance, as the
+	// reads that saw its heartbeat change measure it. Heartbeats are judged
+	// on Redis's clock: a skew is never a death.
+	FindingKind_FINDING_KIND_CLOCK_SKEW FindingKind = 15
+	// Consumers whose heartbeat key is missing while its node evicts keys
+	// (maxmemory-policy): they are Unknown until no key was evicted for a
+	// max age.
+	FindingKind_FINDING_KIND_HEARTBEATS_EVICTED FindingKind = 16
 )
 
 // Enum value maps for FindingKind.
@@ -143,6 +156,9 @@ var (
 		11: "FINDING_KIND_HEARTBEAT_CANDIDATES_CUT",
 		12: "FINDING_KIND_IDLE_UNDECIDED",
 		13: "FINDING_KIND_DISRUPTION",
+		14: "FINDING_KIND_WRITES_REFUSED",
+		15: "FINDING_KIND_CLOCK_SKEW",
+		16: "FINDING_KIND_HEARTBEATS_EVICTED",
 	}
 	FindingKind_value = map[string]int32{
 		"FINDING_KIND_UNSPECIFIED":              0,
@@ -159,6 +175,9 @@ var (
 		"FINDING_KIND_HEARTBEAT_CANDIDATES_CUT": 11,
 		"FINDING_KIND_IDLE_UNDECIDED":           12,
 		"FINDING_KIND_DISRUPTION":               13,
+		"FINDING_KIND_WRITES_REFUSED":           14,
+		"FINDING_KIND_CLOCK_SKEW":               15,
+		"FINDING_KIND_HEARTBEATS_EVICTED":       16,
 	}
 )
 
@@ -2740,7 +2759,7 @@ const file_pelwarden_v1_admin_proto_rawDesc = "" +
 	"\x0fVERDICT_UNKNOWN\x10\x01\x12\x11\n" +
 	"\rVERDICT_ALIVE\x10\x02\x12\x11\n" +
 	"\rVERDICT_GHOST\x10\x03\x12\x14\n" +
-	"\x10VERDICT_DEGRADED\x10\x04*\xc9\x03\n" +
+	"\x10VERDICT_DEGRADED\x10\x04*\xac\x04\n" +
 	"\vFindingKind\x12\x1c\n" +
 	"\x18FINDING_KIND_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18FINDING_KIND_SHARED_NAME\x10\x01\x12\x17\n" +
@@ -2756,7 +2775,10 @@ const file_pelwarden_v1_admin_proto_rawDesc = "" +
 	"\x12)\n" +
 	"%FINDING_KIND_HEARTBEAT_CANDIDATES_CUT\x10\v\x12\x1f\n" +
 	"\x1bFINDING_KIND_IDLE_UNDECIDED\x10\f\x12\x1b\n" +
-	"\x17FINDING_KIND_DISRUPTION\x10\r2\xb9\x06\n" +
+	"\x17FINDING_KIND_DISRUPTION\x10\r\x12\x1f\n" +
+	"\x1bFINDING_KIND_WRITES_REFUSED\x10\x0e\x12\x1b\n" +
+	"\x17FINDING_KIND_CLOCK_SKEW\x10\x0f\x12#\n" +
+	"\x1fFINDING_KIND_HEARTBEATS_EVICTED\x10\x102\xb9\x06\n" +
 	"\x05Admin\x12R\n" +
 	"\vListTargets\x12 .pelwarden.v1.ListTargetsRequest\x1a!.pelwarden.v1.ListTargetsResponse\x12[\n" +
 	"\x0eDescribeTarget\x12#.pelwarden.v1.DescribeTargetRequest\x1a$.pelwarden.v1.DescribeTargetResponse\x12R\n" +
