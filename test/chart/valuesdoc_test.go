@@ -44,8 +44,8 @@ func TestChartValuesReferenceNeedsEveryValueDescribed(t *testing.T) {
 	const schema = `{"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}, ` +
 		`"c": {"type": "array", "items": {"type": "object", "properties": {"d": {"type": "string"%s}}}}}}`
 	for name, tc := range map[string]struct{ values, schema, want string }{
-		"every value described": {"# Apples.\na: 1\nb: x # Bees.\n# Cs.\nc: []\n", fmt.Sprintf(schema, `, "description": "Ds."`), ""},
-		"a value without a comment": {"# Apples.\na: 1\nb: x\n# Cs.\nc: []\n", fmt.Sprintf(schema, `, "description": "Ds."`), "b: values.yaml has no comment"},
+		"every value described":                   {"# Apples.\na: 1\nb: x # Bees.\n# Cs.\nc: []\n", fmt.Sprintf(schema, `, "description": "Ds."`), ""},
+		"a value without a comment":               {"# Apples.\na: 1\nb: x\n# Cs.\nc: []\n", fmt.Sprintf(schema, `, "description": "Ds."`), "b: values.yaml has no comment"},
 		"a list item's key without a description": {"# Apples.\na: 1\nb: x # Bees.\n# Cs.\nc: []\n", fmt.Sprintf(schema, ""), "c[].d: values.yaml has no comment"},
 	} {
 		t.Run(name, func(t *testing.T) {
