@@ -38,7 +38,8 @@ commas), or as a JSON object:
 With --config the answer comes from that configuration file (and the
 PELWARDEN_* variables), with no pelwarden running and no Redis; passwords
 are not read, and the files it names for TLS, tokens and a kubeconfig need
-not exist, so the chart's rendered config.yaml lints ScaledObjects in CI. Without it, the pelwarden at --server answers.`
+not exist, so the chart's rendered config.yaml lints ScaledObjects in CI.
+Without it, the pelwarden at --server answers.`
 
 // checkTriggerFlags are check-trigger's own flags.
 type checkTriggerFlags struct {
