@@ -155,3 +155,26 @@ func pendingTotal(ctx context.Context, t *testing.T, rdb *redis.Client) int64 {
 	require.NoError(t, err)
 	return p.Count
 }
+
+// TestWorkersPageShowsTheTestedExamples: every python and go block of
+// docs/workers.md is a part of the example the tests run, word for word.
+func TestWorkersPageShowsTheTestedExamples(t *testing.T) {
+	t.Parallel()
+	page, err := os.ReadFile(filepath.Join("..", "docs", "workers.md"))
+	require.NoError(t, err)
+	sources := map[string]string{"python": "../examples/python/worker.py", "go": "../examples/worker/main.go"}
+	shown := map[string]int{}
+	blocks := strings.Split(string(page), "```")
+	for i := 1; i+1 < len(blocks); i += 2 {
+		lang, body, _ := strings.Cut(blocks[i], "\n")
+		file, ok := sources[lang]
+		if !ok {
+			continue
+		}
+		src, err := os.ReadFile(file)
+		require.NoError(t, err)
+		require.Contains(t, string(src), body, "docs/workers.md shows a %s block that is not in %s", lang, file)
+		shown[lang]++
+	}
+	require.Equal(t, map[string]int{"python": 4, "go": 1}, shown, "the page's examples, by language")
+}

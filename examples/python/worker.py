@@ -5,7 +5,8 @@ on SIGTERM finishes the job in hand, then hands the rest back with
 `pelwarden deregister`. Configuration comes from the environment: REDIS_URL,
 STREAM, GROUP, HOSTNAME (the consumer name), and optionally HEARTBEAT_EVERY
 and WORK_TIME (seconds), LEDGER (a hash of finished jobs), and for the CLI
-PELWARDEN_SERVER and PELWARDEN_TOKEN_FILE (the workers' token).
+PELWARDEN_SERVER, PELWARDEN_TOKEN_FILE (the workers' token) and
+PELWARDEN_FLAGS.
 """
 import os
 import signal
@@ -46,7 +47,7 @@ def process(entry_id, fields):
     global busy_since
     key = job_key(entry_id, fields)
     with r.pipeline(transaction=True) as tx:  # the ledger and the XACK together
-        if not r.hexists(ledger, key):  # else done by a worker that died before its XACK
+        if not r.hexists(ledger, key):  # else done by a worker judged dead that finished after all
             busy_since = time.monotonic()
             time.sleep(float(env("WORK_TIME", "0.1")))  # the job itself
             busy_since = None
@@ -73,8 +74,9 @@ while not stopping.is_set():
         process(entry_id, fields or {})  # a deleted entry has no fields
 
 if env("PELWARDEN_SERVER"):
-    # Requeue what this consumer still holds, then delete it.
-    subprocess.run(["pelwarden", "deregister", "--stream", stream, "--group", group, "--consumer", me],
-                   check=True, timeout=30)
+    # Requeue what this consumer still holds, then delete it. PELWARDEN_FLAGS
+    # adds --tls-ca, --tls-cert and --tls-key where pelwarden asks for them.
+    subprocess.run(["pelwarden", "deregister", *env("PELWARDEN_FLAGS", "").split(),
+                    "--stream", stream, "--group", group, "--consumer", me], check=True, timeout=30)
 beats.set()
 r.delete(beat_key)
