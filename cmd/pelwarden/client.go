@@ -241,7 +241,7 @@ func adminCommand(env func(string) (string, bool), stderr io.Writer, cmd *cobra.
 			if errors.As(err, &usage) {
 				return err // a usage error: exit 2
 			}
-						if st, ok := status.FromError(err); ok {
+			if st, ok := status.FromError(err); ok {
 				fmt.Fprintf(stderr, "pelwarden: %s: %s\n", st.Code(), st.Message())
 			} else {
 				fmt.Fprintf(stderr, "pelwarden: %v\n", err)
