@@ -112,7 +112,7 @@ test-keda:
 ## on KEDA's redis-streams trigger through ghosts, recovery, scale-down, a
 ## burst and a Redis outage; HPA_RESULTS=bench/hpa-loop.json writes both
 ## sides' replicas over time, which make generate puts in
-## docs/performance.md (make test-hpa KUBE_BIN=../shared/kube/bin
+## docs/reference/performance.md (make test-hpa KUBE_BIN=../shared/kube/bin
 ## KEDA_BIN=../shared/keda/bin). Fails, never skips, without the binaries
 ## or root. About 4 minutes.
 test-hpa:
@@ -134,18 +134,20 @@ lint:
 
 
 ## generate: Go code from proto/ (buf and the plugins pinned in tools/buf),
-## then the pages of docs/reference/ from the code they describe: the
-## config structure, the metadata key table, the registered collectors and
-## the chart's PrometheusRule, and docs/performance.md's HPA table from
-## bench/hpa-loop.json (make test fails while a page is stale)
+## then the pages of docs/reference/ from the code and data they describe:
+## the config structure, the metadata key tables, the liveness rules, the
+## registered collectors, bench/results.json and bench/hpa-loop.json, the
+## CLI's commands, the chart's PrometheusRule and its values.yaml and
+## values.schema.json (make test fails while a page is stale)
 generate:
 	$(BUF) generate
 	$(GO) test -count=1 -run '^TestReferencePagesAreCurrent$$' ./internal/docgen/ -args -write
-	$(GO) -C test/chart test -count=1 -run '^TestAlertsReferenceIsCurrent$$' . -args -write
+	$(GO) test -count=1 -run '^TestCLIReferenceIsCurrent$$' ./cmd/pelwarden/ -args -write
+	$(GO) -C test/chart test -count=1 -run '^Test(Alerts|ChartValues)ReferenceIsCurrent$$' . -args -write
 
 ## bench: the comparative suite against real redis-server processes: one
-## markdown table on stdout (progress on stderr; docs/performance.md shows
-## it) and bench/results.json; fails if any benchmark fails its own result
+## markdown table on stdout (progress on stderr) and bench/results.json,
+## which make generate puts in docs/reference/performance.md; fails if any benchmark fails its own result
 ## check. About 17 minutes on 2 cores. BENCHTIME sizes the poll and refresh runs, BENCH_PEL the ghost
 ## PELs of the reclaim comparison. With KUBE_BIN set, the table also has the
 ## API server restart row (2 more minutes); without, the row is left out.

@@ -37,7 +37,9 @@ commas), or as a JSON object:
 
 With --config the answer comes from that configuration file (and the
 PELWARDEN_* variables), with no pelwarden running and no Redis; passwords
-are not read. Without it, the pelwarden at --server answers.`
+are not read, and the files it names for TLS, tokens and a kubeconfig need
+not exist, so the chart's rendered config.yaml lints ScaledObjects in CI.
+Without it, the pelwarden at --server answers.`
 
 // checkTriggerFlags are check-trigger's own flags.
 type checkTriggerFlags struct {

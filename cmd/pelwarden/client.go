@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
@@ -92,6 +93,27 @@ func (f *clientFlags) target() *pelwardenv1.TargetRef {
 		return nil
 	}
 	return &pelwardenv1.TargetRef{Redis: f.redis, Stream: f.stream, Group: f.group}
+}
+
+// tlsHint says which TLS flag a connection that failed in its handshake
+// wants: gRPC's own message names the symptom, not the flag.
+func (f *clientFlags) tlsHint(err error) string {
+	if status.Code(err) != codes.Unavailable {
+		return ""
+	}
+	msg := status.Convert(err).Message()
+	tlsOn := f.tlsOn || f.ca != "" || f.cert != ""
+	switch {
+	case !tlsOn && (strings.Contains(msg, "server preface") || strings.Contains(msg, "first record does not look like a TLS handshake")):
+		return "pelwarden may serve TLS: pass --tls-ca, and --tls-cert and --tls-key where it asks for a client certificate"
+	case tlsOn && strings.Contains(msg, "x509: certificate is valid for"):
+		return "the certificate names another host: pass the name it holds with --tls-server-name (through a port-forward, pelwarden.<namespace>.svc)"
+	case tlsOn && strings.Contains(msg, "certificate signed by unknown authority"):
+		return "pass the CA that signed pelwarden's certificate with --tls-ca"
+	case tlsOn && f.cert == "" && (strings.Contains(msg, "certificate required") || strings.Contains(msg, "bad certificate")):
+		return "pelwarden asks for a client certificate: pass --tls-cert and --tls-key"
+	}
+	return ""
 }
 
 // dial connects to pelwarden's Admin API.
@@ -223,6 +245,9 @@ func adminCommand(env func(string) (string, bool), stderr io.Writer, cmd *cobra.
 				fmt.Fprintf(stderr, "pelwarden: %s: %s\n", st.Code(), st.Message())
 			} else {
 				fmt.Fprintf(stderr, "pelwarden: %v\n", err)
+			}
+			if hint := f.tlsHint(err); hint != "" {
+				fmt.Fprintf(stderr, "pelwarden: %s\n", hint)
 			}
 			return &exitError{code: exitFailure}
 		}

@@ -113,7 +113,7 @@ func (c *Config) validateAdmin(p *problems) {
 	a := c.Admin
 	if a.TokenFile != "" {
 		if _, err := ReadToken(a.TokenFile); err != nil {
-			p.add("admin.tokenFile", "must name a readable file holding the bearer token: %v", err)
+			p.addFile("admin.tokenFile", "must name a readable file holding the bearer token: %v", err)
 		}
 	}
 	// seen maps each readable token to the field that holds it first: one
@@ -126,7 +126,7 @@ func (c *Config) validateAdmin(p *problems) {
 		worker, err := ReadToken(a.WorkerTokenFile)
 		switch {
 		case err != nil:
-			p.add("admin.workerTokenFile", "must name a readable file holding the workers' bearer token: %v", err)
+			p.addFile("admin.workerTokenFile", "must name a readable file holding the workers' bearer token: %v", err)
 		case seen[worker] != "":
 			p.add("admin.workerTokenFile", "must hold a token other than admin.tokenFile's: the worker token allows only Deregister")
 		default:
@@ -141,7 +141,7 @@ func (c *Config) validateAdmin(p *problems) {
 		case w.TokenFile == "":
 			p.add(at+".tokenFile", "is required: the path of a file holding a workers' bearer token")
 		case err != nil:
-			p.add(at+".tokenFile", "must name a readable file holding a workers' bearer token: %v", err)
+			p.addFile(at+".tokenFile", "must name a readable file holding a workers' bearer token: %v", err)
 		case seen[token] != "":
 			p.add(at+".tokenFile", "must hold a token other than %s's: each token has one scope", seen[token])
 		default:

@@ -41,14 +41,14 @@ func (t *GRPCTLS) validate(p *problems, path string) {
 	}
 	if t.CertFile != "" && t.KeyFile != "" {
 		if _, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile); err != nil {
-			p.add(path+".certFile", "with %s.keyFile must be a PEM certificate and its matching private key: %s",
+			p.addFile(path+".certFile", "with %s.keyFile must be a PEM certificate and its matching private key: %s",
 				path, strings.TrimPrefix(err.Error(), "tls: "))
 		}
 	}
 	if t.ClientCAFile != "" {
 		pem, err := os.ReadFile(t.ClientCAFile)
 		if err == nil && !x509.NewCertPool().AppendCertsFromPEM(pem) {
-			p.add(path+".clientCAFile", "must hold at least one PEM certificate, %q has none", t.ClientCAFile)
+			p.addFile(path+".clientCAFile", "must hold at least one PEM certificate, %q has none", t.ClientCAFile)
 		}
 	}
 }

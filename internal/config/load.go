@@ -17,8 +17,10 @@ type Sources struct {
 	// ReadFile reads the config file and password files, like os.ReadFile.
 	// Nil means os.ReadFile.
 	ReadFile func(path string) ([]byte, error)
-	// NoSecrets leaves passwords unread, for a configuration only looked
-	// at, never connected with (pelwarden check-trigger --config).
+	// NoSecrets leaves passwords unread, and the files the configuration
+	// names (TLS certificates and keys, tokens, a kubeconfig) unjudged,
+	// for a configuration only looked at, never served (pelwarden
+	// check-trigger --config, away from the pod that mounts them).
 	NoSecrets bool
 }
 
@@ -143,6 +145,9 @@ func Load(src Sources, flags *Flags) (Config, error) {
 		resolvePasswords(src, &cfg, &p)
 	}
 	cfg.validate(&p)
+	if src.NoSecrets {
+		p = p.withoutFiles()
+	}
 	if len(p) > 0 {
 		return Config{}, p.err()
 	}

@@ -145,3 +145,39 @@ func TestNoSecretsLeavesPasswordsUnread(t *testing.T) {
 	require.Empty(t, cfg.Redis[0].Password)
 	require.Equal(t, map[string]bool{"/etc/pelwarden.yaml": true}, read, "only the config file is read")
 }
+
+// TestNoSecretsLeavesTheNamedFilesUnjudged: the configuration a chart
+// renders names TLS files, tokens and a kubeconfig that only its pod
+// mounts; looked at elsewhere (check-trigger --config in CI) it loads,
+// while every other problem is still reported.
+func TestNoSecretsLeavesTheNamedFilesUnjudged(t *testing.T) {
+	t.Parallel()
+	const missing = "/nonexistent-pelwarden-test"
+	file := `grpc: {tls: {certFile: ` + missing + `/tls.crt, keyFile: ` + missing + `/tls.key, clientCAFile: ` + missing + `/ca.crt}}
+admin: {tokenFile: ` + missing + `/token, workerTokenFile: ` + missing + `/worker, workerTokens: [{tokenFile: ` + missing + `/jobs, streams: [jobs]}]}
+kubernetes: {enabled: true, kubeconfig: ` + missing + `/kubeconfig}
+redis: [{name: default, addr: 'r:1', tls: {enabled: true, caFile: ` + missing + `/redis-ca.crt}}]
+`
+	load := func(noSecrets bool, extra string) error {
+		_, err := config.Load(config.Sources{
+			Env: func(name string) (string, bool) { return "/etc/pelwarden.yaml", name == config.EnvConfig },
+			ReadFile: func(path string) ([]byte, error) {
+				if path == "/etc/pelwarden.yaml" {
+					return []byte(file + extra), nil
+				}
+				return nil, &fs.PathError{Op: "open", Path: path, Err: fs.ErrNotExist}
+			},
+			NoSecrets: noSecrets,
+		}, nil)
+		return err
+	}
+	err := load(false, "")
+	for _, field := range []string{"grpc.tls.certFile", "grpc.tls.keyFile", "grpc.tls.clientCAFile", "admin.tokenFile",
+		"admin.workerTokenFile", "admin.workerTokens[0].tokenFile", "kubernetes.kubeconfig", "redis[0].tls.caFile"} {
+		require.ErrorContains(t, err, field+": must name a readable file", "served, every file must be readable")
+	}
+	require.NoError(t, load(true, ""))
+	err = load(true, "log: {level: loud}\n")
+	require.ErrorContains(t, err, "log.level: must be one of", "a problem that is no file's is still one")
+	require.NotContains(t, err.Error(), "readable file")
+}

@@ -22,6 +22,10 @@ type FieldError struct {
 	Field string
 	// Problem says what is wrong and what is accepted.
 	Problem string
+	// file marks a problem with a file the configuration names (a TLS
+	// certificate or key, a token, a kubeconfig): one a configuration
+	// only looked at (Sources.NoSecrets) does not have.
+	file bool
 }
 
 func (e *FieldError) Error() string { return e.Field + ": " + e.Problem }
@@ -57,6 +61,22 @@ type problems []*FieldError
 
 func (p *problems) add(field, format string, args ...any) {
 	*p = append(*p, &FieldError{Field: field, Problem: fmt.Sprintf(format, args...)})
+}
+
+// addFile adds a problem with a file the configuration names.
+func (p *problems) addFile(field, format string, args ...any) {
+	*p = append(*p, &FieldError{Field: field, Problem: fmt.Sprintf(format, args...), file: true})
+}
+
+// withoutFiles leaves out the problems with files the configuration names.
+func (p problems) withoutFiles() problems {
+	var kept problems
+	for _, e := range p {
+		if !e.file {
+			kept = append(kept, e)
+		}
+	}
+	return kept
 }
 
 // err returns nil when there are no problems, else an *Error.
@@ -282,12 +302,12 @@ func checkReadable(p *problems, field, path string) {
 	}
 	f, err := os.Open(path) //nolint:gosec // G304: the operator configured this path; we only check it opens
 	if err != nil {
-		p.add(field, "must name a readable file: %s", pathErrText(err))
+		p.addFile(field, "must name a readable file: %s", pathErrText(err))
 		return
 	}
 	defer f.Close()
 	if info, err := f.Stat(); err == nil && info.IsDir() {
-		p.add(field, "must name a readable file, %q is a directory", path)
+		p.addFile(field, "must name a readable file, %q is a directory", path)
 	}
 }
 

@@ -2,8 +2,9 @@
 // the code they describe: the configuration from internal/config's
 // structure, defaults and settings, the trigger metadata from
 // internal/metadata's key table, the metrics from the collectors
-// pelwarden registers. `make generate` writes them; a test fails when a
-// committed page differs from what the code gives now.
+// pelwarden registers, the performance figures from the runs make bench
+// and make test-hpa recorded. `make generate` writes them; a test fails
+// when a committed page differs from what the code gives now.
 package docgen
 
 import (

@@ -12,19 +12,19 @@ import (
 )
 
 // HPALoopResults is where make test-hpa HPA_RESULTS=... writes the run
-// docs/performance.md shows.
+// docs/reference/performance.md shows.
 const HPALoopResults = "bench/hpa-loop.json"
 
-// HPALoop is the part of docs/performance.md that shows the HPA suite's
-// last recorded run: each scenario with both Deployments' replicas over
-// time and the replica-seconds they were given.
-func HPALoop(root string) (Block, error) {
+// HPALoop is the part of docs/reference/performance.md that shows the HPA
+// suite's last recorded run: each scenario with both Deployments'
+// replicas over time and the replica-seconds they were given.
+func HPALoop(root string) ([]byte, error) {
 	run, err := hpaloop.Read(filepath.Join(root, HPALoopResults))
 	if err != nil {
-		return Block{}, err
+		return nil, err
 	}
 	if len(run.Scenarios) == 0 || len(run.Scenarios[0].Sides) != 2 {
-		return Block{}, errors.New(HPALoopResults + ": a run has scenarios, each with two sides")
+		return nil, errors.New(HPALoopResults + ": a run has scenarios, each with two sides")
 	}
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "\nThis run: %s, Kubernetes %s, KEDA %s, %s, %d CPUs; the suite took %s. "+
@@ -36,7 +36,7 @@ func HPALoop(root string) (Block, error) {
 	header(&b, "scenario", "what happens", "seconds", sides[0].Trigger, "replica-s", sides[1].Trigger, "replica-s")
 	for _, sc := range run.Scenarios {
 		if len(sc.Sides) != 2 {
-			return Block{}, fmt.Errorf("%s: scenario %q has %d sides, want 2", HPALoopResults, sc.Name, len(sc.Sides))
+			return nil, fmt.Errorf("%s: scenario %q has %d sides, want 2", HPALoopResults, sc.Name, len(sc.Sides))
 		}
 		row(&b, sc.Name, sc.What, fmt.Sprintf("%.1f", sc.Seconds),
 			timeline(sc.Sides[0].Changes), fmt.Sprintf("%.0f", sc.Sides[0].ReplicaSeconds),
@@ -45,10 +45,10 @@ func HPALoop(root string) (Block, error) {
 	ghosts := run.Scenarios[0]
 	pw, keda := ghosts.Sides[0].ReplicaSeconds, ghosts.Sides[1].ReplicaSeconds
 	if keda > 0 {
-		fmt.Fprintf(&b, "\nOver the %s scenario's %.0f s the HPA asked for %.0f replica-seconds on %s and %.0f on %s: %.2fx.\n\n",
+		fmt.Fprintf(&b, "\nOver the %s scenario's %.0f s the HPA asked for %.0f replica-seconds on %s and %.0f on %s: %.2fx.\n",
 			ghosts.Name, ghosts.Seconds, pw, sides[0].Trigger, keda, sides[1].Trigger, pw/keda)
 	}
-	return Block{Path: "docs/performance.md", Source: HPALoopResults, Content: b.Bytes()}, nil
+	return b.Bytes(), nil
 }
 
 // timeline writes changes as 1 (0.0) → 3 (1.2).

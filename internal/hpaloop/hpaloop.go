@@ -2,7 +2,7 @@
 // gave two Deployments, one scaled on pelwarden's trigger and one on KEDA's
 // built-in redis-streams trigger on the same group, over each scenario,
 // and the replica-seconds each asked for. The suite writes it as JSON
-// (bench/hpa-loop.json); make generate renders docs/performance.md's
+// (bench/hpa-loop.json); make generate renders docs/reference/performance.md's
 // table from that file.
 package hpaloop
 
