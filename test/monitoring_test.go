@@ -198,7 +198,7 @@ func TestEveryMetricTheRulesAndDashboardNameIsExported(t *testing.T) {
 		}
 		// An HPA left on the placeholder of a trigger pelwarden serves.
 		if _, err := p.client.GetMetrics(ctx, &externalscaler.GetMetricsRequest{ScaledObjectRef: ref(jobs), MetricName: "s0-pelwarden-refused"}); status.Code(err) != codes.FailedPrecondition {
-			return fmt.Errorf("the placeholder of a served trigger: %v", err)
+			return fmt.Errorf("the placeholder of a served trigger: %w", err)
 		}
 		if missing := unexported(exprs, exported(t, p.app.HTTPAddr())); len(missing) > 0 {
 			return fmt.Errorf("selected by the chart but not exported:\n%s", strings.Join(missing, "\n"))

@@ -209,7 +209,7 @@ func TestABrokenTriggerNeverHoldsItsConnection(t *testing.T) {
 	for i := range 200 {
 		require.NoError(t, poll(ctx, "served", map[string]string{"stream": "jobs"}), "poll %d of the served trigger", i)
 	}
-	require.Equal(t, 1.0, testutil.ToFloat64(fair.holding), "200 polls of the served trigger were answered while the broken one's answer waited")
+	require.InDelta(t, 1.0, testutil.ToFloat64(fair.holding), 0, "200 polls of the served trigger were answered while the broken one's answer waited")
 	require.Equal(t, codes.InvalidArgument, status.Code(<-heldDone), "the held call is then answered as it would have been")
-	require.Equal(t, 1.0, testutil.ToFloat64(fair.held.WithLabelValues("caller")))
+	require.InDelta(t, 1.0, testutil.ToFloat64(fair.held.WithLabelValues("caller")), 0)
 }

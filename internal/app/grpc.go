@@ -205,7 +205,7 @@ func (ch chain) fairly(ctx context.Context, req any, info *grpc.UnaryServerInfo,
 	if wait := ch.fair.before(c); wait > 0 {
 		read := c.bytes <= holdBytes
 		if !read {
-			req = nil //nolint:ineffassign,wastedassign // lets the request go while the call waits
+			req = nil //nolint:wastedassign // lets the request go while the call waits
 		}
 		if err = ch.fair.holdNew(ctx, c, wait); err == nil && !read {
 			err = status.Errorf(codes.ResourceExhausted, "refused unread: a request of %d bytes from a new caller, "+

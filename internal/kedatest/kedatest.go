@@ -82,7 +82,7 @@ func StartTenant(c externalscaler.ExternalScalerClient, namespace string, broken
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(rand.N(interval)):
+			case <-time.After(rand.N(interval)): //nolint:gosec // spreads the polls over the interval; nothing depends on it
 			}
 			tick := time.NewTicker(interval)
 			defer tick.Stop()

@@ -87,7 +87,7 @@ func TestGetMetricSpecAnswersARefusedTriggerWithASpec(t *testing.T) {
 			require.Contains(t, status.Convert(err).Message(), tc.key)
 			specs := newSpecStream()
 			specs.sent = func(*externalscaler.GetMetricSpecResponse) { specs.cancel() }
-			require.NoError(t, s.StreamMetricSpec(tc.ref, specs))
+			require.NoError(t, s.StreamMetricSpec(tc.ref, specs)) //nolint:contextcheck // a stream carries its own context
 			require.Len(t, specs.specs, 1)
 			require.Equal(t, tc.metric, specs.specs[0].GetMetricSpecs()[0].GetMetricName(), "StreamMetricSpec sends the same spec")
 			err = s.StreamIsActive(tc.ref, noStream[externalscaler.IsActiveResponse]{}) //nolint:contextcheck // a stream carries its own context
