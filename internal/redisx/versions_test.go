@@ -148,7 +148,8 @@ func TestIdleFromDeliveriesIsReadFromTheServersVersion(t *testing.T) {
 }
 
 // At start each connection's server is logged, with a warning where idle
-// counts delivering reads only; reading it again logs nothing new.
+// counts delivering reads only, and the stream commands it knows; reading
+// it again logs nothing new.
 func TestStartLogsEachServerAndWarnsWhereIdleCountsDeliveriesOnly(t *testing.T) {
 	t.Parallel()
 	srv, version, _ := versionedGroup(t)
@@ -160,8 +161,9 @@ func TestStartLogsEachServerAndWarnsWhereIdleCountsDeliveriesOnly(t *testing.T) 
 	conns.ReadVersions(t.Context())
 	conns.ReadVersions(t.Context())
 	log := out.String()
-	require.Equal(t, 1, strings.Count(log, "\n"), "one line per server: %s", log)
+	require.Equal(t, 2, strings.Count(log, "\n"), "a line of the server and one of its stream commands: %s", log)
 	require.Contains(t, log, "node="+srv.Addr())
+	require.Contains(t, log, `msg="redis stream commands"`)
 	if version.AtLeast(7, 2) {
 		require.Contains(t, log, "level=INFO", "%s", version)
 		return
