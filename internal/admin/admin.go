@@ -143,7 +143,7 @@ func (s *Server) target(l liveness.Latest) *pelwardenv1.Target {
 	t.SnapshotAgeMs = s.opts.Now().Sub(snap.At).Milliseconds()
 	t.StreamMissing, t.GroupMissing = snap.StreamMissing, snap.GroupMissing
 	t.LivePending, t.GhostPending, t.UnknownPending = snap.LivePending, snap.GhostPending, snap.UnknownPending
-	t.DegradedPending, t.NoHeartbeatRecords = snap.DegradedPending, snap.NoHeartbeatRecords
+	t.DegradedPending, t.NoHeartbeatRecords, t.ReleasedPending = snap.DegradedPending, snap.NoHeartbeatRecords, snap.ReleasedPending
 	t.Lag, t.LagEstimated = snap.Lag, snap.LagEstimated
 	for _, c := range snap.Consumers {
 		t.Consumers = append(t.Consumers, consumer(c, l.Target.Spec.Kubernetes))

@@ -111,7 +111,7 @@ func (r *Reader) Fetch(ctx context.Context, t liveness.Target, known []string) (
 		}
 		return obs, fmt.Errorf("XPENDING %s %s: %w", t.Stream, t.Group, err)
 	}
-	obs.PendingByConsumer = pending.Consumers
+	obs.PendingByConsumer, obs.PendingTotal = pending.Consumers, pending.Count
 
 	obs.Heartbeats = make(map[string]liveness.HeartbeatObs, len(hbKeys))
 	collectGets(hbCmds, obs.Heartbeats)

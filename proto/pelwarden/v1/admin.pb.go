@@ -367,8 +367,12 @@ type Target struct {
 	// record: the key pattern is probably wrong, and every consumer is judged
 	// Unknown.
 	NoHeartbeatRecords bool `protobuf:"varint,16,opt,name=no_heartbeat_records,json=noHeartbeatRecords,proto3" json:"no_heartbeat_records,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Pending entries released to the group with XNACK (Redis 8.8): no
+	// consumer holds them until a reader that claims takes them. Work, as
+	// the scaler counts it beside live_pending; hygiene never touches them.
+	ReleasedPending int64 `protobuf:"varint,17,opt,name=released_pending,json=releasedPending,proto3" json:"released_pending,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Target) Reset() {
@@ -511,6 +515,13 @@ func (x *Target) GetNoHeartbeatRecords() bool {
 		return x.NoHeartbeatRecords
 	}
 	return false
+}
+
+func (x *Target) GetReleasedPending() int64 {
+	if x != nil {
+		return x.ReleasedPending
+	}
+	return 0
 }
 
 // Consumer is one consumer of a group with its verdict and the reasons.
@@ -2550,7 +2561,7 @@ const file_pelwarden_v1_admin_proto_rawDesc = "" +
 	"\x05group\x18\x03 \x01(\tR\x05group\"\x14\n" +
 	"\x12ListTargetsRequest\"E\n" +
 	"\x13ListTargetsResponse\x12.\n" +
-	"\atargets\x18\x01 \x03(\v2\x14.pelwarden.v1.TargetR\atargets\"\xad\x04\n" +
+	"\atargets\x18\x01 \x03(\v2\x14.pelwarden.v1.TargetR\atargets\"\xd8\x04\n" +
 	"\x06Target\x12\x14\n" +
 	"\x05redis\x18\x01 \x01(\tR\x05redis\x12\x16\n" +
 	"\x06stream\x18\x02 \x01(\tR\x06stream\x12\x14\n" +
@@ -2568,7 +2579,8 @@ const file_pelwarden_v1_admin_proto_rawDesc = "" +
 	"\rlag_estimated\x18\r \x01(\bR\flagEstimated\x124\n" +
 	"\tconsumers\x18\x0e \x03(\v2\x16.pelwarden.v1.ConsumerR\tconsumers\x12)\n" +
 	"\x10degraded_pending\x18\x0f \x01(\x03R\x0fdegradedPending\x120\n" +
-	"\x14no_heartbeat_records\x18\x10 \x01(\bR\x12noHeartbeatRecords\"\xb0\x02\n" +
+	"\x14no_heartbeat_records\x18\x10 \x01(\bR\x12noHeartbeatRecords\x12)\n" +
+	"\x10released_pending\x18\x11 \x01(\x03R\x0freleasedPending\"\xb0\x02\n" +
 	"\bConsumer\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12/\n" +
