@@ -181,7 +181,7 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 	m = newMetrics(reg, a.view, reports, podSets, time.Now)
 	bus := events.NewBus(events.Options{}, reg)
 	engine, err := reclaim.New(reclaim.Options{View: a.view, Events: bus, BatchSize: int64(cfg.Hygiene.BatchSize), Log: log,
-		Durability: durability(cfg.Redis)}, reg)
+		Durability: durability(cfg.Redis), Servers: conns}, reg)
 	if err != nil {
 		return nil, err
 	}

@@ -21,7 +21,7 @@ func TestKnowsReadsTheServersCommandTable(t *testing.T) {
 	}
 }
 
-func TestStartWithGivesAServerThatKnowsRedis8sStreamCommands(t *testing.T) {
+func TestStartWithGivesAServerThatKnowsTheStreamCommandsOnRedis8(t *testing.T) {
 	t.Parallel()
 	s := StartWith(t, Options{}, XAckDel, ReadClaim, XNack)
 	for _, c := range []string{XAckDel, ReadClaim, XNack} {
