@@ -255,7 +255,7 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 	a.hs = health.NewServer()
 	healthpb.RegisterHealthServer(a.grpc, a.hs)
 	adminServer, err := admin.New(admin.Options{
-		View: a.view, Conns: conns, Hygiene: a.hygiene.Lookup, Provenance: a.triggers.Describe, Engine: engine,
+		View: a.view, Conns: conns, Hygiene: a.hygiene.Lookup, Readers: a.hygiene.Readers, Provenance: a.triggers.Describe, Engine: engine,
 		CheckTrigger: a.checkTrigger, Events: bus, Reports: reports,
 		RequestTimeout: cfg.Scaler.RequestTimeout, Log: log,
 	})

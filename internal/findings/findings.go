@@ -65,6 +65,13 @@ const (
 	// Unknown: most of those Alive turned Ghost together on evidence no
 	// pod confirmed.
 	Disruption Kind = 13
+	// ClaimingReaders is a group whose workers claim entries as they read
+	// (XREADGROUP ... CLAIM, XAUTOCLAIM): entries move between consumers
+	// without pelwarden.
+	ClaimingReaders Kind = 17
+	// Released is entries released to the group with XNACK: work no
+	// consumer holds, waiting for a reader that claims.
+	Released Kind = 18
 )
 
 func (k Kind) String() string {
@@ -95,6 +102,10 @@ func (k Kind) String() string {
 		return "idle-undecided"
 	case Disruption:
 		return "disruption"
+	case ClaimingReaders:
+		return "claiming-readers"
+	case Released:
+		return "released"
 	default:
 		return fmt.Sprintf("kind(%d)", int(k))
 	}
@@ -149,6 +160,9 @@ type Input struct {
 	// whether it dead-letters: what a reclaim would write into an entry.
 	CarryField string
 	DeadLetter bool
+	// Readers is what the hygiene loop saw of the group's readers; nil
+	// where it does not look after the group.
+	Readers *Readers
 }
 
 func (in Input) validate() error {
@@ -197,7 +211,7 @@ func Detect(ctx context.Context, in Input) ([]Finding, error) {
 		}()
 	}
 
-	out := fromSnapshot(s)
+	out := append(fromSnapshot(s), fromReaders(s, in.Readers)...)
 	pel, err := scanPEL(ctx, in.Client, s.Target.Stream, s.Target.Group, in.MaxScan, in.MinDeliveries, writes{in.CarryField, in.DeadLetter})
 	if err != nil {
 		cancel()

@@ -34,6 +34,10 @@ func (k Kind) Proto() pelwardenv1.FindingKind {
 		return pelwardenv1.FindingKind_FINDING_KIND_IDLE_UNDECIDED
 	case Disruption:
 		return pelwardenv1.FindingKind_FINDING_KIND_DISRUPTION
+	case ClaimingReaders:
+		return pelwardenv1.FindingKind_FINDING_KIND_CLAIMING_READERS
+	case Released:
+		return pelwardenv1.FindingKind_FINDING_KIND_RELEASED
 	default:
 		return pelwardenv1.FindingKind_FINDING_KIND_UNSPECIFIED
 	}

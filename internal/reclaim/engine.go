@@ -59,6 +59,7 @@ func (o Options) validate() error {
 type Engine struct {
 	opts    Options
 	metrics *metrics
+	moves   moves
 }
 
 // New returns an Engine whose metrics are registered on reg.

@@ -57,4 +57,5 @@ func (e *Engine) Forget(g liveness.GroupRef) {
 	for _, v := range []*prometheus.CounterVec{e.metrics.actions, e.metrics.skipped, e.metrics.dryRun, e.metrics.errors, e.metrics.replicasBehind} {
 		v.DeletePartialMatch(match)
 	}
+	e.moves.forget(g)
 }

@@ -124,6 +124,15 @@ const (
 	// fault of the evidence explains better than a mass death; they are
 	// Unknown until evidence written after the trip comes.
 	FindingKind_FINDING_KIND_DISRUPTION FindingKind = 13
+	// The group's workers claim entries as they read (XREADGROUP ... CLAIM,
+	// XAUTOCLAIM): entries were seen to move between consumers, their
+	// delivery count risen, without pelwarden. They take a ghost's entries
+	// past their min-idle; hygiene takes only what the ghost still holds.
+	FindingKind_FINDING_KIND_CLAIMING_READERS FindingKind = 17
+	// Entries released to the group with XNACK: work that no consumer holds,
+	// counted by the scaler, never touched by hygiene, waiting for a reader
+	// that claims (> never delivers them again).
+	FindingKind_FINDING_KIND_RELEASED FindingKind = 18
 )
 
 // Enum value maps for FindingKind.
@@ -143,6 +152,8 @@ var (
 		11: "FINDING_KIND_HEARTBEAT_CANDIDATES_CUT",
 		12: "FINDING_KIND_IDLE_UNDECIDED",
 		13: "FINDING_KIND_DISRUPTION",
+		17: "FINDING_KIND_CLAIMING_READERS",
+		18: "FINDING_KIND_RELEASED",
 	}
 	FindingKind_value = map[string]int32{
 		"FINDING_KIND_UNSPECIFIED":              0,
@@ -159,6 +170,8 @@ var (
 		"FINDING_KIND_HEARTBEAT_CANDIDATES_CUT": 11,
 		"FINDING_KIND_IDLE_UNDECIDED":           12,
 		"FINDING_KIND_DISRUPTION":               13,
+		"FINDING_KIND_CLAIMING_READERS":         17,
+		"FINDING_KIND_RELEASED":                 18,
 	}
 )
 
@@ -2739,7 +2752,7 @@ const file_pelwarden_v1_admin_proto_rawDesc = "" +
 	"\x0fVERDICT_UNKNOWN\x10\x01\x12\x11\n" +
 	"\rVERDICT_ALIVE\x10\x02\x12\x11\n" +
 	"\rVERDICT_GHOST\x10\x03\x12\x14\n" +
-	"\x10VERDICT_DEGRADED\x10\x04*\xc9\x03\n" +
+	"\x10VERDICT_DEGRADED\x10\x04*\x87\x04\n" +
 	"\vFindingKind\x12\x1c\n" +
 	"\x18FINDING_KIND_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18FINDING_KIND_SHARED_NAME\x10\x01\x12\x17\n" +
@@ -2755,7 +2768,9 @@ const file_pelwarden_v1_admin_proto_rawDesc = "" +
 	"\x12)\n" +
 	"%FINDING_KIND_HEARTBEAT_CANDIDATES_CUT\x10\v\x12\x1f\n" +
 	"\x1bFINDING_KIND_IDLE_UNDECIDED\x10\f\x12\x1b\n" +
-	"\x17FINDING_KIND_DISRUPTION\x10\r2\xb9\x06\n" +
+	"\x17FINDING_KIND_DISRUPTION\x10\r\x12!\n" +
+	"\x1dFINDING_KIND_CLAIMING_READERS\x10\x11\x12\x19\n" +
+	"\x15FINDING_KIND_RELEASED\x10\x122\xb9\x06\n" +
 	"\x05Admin\x12R\n" +
 	"\vListTargets\x12 .pelwarden.v1.ListTargetsRequest\x1a!.pelwarden.v1.ListTargetsResponse\x12[\n" +
 	"\x0eDescribeTarget\x12#.pelwarden.v1.DescribeTargetRequest\x1a$.pelwarden.v1.DescribeTargetResponse\x12R\n" +
