@@ -325,7 +325,7 @@ func TestBuildCountsReleasedEntriesApartFromEveryConsumer(t *testing.T) {
 			t.Parallel()
 			target := Target{Spec: heartbeatSpec()}
 			obs := Observation{ServerTime: serverNow, LagValid: true, PendingTotal: tc.total, PendingByConsumer: tc.by,
-				Consumers: []ConsumerObs{{Name: "live-1", Idle: time.Second, Inactive: -1}, {Name: "ghost-1", Idle: time.Hour, Inactive: -1}},
+				Consumers:  []ConsumerObs{{Name: "live-1", Idle: time.Second, Inactive: -1}, {Name: "ghost-1", Idle: time.Hour, Inactive: -1}},
 				Heartbeats: map[string]HeartbeatObs{"hb:live-1": beat(time.Second), "hb:ghost-1": beat(time.Hour)}}
 			s := Build(&target, obs, nil, time.Now())
 			require.Equal(t, tc.released, s.ReleasedPending)
