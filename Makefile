@@ -43,8 +43,12 @@ DRY_RUN    ?=
 RELEASE_DIR = bin/release/$(VERSION)
 
 REDIS_DIRS ?= ../shared/redis
+# REDIS_NEXT_SERVER is a redis-server with Redis 8's stream commands
+# (XACKDEL, XREADGROUP ... CLAIM, XNACK); test-redis-next needs it, bench
+# uses it if set.
+REDIS_NEXT_SERVER ?=
 
-.PHONY: all build test test-kube test-keda compat lint generate bench demo fuzz chaos image check-image release clean
+.PHONY: all build test test-kube test-keda test-redis-next compat lint generate bench demo fuzz chaos image check-image release clean
 
 all: build
 
@@ -94,6 +98,21 @@ test-keda:
 	PELWARDEN_KUBE_BIN=$(abspath $(KUBE_BIN)) PELWARDEN_KEDA_BIN=$(abspath $(KEDA_BIN)) \
 		$(if $(KEDA_CRDS),PELWARDEN_KEDA_CRDS=$(abspath $(KEDA_CRDS))) \
 		$(GO) test -tags kube -count=1 -p 1 -timeout 15m -v -run '^TestRealKEDA' ./test/
+
+## test-redis-next: the tests of Redis 8's stream commands (names ending
+## OnRedis8: released entries, readers that claim, release mode, XACKDEL)
+## on REDIS_NEXT_SERVER, which must have them, with KEDA's own scaler code
+## (keda-oracle.gz in KEDA_BIN) as the oracle (make test-redis-next
+## REDIS_NEXT_SERVER=../shared/redis-next/redis-unstable-2026-06-25/bin/redis-server
+## KEDA_BIN=../shared/keda/bin). Fails, never skips, without them; make
+## test and make compat skip these tests only where a server lacks a
+## command they need.
+test-redis-next:
+	@test -n "$(REDIS_NEXT_SERVER)" || { echo "make test-redis-next needs REDIS_NEXT_SERVER=<redis-server with XACKDEL, XREADGROUP CLAIM and XNACK>" >&2; exit 1; }
+	@test -n "$(KEDA_BIN)" || { echo "make test-redis-next needs KEDA_BIN=<directory with keda-oracle.gz>" >&2; exit 1; }
+	PELWARDEN_REDIS_NEXT_SERVER=$(abspath $(REDIS_NEXT_SERVER)) PELWARDEN_KEDA_BIN=$(abspath $(KEDA_BIN)) \
+		$(GO) test -tags redisnext -race -count=1 -timeout 10m -run 'OnRedis8$$' \
+		./internal/redistest/ ./internal/redisx/ ./internal/reclaim/ ./test/
 
 ## lint: golangci-lint (pinned in tools/golangci-lint) on every module, buf
 ## lint, and buf breaking against main (changes to pelwarden.v1 must stay
