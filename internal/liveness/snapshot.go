@@ -114,10 +114,10 @@ type Observation struct {
 	Consumers         []ConsumerObs
 	// PendingByConsumer is the per-consumer count of the XPENDING summary.
 	PendingByConsumer map[string]int64
-	// PendingTotal is the XPENDING summary's count: every pending entry,
-	// those released with XNACK (Redis 8.8), which no consumer holds and
-	// the per-consumer counts leave out, included. Zero where the fetcher
-	// does not say.
+	// PendingTotal is the group's PEL length (XINFO GROUPS pending): every
+	// pending entry, those released with XNACK (Redis 8.8), which no
+	// consumer holds and the per-consumer counts leave out, included. Zero
+	// where the fetcher does not say.
 	PendingTotal int64
 	// Heartbeats maps a key to its read; keys not present were not read.
 	Heartbeats map[string]HeartbeatObs
@@ -365,8 +365,10 @@ func (s *Snapshot) add(cv ConsumerView) {
 	s.Consumers = append(s.Consumers, cv)
 }
 
-// released is the entries no consumer holds: the summary's count less the
-// per-consumer counts, which XPENDING reads in one step.
+// released is the entries no consumer holds: the group's PEL less the
+// consumers' own. The two are read in one pipeline; an entry delivered or
+// acknowledged between them moves the difference by that entry for that
+// read only, and it never goes below zero.
 func released(obs Observation) int64 {
 	n := obs.PendingTotal
 	for _, c := range obs.PendingByConsumer {

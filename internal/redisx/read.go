@@ -72,6 +72,9 @@ func (r *Reader) Fetch(ctx context.Context, t liveness.Target, known []string) (
 			found = true
 			obs.LastDeliveredID = g.LastDeliveredID
 			obs.Lag, obs.LagValid = g.Lag, g.Lag >= 0
+			// Every pending entry, those released with XNACK (no
+			// consumer's) included.
+			obs.PendingTotal = g.Pending
 		}
 	}
 	if !found {
@@ -111,7 +114,7 @@ func (r *Reader) Fetch(ctx context.Context, t liveness.Target, known []string) (
 		}
 		return obs, fmt.Errorf("XPENDING %s %s: %w", t.Stream, t.Group, err)
 	}
-	obs.PendingByConsumer, obs.PendingTotal = pending.Consumers, pending.Count
+	obs.PendingByConsumer = pending.Consumers
 
 	obs.Heartbeats = make(map[string]liveness.HeartbeatObs, len(hbKeys))
 	collectGets(hbCmds, obs.Heartbeats)

@@ -105,8 +105,8 @@ func TestReleasedEntriesArePendingThatNoConsumerHoldsOnRedis8(t *testing.T) {
 	redistest.Nack(t, rdb, "jobs", "workers", "SILENT", ids[:5]...)
 
 	obs := fetchOne(t, srv, liveness.Target{GroupRef: liveness.GroupRef{Conn: "default", Stream: "jobs", Group: "workers"}})
-	require.Equal(t, int64(8), obs.PendingTotal, "XPENDING's count has every pending entry")
-	require.Equal(t, map[string]int64{"w1": 3}, obs.PendingByConsumer, "its per-consumer list leaves the released ones out")
+	require.Equal(t, int64(8), obs.PendingTotal, "the group's PEL has every pending entry")
+	require.Equal(t, map[string]int64{"w1": 3}, obs.PendingByConsumer, "the consumers' counts leave the released ones out")
 	spec := liveness.Spec{Idle: true, GhostIdle: time.Hour}
 	snap := liveness.Build(&liveness.Target{GroupRef: liveness.GroupRef{Conn: "default", Stream: "jobs", Group: "workers"}, Spec: spec}, obs, nil, time.Now())
 	require.Equal(t, int64(5), snap.ReleasedPending)
