@@ -139,10 +139,13 @@ generate:
 ## check. About 17 minutes on 2 cores. BENCHTIME sizes the poll and refresh runs, BENCH_PEL the ghost
 ## PELs of the reclaim comparison. With KUBE_BIN set, the table also has the
 ## API server restart row (2 more minutes); without, the row is left out.
+## With REDIS_NEXT_SERVER (a redis-server with XNACK) set, it also has
+## release beside requeue and raw XAUTOCLAIM, on that server, in one run.
 bench:
 	$(GO) -C bench/report build -o $(CURDIR)/bin/bench-report .
 	bin/bench-report -o bench/results.json -benchtime $(BENCHTIME) -pel $(BENCH_PEL) \
-		$(if $(KUBE_BIN),-kube-bin $(abspath $(KUBE_BIN)))
+		$(if $(KUBE_BIN),-kube-bin $(abspath $(KUBE_BIN))) \
+		$(if $(REDIS_NEXT_SERVER),-redis-next $(abspath $(REDIS_NEXT_SERVER)))
 
 ## demo: a throwaway redis-server and pelwarden with live and ghost workers.
 ## The first build on a machine compiles the whole dependency tree (about
