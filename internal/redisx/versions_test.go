@@ -171,3 +171,43 @@ func TestStartLogsEachServerAndWarnsWhereIdleCountsDeliveriesOnly(t *testing.T) 
 	require.Contains(t, log, "level=WARN", "%s", version)
 	require.Contains(t, log, "last read that delivered entries", "%s", version)
 }
+
+// After a trim or a deletion past the group's last-delivered id, servers
+// answer different lags (docs/compatibility.md lists them): pelwarden
+// reports the server's own lag where it gives one, as KEDA's scaler does,
+// and where it answers NULL counts the entries after last-delivered-id,
+// which must be the true count on every server.
+func TestLagAfterATrimIsTheServersOwnOrAnExactCount(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	target := liveness.Target{GroupRef: liveness.GroupRef{Conn: "default", Stream: "jobs", Group: "workers"}}
+	cases := map[string]func(rdb *redis.Client, ids []string){
+		"trimmed to the newest entry": func(rdb *redis.Client, _ []string) { require.NoError(t, rdb.XTrimMaxLen(ctx, "jobs", 1).Err()) },
+		"the newest entry deleted":    func(rdb *redis.Client, ids []string) { require.NoError(t, rdb.XDel(ctx, "jobs", ids[4]).Err()) },
+	}
+	for name, cut := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			srv, version, rdb := versionedGroup(t)
+			ids := redistest.AddJobs(t, rdb, "jobs", "job-", 5)
+			redistest.Read(t, rdb, "jobs", "workers", "w1", 1)
+			cut(rdb, ids)
+			for read := range 2 {
+				obs := fetchOne(t, srv, target)
+				groups, err := rdb.XInfoGroups(ctx, "jobs").Result()
+				require.NoError(t, err)
+				after, err := rdb.XRange(ctx, "jobs", "("+groups[0].LastDeliveredID, "+").Result()
+				require.NoError(t, err)
+				if groups[0].Lag < 0 {
+					require.False(t, obs.LagValid, "%s, read %d: NULL lag", version, read)
+					require.Equal(t, int64(len(after)), obs.LagEstimate, "%s, read %d: the estimate is the entries after last-delivered-id", version, read)
+				} else {
+					require.True(t, obs.LagValid)
+					require.Equal(t, groups[0].Lag, obs.Lag, "%s, read %d: the server's own lag", version, read)
+				}
+				t.Logf("%s, read %d: server lag %d, entries after last-delivered-id %d", version, read, groups[0].Lag, len(after))
+				_ = rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "workers", Consumer: "w1", Streams: []string{"jobs", ">"}, Count: 1, Block: -1}).Err()
+			}
+		})
+	}
+}
