@@ -17,12 +17,12 @@ import (
 // to the next; pelwarden's own claims are not taken for a worker's.
 func TestScansTellAReaderThatClaimsFromPelwardensOwnClaims(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	t.Run("a worker's claims are seen", func(t *testing.T) {
 		t.Parallel()
 		srv := redistest.Start(t)
 		rdb := srv.Client(t)
 		ids := redistest.Hold(t, rdb, "jobs", "workers", "slow", "s", 2)
+		ctx := context.Background()
 		l := newLoop(t, srv.Addr())
 		tg := target(t, "ghostIdleSeconds", "3600")
 		_, err := l.Scan(ctx, tg)
@@ -54,6 +54,7 @@ func TestScansTellAReaderThatClaimsFromPelwardensOwnClaims(t *testing.T) {
 		redistest.Hold(t, rdb, "jobs", "workers", "live", "l", 1)
 		l := newLoop(t, srv.Addr())
 		tg := target(t, "reclaim", "claim")
+		ctx := context.Background()
 		rep, err := l.Scan(ctx, tg)
 		require.NoError(t, err)
 		require.Equal(t, int64(3), rep.Counts()[redisx.Claimed])

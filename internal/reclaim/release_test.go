@@ -60,7 +60,7 @@ func TestReleaseModeDoesWhatItsPlanSaysAndWritesNoCopyOnRedis8(t *testing.T) {
 	requireRedisShows(t, before, after, scan.Counts(), false)
 	require.Equal(t, 5, after.owned(""), "released: pending with no owner")
 	require.Zero(t, after.owned("ghost"))
-	require.Equal(t, Action(Release), Explain(scan.Steps[0], releasing).Action)
+	require.Equal(t, Release, Explain(scan.Steps[0], releasing).Action)
 }
 
 // Release mode on a server without XNACK is refused before any script

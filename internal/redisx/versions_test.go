@@ -179,11 +179,14 @@ func TestStartLogsEachServerAndWarnsWhereIdleCountsDeliveriesOnly(t *testing.T) 
 // which must be the true count on every server.
 func TestLagAfterATrimIsTheServersOwnOrAnExactCount(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	target := liveness.Target{GroupRef: liveness.GroupRef{Conn: "default", Stream: "jobs", Group: "workers"}}
-	cases := map[string]func(rdb *redis.Client, ids []string){
-		"trimmed to the newest entry": func(rdb *redis.Client, _ []string) { require.NoError(t, rdb.XTrimMaxLen(ctx, "jobs", 1).Err()) },
-		"the newest entry deleted":    func(rdb *redis.Client, ids []string) { require.NoError(t, rdb.XDel(ctx, "jobs", ids[4]).Err()) },
+	cases := map[string]func(ctx context.Context, rdb *redis.Client, ids []string) error{
+		"trimmed to the newest entry": func(ctx context.Context, rdb *redis.Client, _ []string) error {
+			return rdb.XTrimMaxLen(ctx, "jobs", 1).Err()
+		},
+		"the newest entry deleted": func(ctx context.Context, rdb *redis.Client, ids []string) error {
+			return rdb.XDel(ctx, "jobs", ids[4]).Err()
+		},
 	}
 	for name, cut := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -191,7 +194,8 @@ func TestLagAfterATrimIsTheServersOwnOrAnExactCount(t *testing.T) {
 			srv, version, rdb := versionedGroup(t)
 			ids := redistest.AddJobs(t, rdb, "jobs", "job-", 5)
 			redistest.Read(t, rdb, "jobs", "workers", "w1", 1)
-			cut(rdb, ids)
+			ctx := context.Background()
+			require.NoError(t, cut(ctx, rdb, ids))
 			for read := range 2 {
 				obs := fetchOne(t, srv, target)
 				groups, err := rdb.XInfoGroups(ctx, "jobs").Result()
