@@ -115,3 +115,12 @@ func TestStatusShowsReleasedEntriesOnlyWhereThereAreSome(t *testing.T) {
 	require.Contains(t, out.String(), "default/mail/senders  lag 0  pending 1 live, 0 held by ghosts, 0 by degraded workers (0 unknown)  read 0s ago\n")
 	require.Contains(t, out.String(), "pending 4 live, 0 held by ghosts, 0 by degraded workers, 5 released (no owner, counted as work); lag 2\n")
 }
+
+func TestPlanTotalsCountReleasedEntries(t *testing.T) {
+	t.Parallel()
+	plan := &pelwardenv1.PlanResponse{Target: &pelwardenv1.Target{Stream: "jobs", Group: "workers"}, Hygiene: "reclaim=release",
+		Steps: []*pelwardenv1.PlanStep{{Consumer: "gone", Verdict: pelwardenv1.Verdict_VERDICT_GHOST, Action: "release", Entries: 7, DeadLetterEntries: 2, Reason: "ghost"}}}
+	var out strings.Builder
+	require.NoError(t, renderPlans(&out, []*pelwardenv1.PlanResponse{plan}, formatTable))
+	require.Contains(t, out.String(), "would requeue 0 entries, claim 0, release 5, dead-letter 2; would delete 0 ghost consumer(s)\n")
+}

@@ -186,8 +186,12 @@ func renderPlans(w io.Writer, plans []*pelwardenv1.PlanResponse, f format) error
 			return err
 		}
 	}
-	fmt.Fprintf(w, "\nwould requeue %d entries, claim %d, dead-letter %d; would delete %d ghost consumer(s)\n",
-		totals["requeue"], totals["claim"], totals["dead-letter"], totals["delete-consumer"])
+	released := ""
+	if n := totals["release"]; n > 0 {
+		released = fmt.Sprintf(", release %d", n)
+	}
+	fmt.Fprintf(w, "\nwould requeue %d entries, claim %d%s, dead-letter %d; would delete %d ghost consumer(s)\n",
+		totals["requeue"], totals["claim"], released, totals["dead-letter"], totals["delete-consumer"])
 	return nil
 }
 
