@@ -208,8 +208,9 @@ func TestClaimingReadersBesideHygieneLoseNothingAndGiveNothingBackTwiceOnRedis8(
 	// 300 ms while the others work.
 	ghosts(t, rdb, 4, 30)
 	// A reader reads at least every 1.1 s (it holds what it read for a
-	// second): a consumer quiet for 2 s has crashed.
-	p, admin := startAdmin(t, srv.Addr(), hygieneTarget("ghostIdleSeconds", "2", "entryStaleSeconds", "0.6"))
+	// second): a consumer quiet for 3 s has crashed, with room for a
+	// reader the CPU kept waiting.
+	p, admin := startAdmin(t, srv.Addr(), hygieneTarget("ghostIdleSeconds", "3", "entryStaleSeconds", "0.6"))
 	// The readers' min-idle is the hygiene loop's entryStaleSeconds: both
 	// reach for the ghosts' entries at once. Each reader holds what it read
 	// for a second, past both: an entry a reader holds turns as stale to
