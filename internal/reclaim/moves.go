@@ -13,7 +13,8 @@ const movesKept = time.Hour
 
 // moves remembers, per group, the consumers pelwarden's own claims went to
 // and when: a watch of a group's readers tells pelwarden's moves from the
-// ones its workers make. A group holds at most one time per consumer.
+// ones its workers make. A group holds at most one time per consumer, and
+// nothing older than movesKept is kept.
 type moves struct {
 	mu sync.Mutex
 	to map[liveness.GroupRef]map[string]time.Time
@@ -25,15 +26,22 @@ func (m *moves) note(g liveness.GroupRef, to string, at time.Time) {
 	if m.to == nil {
 		m.to = make(map[liveness.GroupRef]map[string]time.Time)
 	}
+	// What is older than movesKept goes, in every group: an operator's
+	// claims may name groups no hygiene target forgets.
+	for group, byName := range m.to {
+		for name, t := range byName {
+			if at.Sub(t) > movesKept {
+				delete(byName, name)
+			}
+		}
+		if len(byName) == 0 {
+			delete(m.to, group)
+		}
+	}
 	byName := m.to[g]
 	if byName == nil {
 		byName = make(map[string]time.Time)
 		m.to[g] = byName
-	}
-	for name, t := range byName {
-		if at.Sub(t) > movesKept {
-			delete(byName, name)
-		}
 	}
 	byName[to] = at
 }
