@@ -46,8 +46,12 @@ DRY_RUN    ?=
 RELEASE_DIR = bin/release/$(VERSION)
 
 REDIS_DIRS ?= ../shared/redis
+# REDIS_NEXT_SERVER is a redis-server with Redis 8's stream commands
+# (XACKDEL, XREADGROUP ... CLAIM, XNACK); test-redis-next needs it, bench
+# uses it if set.
+REDIS_NEXT_SERVER ?=
 
-.PHONY: all build test test-kube test-keda test-hpa compat lint generate bench demo fuzz chaos image check-image release clean
+.PHONY: all build test test-kube test-keda test-hpa test-redis-next compat lint generate bench demo fuzz chaos image check-image release clean
 
 all: build
 
@@ -123,6 +127,21 @@ test-hpa:
 		$(if $(HPA_RESULTS),PELWARDEN_HPA_RESULTS=$(abspath $(HPA_RESULTS))) \
 		$(GO) test -tags kube -count=1 -p 1 -timeout 15m -v -run '^TestRealHPA' ./test/
 
+## test-redis-next: the tests of Redis 8's stream commands (names ending
+## OnRedis8: released entries, readers that claim, release mode, XACKDEL)
+## on REDIS_NEXT_SERVER, which must have them, with KEDA's own scaler code
+## (keda-oracle.gz in KEDA_BIN) as the oracle (make test-redis-next
+## REDIS_NEXT_SERVER=../shared/redis-next/redis-unstable-2026-06-25/bin/redis-server
+## KEDA_BIN=../shared/keda/bin). Fails, never skips, without them; make
+## test and make compat skip these tests only where a server lacks a
+## command they need.
+test-redis-next:
+	@test -n "$(REDIS_NEXT_SERVER)" || { echo "make test-redis-next needs REDIS_NEXT_SERVER=<redis-server with XACKDEL, XREADGROUP CLAIM and XNACK>" >&2; exit 1; }
+	@test -n "$(KEDA_BIN)" || { echo "make test-redis-next needs KEDA_BIN=<directory with keda-oracle.gz>" >&2; exit 1; }
+	PELWARDEN_REDIS_NEXT_SERVER=$(abspath $(REDIS_NEXT_SERVER)) PELWARDEN_KEDA_BIN=$(abspath $(KEDA_BIN)) \
+		$(GO) test -tags redisnext -race -count=1 -timeout 10m -run 'OnRedis8$$' \
+		./internal/redistest/ ./internal/redisx/ ./internal/reclaim/ ./test/
+
 ## lint: golangci-lint (pinned in tools/golangci-lint) on every module, buf
 ## lint, and buf breaking against main (changes to pelwarden.v1 must stay
 ## wire-compatible)
@@ -151,10 +170,13 @@ generate:
 ## check. About 17 minutes on 2 cores. BENCHTIME sizes the poll and refresh runs, BENCH_PEL the ghost
 ## PELs of the reclaim comparison. With KUBE_BIN set, the table also has the
 ## API server restart row (2 more minutes); without, the row is left out.
+## With REDIS_NEXT_SERVER (a redis-server with XNACK) set, it also has
+## release beside requeue and raw XAUTOCLAIM, on that server, in one run.
 bench:
 	$(GO) -C bench/report build -o $(CURDIR)/bin/bench-report .
 	bin/bench-report -o bench/results.json -benchtime $(BENCHTIME) -pel $(BENCH_PEL) \
-		$(if $(KUBE_BIN),-kube-bin $(abspath $(KUBE_BIN)))
+		$(if $(KUBE_BIN),-kube-bin $(abspath $(KUBE_BIN))) \
+		$(if $(REDIS_NEXT_SERVER),-redis-next $(abspath $(REDIS_NEXT_SERVER)))
 
 ## demo: a throwaway redis-server and pelwarden with live and ghost workers.
 ## The first build on a machine compiles the whole dependency tree (about

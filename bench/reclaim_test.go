@@ -49,7 +49,12 @@ const naiveSize = 20_000
 // "ghost" read them all.
 func ghostPEL(b *testing.B, n int) (*redistest.Server, *redis.Client) {
 	b.Helper()
-	srv := redistest.Start(b)
+	return ghostPELOf(b, redistest.Start(b), n)
+}
+
+// ghostPELOf is ghostPEL on srv.
+func ghostPELOf(b *testing.B, srv *redistest.Server, n int) (*redistest.Server, *redis.Client) {
+	b.Helper()
 	rdb := srv.Client(b)
 	ctx := context.Background()
 	if err := rdb.XGroupCreateMkStream(ctx, "jobs", "workers", "$").Err(); err != nil {
@@ -124,32 +129,39 @@ func reclaimLoops(b *testing.B, n int) {
 		}
 		b.Run(name, func(b *testing.B) {
 			_, rdb := ghostPEL(b, n)
-			ctx := context.Background()
-			for b.Loop() {
-				start := "0-0"
-				for {
-					args := &redis.XAutoClaimArgs{Stream: "jobs", Group: "workers", Consumer: "live", MinIdle: 0, Start: start, Count: 1000}
-					var next string
-					var err error
-					if justID {
-						_, next, err = rdb.XAutoClaimJustID(ctx, args).Result()
-					} else {
-						_, next, err = rdb.XAutoClaim(ctx, args).Result()
-					}
-					if err != nil {
-						b.Fatal(err)
-					}
-					if next == "0-0" {
-						break
-					}
-					start = next
-				}
-			}
-			rate(b, n)
-			b.StopTimer()
-			verifyOwner(b, rdb, "live", n)
+			autoclaimAll(b, rdb, n, justID)
 		})
 	}
+}
+
+// autoclaimAll is the raw loop: XAUTOCLAIM ... COUNT 1000 to "live" until
+// the PEL is walked, then its rate and its check.
+func autoclaimAll(b *testing.B, rdb *redis.Client, n int, justID bool) {
+	b.Helper()
+	ctx := context.Background()
+	for b.Loop() {
+		start := "0-0"
+		for {
+			args := &redis.XAutoClaimArgs{Stream: "jobs", Group: "workers", Consumer: "live", MinIdle: 0, Start: start, Count: 1000}
+			var next string
+			var err error
+			if justID {
+				_, next, err = rdb.XAutoClaimJustID(ctx, args).Result()
+			} else {
+				_, next, err = rdb.XAutoClaim(ctx, args).Result()
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			if next == "0-0" {
+				break
+			}
+			start = next
+		}
+	}
+	rate(b, n)
+	b.StopTimer()
+	verifyOwner(b, rdb, "live", n)
 }
 
 // naiveLoop is the per-entry loop: one XPENDING for the ghost's next entry,

@@ -53,6 +53,8 @@ func startSecureRedis(t *testing.T) *secureRedis {
 		},
 		Users: []string{"pelwarden on >" + redisPassword + " ~* resetchannels " + redisx.ACLCommands},
 	})
+	// As docs/security.md asks where the server has them.
+	srv.GrantKnown(t, "pelwarden", redistest.XAckDel, redistest.XNack)
 	// Database 1, so that pelwarden's connections must SELECT it too.
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), TLSConfig: srv.TLSConfig(), DB: 1})
 	t.Cleanup(func() { _ = rdb.Close() })

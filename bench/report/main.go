@@ -34,6 +34,9 @@ type options struct {
 	// kubeBin is the directory with etcd and kube-apiserver; empty leaves
 	// out the benchmarks that need a real API server.
 	kubeBin string
+	// redisNext is a redis-server with XNACK; empty leaves out the release
+	// comparison.
+	redisNext string
 }
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -47,6 +50,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.benchtime, "benchtime", "2s", "-benchtime of the poll and refresh benchmarks")
 	fs.StringVar(&o.pel, "pel", "200000,1000000", "ghost PEL sizes of the reclaim comparison, comma-separated")
 	fs.StringVar(&o.kubeBin, "kube-bin", "", "directory with etcd and kube-apiserver for the API server restart row (empty: the row is left out)")
+	fs.StringVar(&o.redisNext, "redis-next", "", "redis-server with XNACK for the release rows (empty: they are left out)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -62,6 +66,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		doc.Machine.Date, doc.Machine.GOOS, doc.Machine.GOARCH, doc.Machine.CPUs, doc.Machine.RedisVersion, doc.Machine.GoVersion, time.Since(started).Round(time.Second))
 	if o.kubeBin == "" {
 		_, _ = fmt.Fprintln(stdout, "The API server restart row needs etcd and kube-apiserver: make bench KUBE_BIN=<directory with both>.")
+	}
+	if o.redisNext == "" {
+		_, _ = fmt.Fprintln(stdout, "The release rows need a redis-server with XNACK: make bench REDIS_NEXT_SERVER=<redis-server>.")
 	}
 	if err = errors.Join(err, rowErr); err != nil {
 		_, _ = fmt.Fprintf(stderr, "report: %v\n", err)

@@ -305,3 +305,42 @@ func TestBuildRowsPutTheServedPollOnKEDAsConnectionNextToItAlone(t *testing.T) {
 		"312 µs / 16.4 ms / 322 ms vs 697 µs / 12.2 ms / 20.2 ms",
 	}, polls, "another namespace, then the same one")
 }
+
+func TestReleaseRowsComeOnlyFromARunOnAServerWithXNACK(t *testing.T) {
+	t.Parallel()
+	has := func(o options) []step {
+		var out []step
+		for _, s := range plan(o) {
+			if strings.Contains(s.pattern, "Release") {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	require.Empty(t, has(options{}))
+	steps := has(options{redisNext: "/opt/redis/redis-server", pel: "200000"})
+	require.Len(t, steps, 1)
+	require.Equal(t, "PELWARDEN_BENCH_PEL=200000 PELWARDEN_REDIS_NEXT_SERVER=/opt/redis/redis-server go test -run '^$' -bench '^BenchmarkRelease$' -benchtime 1x -benchmem ./bench/",
+		steps[0].command())
+
+	without, err := buildRows(suite(t))
+	require.NoError(t, err)
+	res := suite(t)
+	lines := "BenchmarkRelease/pel=200000/pelwarden-guarded-release-2 \t 1 \t 700000000 ns/op \t 290000 entries/s\n" +
+		"BenchmarkRelease/pel=200000/pelwarden-guarded-requeue-2 \t 1 \t 900000000 ns/op \t 220000 entries/s\n" +
+		"BenchmarkRelease/pel=200000/xautoclaim-count-1000-2 \t 1 \t 600000000 ns/op \t 330000 entries/s\n"
+	require.NoError(t, parse(strings.NewReader(lines), steps[0].command(), res))
+	with, err := buildRows(res)
+	require.NoError(t, err)
+	require.Len(t, with, len(without)+2, "two rows more: release beside requeue and beside XAUTOCLAIM")
+	var got []string
+	for _, r := range with {
+		if strings.Contains(r.What, "guarded release") {
+			got = append(got, r.Workload+": "+r.Pelwarden.Text+" vs "+r.Against+" "+r.Baseline.Text)
+		}
+	}
+	require.Equal(t, []string{
+		"200k-entry ghost PEL, Redis with XNACK: 290k entries/s vs pelwarden guarded requeue on the same server 220k entries/s",
+		"200k-entry ghost PEL, Redis with XNACK: 290k entries/s vs raw `XAUTOCLAIM ... COUNT 1000` loop on the same server 330k entries/s",
+	}, got)
+}

@@ -83,6 +83,9 @@ func buildRows(res results) ([]Row, error) {
 	for _, n := range sizes(res, "Reclaim/pel=") {
 		rows = append(rows, reclaimRows(l, n)...)
 	}
+	for _, n := range sizes(res, releasePrefix) { // run only with a server with XNACK (-redis-next)
+		rows = append(rows, releaseRows(l, n)...)
+	}
 	rows = append(rows, recoveryRows(l)...)
 	rows = append(rows, deadlineRows(l)...)
 	if _, ok := res[apiRestart]; ok { // run only with etcd and kube-apiserver (-kube-bin)

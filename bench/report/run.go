@@ -53,6 +53,10 @@ func plan(o options) []step {
 		steps = append(steps, step{pattern: `^BenchmarkAPIRestartToCurrentVerdicts$`, benchtime: "1x",
 			env: []string{"PELWARDEN_KUBE_BIN=" + o.kubeBin}, kube: true})
 	}
+	if o.redisNext != "" {
+		steps = append(steps, step{pattern: `^BenchmarkRelease$`, benchtime: "1x",
+			env: []string{"PELWARDEN_BENCH_PEL=" + o.pel, "PELWARDEN_REDIS_NEXT_SERVER=" + o.redisNext}})
+	}
 	return steps
 }
 

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	pelwardenv1 "github.com/pelwarden/pelwarden/proto/pelwarden/v1"
 )
 
 func TestStatusExitsOneAndShowsTheNumbersAgeWhileRedisIsDown(t *testing.T) {
@@ -100,4 +102,25 @@ func TestWrapKeepsEveryWordAndALongWordWhole(t *testing.T) {
 			require.Equal(t, tc.want, wrap(tc.in, 5))
 		})
 	}
+}
+
+func TestStatusShowsReleasedEntriesOnlyWhereThereAreSome(t *testing.T) {
+	t.Parallel()
+	released := &pelwardenv1.Target{Redis: "default", Stream: "jobs", Group: "workers", LivePending: 3, ReleasedPending: 5, Lag: 2}
+	plain := &pelwardenv1.Target{Redis: "default", Stream: "mail", Group: "senders", LivePending: 1}
+	var out strings.Builder
+	_, err := renderStatus(&out, []*pelwardenv1.Target{released, plain}, formatTable)
+	require.NoError(t, err)
+	require.Contains(t, out.String(), "default/jobs/workers  lag 2  pending 3 live, 0 held by ghosts, 0 by degraded workers (0 unknown), 5 released (no owner, counted as work)  read 0s ago\n")
+	require.Contains(t, out.String(), "default/mail/senders  lag 0  pending 1 live, 0 held by ghosts, 0 by degraded workers (0 unknown)  read 0s ago\n")
+	require.Contains(t, out.String(), "pending 4 live, 0 held by ghosts, 0 by degraded workers, 5 released (no owner, counted as work); lag 2\n")
+}
+
+func TestPlanTotalsCountReleasedEntries(t *testing.T) {
+	t.Parallel()
+	plan := &pelwardenv1.PlanResponse{Target: &pelwardenv1.Target{Stream: "jobs", Group: "workers"}, Hygiene: "reclaim=release",
+		Steps: []*pelwardenv1.PlanStep{{Consumer: "gone", Verdict: pelwardenv1.Verdict_VERDICT_GHOST, Action: "release", Entries: 7, DeadLetterEntries: 2, Reason: "ghost"}}}
+	var out strings.Builder
+	require.NoError(t, renderPlans(&out, []*pelwardenv1.PlanResponse{plan}, formatTable))
+	require.Contains(t, out.String(), "would requeue 0 entries, claim 0, release 5, dead-letter 2; would delete 0 ghost consumer(s)\n")
 }

@@ -32,12 +32,13 @@ func targetName(redis, stream, group string) string {
 // statusTotals add up the targets' consumers and entries.
 type statusTotals struct {
 	consumers, alive, ghost, degraded, unknown int
-	live, held, heldDegraded, lag              int64
+	live, held, heldDegraded, released, lag    int64
 	failed                                     []string
 }
 
 func (n *statusTotals) add(t *pelwardenv1.Target) {
 	n.live, n.held, n.heldDegraded, n.lag = n.live+t.GetLivePending(), n.held+t.GetGhostPending(), n.heldDegraded+t.GetDegradedPending(), n.lag+t.GetLag()
+	n.released += t.GetReleasedPending()
 	if t.GetError() != "" {
 		n.failed = append(n.failed, targetName(t.GetRedis(), t.GetStream(), t.GetGroup()))
 	}
@@ -78,9 +79,9 @@ func renderStatus(w io.Writer, targets []*pelwardenv1.Target, f format) ([]strin
 		if i > 0 {
 			fmt.Fprintln(w)
 		}
-		fmt.Fprintf(w, "%s  lag %d%s  pending %d live, %d held by ghosts, %d by degraded workers (%d unknown)  %s\n",
+		fmt.Fprintf(w, "%s  lag %d%s  pending %d live, %d held by ghosts, %d by degraded workers (%d unknown)%s  %s\n",
 			targetName(t.GetRedis(), t.GetStream(), t.GetGroup()), t.GetLag(), estimated(t.GetLagEstimated()),
-			t.GetLivePending(), t.GetGhostPending(), t.GetDegradedPending(), t.GetUnknownPending(), readAge(t))
+			t.GetLivePending(), t.GetGhostPending(), t.GetDegradedPending(), t.GetUnknownPending(), releasedText(t.GetReleasedPending()), readAge(t))
 		if f == formatWide {
 			fmt.Fprintf(w, "  liveness %s\n", or(t.GetLiveness(), "-"))
 		}
@@ -102,9 +103,19 @@ func renderStatus(w io.Writer, targets []*pelwardenv1.Target, f format) ([]strin
 			return nil, err
 		}
 	}
-	fmt.Fprintf(w, "\n%d targets, %d consumers: %d alive, %d ghost, %d degraded, %d unknown; pending %d live, %d held by ghosts, %d by degraded workers; lag %d\n",
-		len(targets), n.consumers, n.alive, n.ghost, n.degraded, n.unknown, n.live, n.held, n.heldDegraded, n.lag)
+	fmt.Fprintf(w, "\n%d targets, %d consumers: %d alive, %d ghost, %d degraded, %d unknown; pending %d live, %d held by ghosts, %d by degraded workers%s; lag %d\n",
+		len(targets), n.consumers, n.alive, n.ghost, n.degraded, n.unknown, n.live, n.held, n.heldDegraded, releasedText(n.released), n.lag)
 	return n.failed, nil
+}
+
+// releasedText names the entries released to the group (XNACK), which no
+// consumer holds and the scaler counts as work; empty where there are none,
+// as before Redis 8.8.
+func releasedText(n int64) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", %d released (no owner, counted as work)", n)
 }
 
 // renderConsumers is one target's table: every reason, one a line,
@@ -175,8 +186,12 @@ func renderPlans(w io.Writer, plans []*pelwardenv1.PlanResponse, f format) error
 			return err
 		}
 	}
-	fmt.Fprintf(w, "\nwould requeue %d entries, claim %d, dead-letter %d; would delete %d ghost consumer(s)\n",
-		totals["requeue"], totals["claim"], totals["dead-letter"], totals["delete-consumer"])
+	released := ""
+	if n := totals["release"]; n > 0 {
+		released = fmt.Sprintf(", release %d", n)
+	}
+	fmt.Fprintf(w, "\nwould requeue %d entries, claim %d%s, dead-letter %d; would delete %d ghost consumer(s)\n",
+		totals["requeue"], totals["claim"], released, totals["dead-letter"], totals["delete-consumer"])
 	return nil
 }
 

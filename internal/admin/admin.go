@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/pelwarden/pelwarden/internal/events"
+	"github.com/pelwarden/pelwarden/internal/findings"
 	"github.com/pelwarden/pelwarden/internal/hygiene"
 	"github.com/pelwarden/pelwarden/internal/liveness"
 	"github.com/pelwarden/pelwarden/internal/metadata"
@@ -35,6 +36,9 @@ type Options struct {
 	// Hygiene returns the target the hygiene loop looks after for a group;
 	// nil means none.
 	Hygiene func(conn, stream, group string) (hygiene.Target, bool)
+	// Readers is what the hygiene loop saw of a group's readers claiming
+	// entries; nil, or false, where it does not look after the group.
+	Readers func(liveness.GroupRef) (findings.Readers, bool)
 	// Provenance says where a group's hygiene settings came from and which
 	// triggers were refused (internal/trigger); nil means nothing is known.
 	Provenance func(liveness.GroupRef) (trigger.GroupView, bool)
@@ -143,7 +147,7 @@ func (s *Server) target(l liveness.Latest) *pelwardenv1.Target {
 	t.SnapshotAgeMs = s.opts.Now().Sub(snap.At).Milliseconds()
 	t.StreamMissing, t.GroupMissing = snap.StreamMissing, snap.GroupMissing
 	t.LivePending, t.GhostPending, t.UnknownPending = snap.LivePending, snap.GhostPending, snap.UnknownPending
-	t.DegradedPending, t.NoHeartbeatRecords = snap.DegradedPending, snap.NoHeartbeatRecords
+	t.DegradedPending, t.NoHeartbeatRecords, t.ReleasedPending = snap.DegradedPending, snap.NoHeartbeatRecords, snap.ReleasedPending
 	t.Lag, t.LagEstimated = snap.Lag, snap.LagEstimated
 	for _, c := range snap.Consumers {
 		t.Consumers = append(t.Consumers, consumer(c, l.Target.Spec.Kubernetes))

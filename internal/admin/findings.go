@@ -51,6 +51,11 @@ func (s *Server) Findings(ctx context.Context, req *pelwardenv1.FindingsRequest)
 		// Without hygiene settings, Deregister still requeues with the defaults.
 		h, _ := s.settings(g)
 		in.CarryField, in.DeadLetter = h.DeliveryCountField, h.MaxDeliveries > 0
+		if s.opts.Readers != nil {
+			if r, ok := s.opts.Readers(g); ok {
+				in.Readers = &r
+			}
+		}
 		fs, err := findings.Detect(ctx, in)
 		if err != nil {
 			return nil, rpcstatus.Of(err, g)

@@ -183,7 +183,7 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 	m.conns = conns.Names()
 	bus := events.NewBus(events.Options{}, reg)
 	engine, err := reclaim.New(reclaim.Options{View: a.view, Events: bus, BatchSize: int64(cfg.Hygiene.BatchSize), Log: log,
-		Durability: durability(cfg.Redis), Writes: conns}, reg)
+		Durability: durability(cfg.Redis), Writes: conns, Servers: conns}, reg)
 	if err != nil {
 		return nil, err
 	}
@@ -259,7 +259,7 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 	a.hs = health.NewServer()
 	healthpb.RegisterHealthServer(a.grpc, a.hs)
 	adminServer, err := admin.New(admin.Options{
-		View: a.view, Conns: conns, Hygiene: a.hygiene.Lookup, Provenance: a.triggers.Describe, Engine: engine,
+		View: a.view, Conns: conns, Hygiene: a.hygiene.Lookup, Readers: a.hygiene.Readers, Provenance: a.triggers.Describe, Engine: engine,
 		CheckTrigger: a.checkTrigger, Events: bus, Reports: reports,
 		RequestTimeout: cfg.Scaler.RequestTimeout, Log: log,
 	})

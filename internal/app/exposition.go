@@ -75,6 +75,9 @@ var groupFamilies = []targetFamily{
 		func(s *liveness.Snapshot, _ float64) float64 { return float64(s.Lag) }},
 	{"pelwarden_lag_estimated", "1 when Redis answered a NULL lag and the lag is pelwarden's estimate, from the group's newest read.",
 		func(s *liveness.Snapshot, _ float64) float64 { return boolFloat(s.LagEstimated) }},
+	{"pelwarden_released_pending_entries", "Entries released to the group with XNACK (Redis 8.8): pending with no owner, counted as work " +
+		"by the scaler, waiting for a reader that claims; from the group's newest read.",
+		func(s *liveness.Snapshot, _ float64) float64 { return float64(s.ReleasedPending) }},
 }
 
 // reportFamilies are labeled by the target (group and liveness settings),

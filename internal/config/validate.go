@@ -374,7 +374,7 @@ func (c *Config) validateHygiene(p *problems) {
 		case err != nil:
 			p.add(path, "%v", err)
 		case r.Hygiene.Mode == policy.ReclaimOff:
-			p.add(path+".reclaim", "must be requeue or claim for a hygiene target, got %q", md["reclaim"])
+			p.add(path+".reclaim", "must be requeue, claim or release for a hygiene target, got %q", md["reclaim"])
 		}
 	}
 }

@@ -70,7 +70,10 @@ func TestValidateRejectsEachBadFieldByName(t *testing.T) {
 		"zero hygiene targets":     {func(c *config.Config) { c.Hygiene.MaxTargets = 0 }, `hygiene.maxTargets: must be an integer >= 1, got 0`},
 		"hygiene target without mode": {func(c *config.Config) {
 			c.Hygiene.Targets = []map[string]string{{"stream": "s", "consumerGroup": "g"}}
-		}, `hygiene.targets[0].reclaim: must be requeue or claim for a hygiene target`},
+		}, `hygiene.targets[0].reclaim: must be requeue, claim or release for a hygiene target`},
+		"hygiene target releasing where nothing claims": {func(c *config.Config) {
+			c.Hygiene.Targets = []map[string]string{{"stream": "s", "consumerGroup": "g", "reclaim": "release"}}
+		}, `hygiene.targets[0].reclaim: may be release only with claimingReaders: true`},
 		"hygiene target bad key": {func(c *config.Config) {
 			c.Hygiene.Targets = []map[string]string{{"stream": "s", "consumerGroup": "g", "reclaim": "requeue", "maxDeliveries": "x"}}
 		}, `hygiene.targets[0].maxDeliveries: must be a whole number >= 0`},

@@ -77,6 +77,13 @@ const (
 	// HeartbeatsEvicted is a group whose missing heartbeat keys may have
 	// been evicted: those consumers are Unknown.
 	HeartbeatsEvicted Kind = 16
+	// ClaimingReaders is a group whose workers claim entries as they read
+	// (XREADGROUP ... CLAIM, XAUTOCLAIM): entries move between consumers
+	// without pelwarden.
+	ClaimingReaders Kind = 17
+	// Released is entries released to the group with XNACK: work no
+	// consumer holds, waiting for a reader that claims.
+	Released Kind = 18
 )
 
 func (k Kind) String() string {
@@ -113,6 +120,10 @@ func (k Kind) String() string {
 		return "clock-skew"
 	case HeartbeatsEvicted:
 		return "heartbeats-evicted"
+	case ClaimingReaders:
+		return "claiming-readers"
+	case Released:
+		return "released"
 	default:
 		return fmt.Sprintf("kind(%d)", int(k))
 	}
@@ -167,6 +178,9 @@ type Input struct {
 	// whether it dead-letters: what a reclaim would write into an entry.
 	CarryField string
 	DeadLetter bool
+	// Readers is what the hygiene loop saw of the group's readers; nil
+	// where it does not look after the group.
+	Readers *Readers
 }
 
 func (in Input) validate() error {
@@ -215,7 +229,7 @@ func Detect(ctx context.Context, in Input) ([]Finding, error) {
 		}()
 	}
 
-	out := fromSnapshot(s)
+	out := append(fromSnapshot(s), fromReaders(s, in.Readers)...)
 	pel, err := scanPEL(ctx, in.Client, s.Target.Stream, s.Target.Group, in.MaxScan, in.MinDeliveries, writes{in.CarryField, in.DeadLetter})
 	if err != nil {
 		cancel()

@@ -40,6 +40,10 @@ func (k Kind) Proto() pelwardenv1.FindingKind {
 		return pelwardenv1.FindingKind_FINDING_KIND_CLOCK_SKEW
 	case HeartbeatsEvicted:
 		return pelwardenv1.FindingKind_FINDING_KIND_HEARTBEATS_EVICTED
+	case ClaimingReaders:
+		return pelwardenv1.FindingKind_FINDING_KIND_CLAIMING_READERS
+	case Released:
+		return pelwardenv1.FindingKind_FINDING_KIND_RELEASED
 	default:
 		return pelwardenv1.FindingKind_FINDING_KIND_UNSPECIFIED
 	}

@@ -66,7 +66,7 @@ func (l *Loop) entryDeadline(ctx context.Context, t Target, steps []reclaim.Step
 	var owners []string
 	var taking []reclaim.Step
 	for _, st := range steps {
-		if st.Action == reclaim.Requeue || st.Action == reclaim.Claim {
+		if st.Action == reclaim.Requeue || st.Action == reclaim.Claim || st.Action == reclaim.Release {
 			owners = append(owners, st.Owner.Name)
 			taking = append(taking, st)
 		}

@@ -108,6 +108,8 @@ type Loop struct {
 	// wake tells the dispatcher the queue's head may have changed; renew
 	// tells the lease keeper there are leases to give up.
 	wake, renew chan struct{}
+	// readers follows each target's readers (readers.go).
+	readers readerWatches
 }
 
 // runner is one target's place in the loop. Its fields are guarded by
@@ -313,6 +315,7 @@ func (l *Loop) remove(r *runner, why string) {
 	l.release = append(l.release, g)
 	l.poke(l.renew)
 	l.opts.Engine.Forget(g)
+	l.forgetReaders(g)
 	l.metrics.forget(g)
 	l.errs.Forget(g.String())
 	l.opts.Log.Info("hygiene target removed", "target", r.t.Target.String(), "why", why)

@@ -34,6 +34,7 @@ func (l *Loop) scan(ctx context.Context, t Target) (*liveness.Snapshot, []reclai
 		l.opts.Engine.CountError(t.Target.GroupRef)
 		return nil, nil, reclaim.Report{DryRun: t.Hygiene.DryRun}, err
 	}
+	l.watchReaders(ctx, c, t, snap.At)
 	steps := reclaim.Decide(snap, t.Hygiene, l.opts.Now())
 	job := reclaim.Job{Client: c, Target: t.Target, Hygiene: t.Hygiene, Source: events.SourceHygiene, DryRun: t.Hygiene.DryRun}
 	rep, err := l.opts.Engine.RunAll(ctx, job, steps)

@@ -123,6 +123,11 @@ type Observation struct {
 	Consumers         []ConsumerObs
 	// PendingByConsumer is the per-consumer count of the XPENDING summary.
 	PendingByConsumer map[string]int64
+	// PendingTotal is the group's PEL length (XINFO GROUPS pending): every
+	// pending entry, those released with XNACK (Redis 8.8), which no
+	// consumer holds and the per-consumer counts leave out, included. Zero
+	// where the fetcher does not say.
+	PendingTotal int64
 	// Heartbeats maps a key to its read; keys not present were not read.
 	Heartbeats map[string]HeartbeatObs
 	// Pods is what the kubernetes source saw; nil where it was not asked.
@@ -244,7 +249,13 @@ type Snapshot struct {
 	HeldPending int64
 	// DegradedPending is the pending entries held by Degraded consumers;
 	// like a ghost's, they are left out of LivePending.
-	DegradedPending   int64
+	DegradedPending int64
+	// ReleasedPending is the entries released with XNACK (Redis 8.8):
+	// pending with no owner until a reader that claims takes them. They
+	// are work, never ghost-held: the scaler counts them beside
+	// LivePending, as KEDA's own scaler does, and hygiene never touches
+	// them.
+	ReleasedPending   int64
 	GhostConsumers    int
 	DegradedConsumers int
 	// NoHeartbeatRecords says heartbeats are configured but no consumer of
@@ -332,6 +343,7 @@ func build(t *Target, obs Observation, rows []consumerRow, prev *Snapshot, now t
 	if !obs.LagValid {
 		s.Lag, s.LagEstimated = obs.LagEstimate, true
 	}
+	s.ReleasedPending = released(obs)
 	if t.Spec.Kubernetes && obs.Pods != nil {
 		s.PodsErr = obs.Pods.Err
 	}
@@ -405,4 +417,16 @@ func (s *Snapshot) add(cv ConsumerView) {
 		}
 	}
 	s.Consumers = append(s.Consumers, cv)
+}
+
+// released is the entries no consumer holds: the group's PEL less the
+// consumers' own. The two are read in one pipeline; an entry delivered or
+// acknowledged between them moves the difference by that entry for that
+// read only, and it never goes below zero.
+func released(obs Observation) int64 {
+	n := obs.PendingTotal
+	for _, c := range obs.PendingByConsumer {
+		n -= c
+	}
+	return max(n, 0)
 }

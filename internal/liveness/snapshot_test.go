@@ -309,3 +309,32 @@ func TestBuildLeavesDegradedEntriesOutAndCountsFutureHeartbeats(t *testing.T) {
 		}
 	}
 }
+
+// Released entries (XNACK) are in XPENDING's count but in no consumer's:
+// work no one holds, never a ghost's, whatever the consumers' verdicts.
+func TestBuildCountsReleasedEntriesApartFromEveryConsumer(t *testing.T) {
+	t.Parallel()
+	cases := map[string]struct {
+		total    int64
+		by       map[string]int64
+		released int64
+	}{
+		"none released":           {total: 9, by: map[string]int64{"live-1": 3, "ghost-1": 6}, released: 0},
+		"some released":           {total: 14, by: map[string]int64{"live-1": 3, "ghost-1": 6}, released: 5},
+		"all released":            {total: 8, by: map[string]int64{}, released: 8},
+		"a fetcher without total": {total: 0, by: map[string]int64{"live-1": 3}, released: 0},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			target := Target{Spec: heartbeatSpec()}
+			obs := Observation{ServerTime: serverNow, LagValid: true, PendingTotal: tc.total, PendingByConsumer: tc.by,
+				Consumers:  []ConsumerObs{{Name: "live-1", Idle: time.Second, Inactive: -1}, {Name: "ghost-1", Idle: time.Hour, Inactive: -1}},
+				Heartbeats: map[string]HeartbeatObs{"hb:live-1": beat(time.Second), "hb:ghost-1": beat(time.Hour)}}
+			s := Build(&target, obs, nil, time.Now())
+			require.Equal(t, tc.released, s.ReleasedPending)
+			require.Equal(t, tc.by["ghost-1"], s.GhostPending, "released entries are never ghost-held")
+			require.Equal(t, tc.by["live-1"], s.LivePending)
+		})
+	}
+}

@@ -64,6 +64,8 @@ func CheckTriggerHygiene(h policy.Hygiene, stream string) error {
 	switch {
 	case h.Mode == policy.ReclaimClaim:
 		return &Error{Key: KeyReclaim, Accepted: "may be requeue or off in a trigger; claim takes entries to live consumers: " + configOnlyRule, Got: string(h.Mode)}
+	case h.Mode == policy.ReclaimRelease:
+		return &Error{Key: KeyReclaim, Accepted: "may be requeue or off in a trigger; release leaves entries to the group's claiming readers: " + configOnlyRule, Got: string(h.Mode)}
 	case h.HardTimeout != 0:
 		return &Error{Key: KeyHardTimeoutSeconds, Accepted: "reclaims from live workers: " + configOnlyRule, Got: h.HardTimeout.String()}
 	case h.DeleteOriginal:
@@ -74,6 +76,8 @@ func CheckTriggerHygiene(h policy.Hygiene, stream string) error {
 		return &Error{Key: KeyDeadLetterStream, Accepted: "moves entries to another stream (a trigger gets " + stream + ":dead): " + configOnlyRule, Got: h.DeadLetterStream}
 	case h.ClaimFallback != policy.FallbackRequeue:
 		return &Error{Key: "claimFallback", Accepted: "applies to claim only: " + configOnlyRule, Got: string(h.ClaimFallback)}
+	case h.ClaimingReaders:
+		return &Error{Key: KeyClaimingReaders, Accepted: "applies to release only: " + configOnlyRule, Got: "true"}
 	}
 	return nil
 }
@@ -108,10 +112,10 @@ func parseHygiene(f fields, stream string) (policy.Hygiene, error) {
 	h := policy.Hygiene{Mode: policy.ReclaimOff, DeliveryCountField: DefaultDeliveryCountField, ClaimFallback: policy.FallbackRequeue}
 	switch v := f.get(KeyReclaim); v {
 	case "", "off":
-	case "requeue", "claim":
+	case "requeue", "claim", "release":
 		h.Mode = policy.ReclaimMode(v)
 	default:
-		return h, &Error{Key: KeyReclaim, Accepted: "must be requeue, claim or off", Got: v}
+		return h, &Error{Key: KeyReclaim, Accepted: "must be requeue, claim, release or off", Got: v}
 	}
 	var err error
 	if h.EntryStale, err = seconds(f, KeyEntryStaleSeconds, DefaultEntryStaleSeconds); err != nil {
@@ -155,10 +159,15 @@ func parseHygiene(f fields, stream string) (policy.Hygiene, error) {
 	default:
 		return h, &Error{Key: KeyClaimFallback, Accepted: "must be requeue or skip", Got: v}
 	}
-	for key, dst := range map[string]*bool{KeyDeleteGhostConsumers: &h.DeleteGhostConsumers, KeyDeleteOriginal: &h.DeleteOriginal, KeyDryRun: &h.DryRun} {
+	for key, dst := range map[string]*bool{KeyDeleteGhostConsumers: &h.DeleteGhostConsumers, KeyDeleteOriginal: &h.DeleteOriginal, KeyDryRun: &h.DryRun,
+		KeyClaimingReaders: &h.ClaimingReaders} {
 		if *dst, err = boolean(f, key, key == KeyDeleteGhostConsumers); err != nil {
 			return h, err
 		}
+	}
+	if h.Mode == policy.ReclaimRelease && !h.ClaimingReaders {
+		return h, &Error{Key: KeyReclaim, Accepted: "may be release only with claimingReaders: true: a released entry is read again only by a " +
+			"reader that claims (XREADGROUP ... CLAIM, XAUTOCLAIM), never by `>`; where the workers read with `>` alone, use requeue", Got: "release"}
 	}
 	return h, nil
 }

@@ -22,6 +22,8 @@ func TestParseTriggerRefusesConfigOnlyKeysWithoutFailingTheMetric(t *testing.T) 
 		"carry field":              {md: base("reclaim", "requeue", "deliveryCountField", "payload"), key: "deliveryCountField"},
 		"dead letters elsewhere":   {md: base("reclaim", "requeue", "maxDeliveries", "1", "deadLetterStream", "payments"), key: "deadLetterStream"},
 		"claim fallback":           {md: base("reclaim", "requeue", "claimFallback", "skip"), key: "claimFallback"},
+		"release":                  {md: base("reclaim", "release", "claimingReaders", "true"), key: "reclaim"},
+		"claiming readers":         {md: base("reclaim", "requeue", "claimingReaders", "true"), key: "claimingReaders"},
 		"a malformed hygiene key":  {md: base("reclaim", "requeue", "entryStaleSeconds", "soon"), key: "entryStaleSeconds"},
 		"an unknown reclaim value": {md: base("reclaim", "steal"), key: "reclaim"},
 	}

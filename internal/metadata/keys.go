@@ -35,6 +35,7 @@ const (
 	KeyDeleteGhostConsumers       = "deleteGhostConsumers"
 	KeyDeleteOriginal             = "deleteOriginal"
 	KeyClaimFallback              = "claimFallback"
+	KeyClaimingReaders            = "claimingReaders"
 	KeyDryRun                     = "dryRun"
 )
 
@@ -150,10 +151,11 @@ var livenessKeys = []Key{
 }
 
 var hygieneKeys = []Key{
-	{Name: KeyReclaim, Kind: KindHygiene, Accepted: "`requeue`, `claim` or `off`", Default: "`off`",
+	{Name: KeyReclaim, Kind: KindHygiene, Accepted: "`requeue`, `claim`, `release` or `off`", Default: "`off`",
 		Doc: "`requeue`: XADD a copy and XACK the original. `claim`: XCLAIM to an Alive consumer, one scan spreading its claims, " +
-			"the freshest heartbeat first. `off`: leave the group alone.",
-		Trigger:    "`requeue` only, with `triggers.reclaim: requeue`, a `livenessProfile` and a rule's `hygieneStreams` glob matching the stream; `claim` is config only",
+			"the freshest heartbeat first. `release`: XNACK the entry (Redis 8.8): it keeps its id, with no owner, for the " +
+			"next reader that claims; needs `claimingReaders: true`, and a server without XNACK is refused. `off`: leave the group alone.",
+		Trigger:    "`requeue` only, with `triggers.reclaim: requeue`, a `livenessProfile` and a rule's `hygieneStreams` glob matching the stream; `claim` and `release` are config only",
 		ConfigOnly: true},
 	{Name: KeyEntryStaleSeconds, Kind: KindHygiene, Accepted: seconds1ms, Default: num(DefaultEntryStaleSeconds),
 		Doc: "An entry must be idle this long before any action.", Trigger: "at least `triggers.floors.entryStale`"},
@@ -177,6 +179,10 @@ var hygieneKeys = []Key{
 		Doc: "XDEL the original after a requeue or dead-letter.", Trigger: "config only", ConfigOnly: true},
 	{Name: KeyClaimFallback, Kind: KindHygiene, Accepted: "`requeue` or `skip`", Default: "`requeue`",
 		Doc: "What claim mode does when no consumer is alive.", Trigger: "config only", ConfigOnly: true},
+	{Name: KeyClaimingReaders, Kind: KindHygiene, Accepted: "`true` or `false`", Default: "`false`",
+		Doc: "The workers claim idle and released entries as they read: `XREADGROUP ... CLAIM` (Redis 8.4) or an XAUTOCLAIM loop. " +
+			"`reclaim: release` needs it, since `>` never re-delivers a released entry.",
+		Trigger: "config only", ConfigOnly: true},
 	{Name: KeyDryRun, Kind: KindHygiene, Accepted: "`true` or `false`", Default: "`false`",
 		Doc: "Decide and report (logs, `pelwarden_hygiene_dry_run_total`), change nothing.", Trigger: "any, with `reclaim`"},
 }

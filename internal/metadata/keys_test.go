@@ -69,6 +69,7 @@ func TestThePolicyKeyListsComeFromTheTable(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, []string{KeyLiveness, KeyHeartbeatKey, KeyOwnerMatch, KeyPodSelector, KeyPodNamespace}, EvidenceKeys)
 	require.Equal(t, []string{KeyGhostIdleSeconds, KeyHeartbeatMaxAgeSeconds, KeyHeartbeatStartGraceSeconds, KeyPodDeletionGraceSeconds}, ThresholdKeys)
-	require.ElementsMatch(t, []string{KeyReclaim, KeyHardTimeoutSeconds, KeyDeleteOriginal, KeyDeliveryCountField, KeyDeadLetterStream, KeyClaimFallback},
+	require.ElementsMatch(t, []string{KeyReclaim, KeyHardTimeoutSeconds, KeyDeleteOriginal, KeyDeliveryCountField, KeyDeadLetterStream, KeyClaimFallback,
+		KeyClaimingReaders},
 		ConfigOnlyKeys)
 }

@@ -9,7 +9,8 @@ type Metric int
 
 // The metrics a trigger can ask for, named by their metadata keys.
 const (
-	// Pending is the pending entries held by consumers that are not ghosts.
+	// Pending is the pending entries held by consumers that are not
+	// ghosts, and those released to the group (XNACK).
 	Pending Metric = iota
 	// Lag is the entries not yet delivered to the group.
 	Lag
@@ -43,8 +44,9 @@ func (m Metric) ActivationKey() string {
 
 // Value is the metric as KEDA should see it. Ghost-held entries are left
 // out; entries of consumers whose liveness is Unknown count as live, so a
-// source that cannot answer never shrinks the count. A missing stream or
-// group is no work.
+// source that cannot answer never shrinks the count; entries released to
+// the group (XNACK) are work waiting for a reader, as KEDA counts them. A
+// missing stream or group is no work.
 func Value(m Metric, s *liveness.Snapshot) int64 {
 	if s.StreamMissing {
 		return 0
@@ -53,9 +55,9 @@ func Value(m Metric, s *liveness.Snapshot) int64 {
 	case Lag:
 		return s.Lag
 	case Backlog:
-		return s.Lag + s.LivePending
+		return s.Lag + s.LivePending + s.ReleasedPending
 	default:
-		return s.LivePending
+		return s.LivePending + s.ReleasedPending
 	}
 }
 

@@ -45,6 +45,9 @@ func (h Hygiene) Describe() string {
 	if h.Mode == ReclaimClaim {
 		parts = append(parts, "claimFallback="+string(h.ClaimFallback))
 	}
+	if h.ClaimingReaders {
+		parts = append(parts, "claimingReaders=true")
+	}
 	return strings.Join(append(parts, "dryRun="+strconv.FormatBool(h.DryRun)), " ")
 }
 

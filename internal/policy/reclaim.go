@@ -17,6 +17,11 @@ const (
 	ReclaimOff     ReclaimMode = "off"
 	ReclaimRequeue ReclaimMode = "requeue"
 	ReclaimClaim   ReclaimMode = "claim"
+	// ReclaimRelease gives entries back with XNACK (Redis 8.8): each keeps
+	// its id and waits, with no owner, for a reader that claims. Only where
+	// the group's readers claim (Hygiene.ClaimingReaders): `>` never
+	// re-delivers a released entry.
+	ReclaimRelease ReclaimMode = "release"
 )
 
 // NoCandidate is what claim mode does when no live consumer can take an
@@ -48,14 +53,18 @@ type Hygiene struct {
 	DeleteOriginal bool
 	// ClaimFallback applies in claim mode when no consumer can take an entry.
 	ClaimFallback NoCandidate
+	// ClaimingReaders says the group's workers claim idle and released
+	// entries as they read (XREADGROUP ... CLAIM, or XAUTOCLAIM), so a
+	// released entry is read again; release mode needs it.
+	ClaimingReaders bool
 	// DryRun decides and reports but changes nothing.
 	DryRun bool
 }
 
 // String is a stable text form, part of a hygiene target's identity.
 func (h Hygiene) String() string {
-	return fmt.Sprintf("%s|%s|%s|%d|%s|%s|%t|%t|%s|%t", h.Mode, h.EntryStale, h.HardTimeout, h.MaxDeliveries,
-		h.DeadLetterStream, h.DeliveryCountField, h.DeleteGhostConsumers, h.DeleteOriginal, h.ClaimFallback, h.DryRun)
+	return fmt.Sprintf("%s|%s|%s|%d|%s|%s|%t|%t|%s|%t|%t", h.Mode, h.EntryStale, h.HardTimeout, h.MaxDeliveries,
+		h.DeadLetterStream, h.DeliveryCountField, h.DeleteGhostConsumers, h.DeleteOriginal, h.ClaimFallback, h.DryRun, h.ClaimingReaders)
 }
 
 // ReclaimThreshold is the idle time from which an owner's entries may be

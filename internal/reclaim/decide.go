@@ -23,8 +23,11 @@ type Action string
 // Actions. DeadLetter is never decided: a report names a step so when
 // every entry it took went to the dead-letter stream.
 const (
-	Requeue        Action = "requeue"
-	Claim          Action = "claim"
+	Requeue Action = "requeue"
+	Claim   Action = "claim"
+	// Release gives entries back with XNACK, each keeping its id, for the
+	// group's claiming readers (policy.ReclaimRelease).
+	Release        Action = "release"
 	DeadLetter     Action = "dead-letter"
 	DeleteConsumer Action = "delete-consumer"
 	None           Action = "none"
@@ -61,6 +64,9 @@ type Step struct {
 	rule  rule
 	seen  bool
 	force bool
+	// ackDel says the server may acknowledge and delete in one XACKDEL
+	// (set at execution, from the server's capabilities).
+	ackDel bool
 }
 
 // Decide is what one hygiene scan does with each consumer of snap, in the
@@ -100,6 +106,9 @@ func decideOne(owner liveness.ConsumerView, consumers []liveness.ConsumerView, c
 		st.Reason = fmt.Sprintf("alive (%s) and hardTimeoutSeconds is off: its %d entries stay with it", policy.Reasons(owner), owner.Pending)
 	default:
 		st.Action, st.MinIdle, st.Reason = Requeue, threshold, why(owner, h, threshold)
+		if h.Mode == policy.ReclaimRelease {
+			st.Action = Release
+		}
 		if h.Mode != policy.ReclaimClaim {
 			return st
 		}

@@ -35,6 +35,16 @@ type Options struct {
 	Durability func(conn string) redisx.Durability
 	// Writes says whether a node refuses writes; nil: none is known to.
 	Writes Writes
+	// Servers says which stream commands the master serving a stream
+	// knows, and hears when XACKDEL was refused there (redisx.Conns); nil
+	// asks the server before each step and uses XACK and XDEL.
+	Servers Servers
+}
+
+// Servers knows the stream commands of the servers behind connections.
+type Servers interface {
+	Capabilities(ctx context.Context, conn, stream string) (redisx.Capabilities, error)
+	WithoutAckDel(ctx context.Context, conn, stream string)
 }
 
 func (o Options) validate() error {
@@ -51,6 +61,7 @@ func (o Options) validate() error {
 type Engine struct {
 	opts    Options
 	metrics *metrics
+	moves   moves
 }
 
 // New returns an Engine whose metrics are registered on reg.
@@ -161,7 +172,10 @@ func (e *Engine) Run(ctx context.Context, job Job, st Step) (StepResult, error) 
 	}
 	var err error
 	switch st.Action {
-	case Requeue, Claim:
+	case Requeue, Claim, Release:
+		if st, err = e.capable(ctx, job, st, &res); err != nil || st.Action == None {
+			break
+		}
 		if len(job.IDs) > 0 {
 			err = e.named(ctx, job, st, &res)
 		} else {
@@ -205,6 +219,10 @@ func (e *Engine) paged(ctx context.Context, job Job, st Step, res *StepResult) e
 		st.MinIdle = minIdle
 		r, err := redisx.RunReclaim(ctx, job.Client, e.batch(job, st, nil, after))
 		e.record(job, st, r, res, after)
+		if r.AckDelRefused {
+			st.ackDel = false
+			e.ackDelRefused(ctx, job, r)
+		}
 		if err := e.refused(ctx, job, r, err); err != nil {
 			return e.behind(job, err)
 		}
@@ -225,6 +243,10 @@ func (e *Engine) named(ctx context.Context, job Job, st Step, res *StepResult) e
 		ids := job.IDs[start:min(len(job.IDs), start+int(e.opts.BatchSize))]
 		r, err := redisx.RunReclaim(ctx, job.Client, e.batch(job, st, ids, ""))
 		e.record(job, st, r, res, "")
+		if r.AckDelRefused {
+			st.ackDel = false
+			e.ackDelRefused(ctx, job, r)
+		}
 		res.Outcomes = append(res.Outcomes, r.Outcomes...)
 		if err := e.refused(ctx, job, r, err); err != nil {
 			return e.behind(job, err)
@@ -273,6 +295,7 @@ func (e *Engine) batch(job Job, st Step, ids []string, after string) redisx.Recl
 		MinIdle: st.MinIdle, CarryField: h.DeliveryCountField, MaxDeliveries: h.MaxDeliveries,
 		DeadLetterStream: h.DeadLetterStream, DeleteOriginal: h.DeleteOriginal, DryRun: job.DryRun,
 		Wait: e.durability(job), IDs: ids, After: after, Count: e.opts.BatchSize,
+		Release: st.Action == Release, AckDel: st.ackDel,
 	}
 }
 

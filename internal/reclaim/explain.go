@@ -29,7 +29,7 @@ func Explain(res StepResult, h policy.Hygiene) Explanation {
 	x := Explanation{Action: st.Action, Entries: res.Taken(), DeadLetter: res.Counts[redisx.DeadLettered],
 		Tombstones: res.Counts[redisx.Tombstoned], ClaimTo: st.ClaimTo, Reason: st.Reason}
 	switch st.Action {
-	case Requeue, Claim, FinishDeadLetter:
+	case Requeue, Claim, Release, FinishDeadLetter:
 	case DeleteConsumer:
 		if res.Counts[redisx.ConsumerDeleted] == 0 {
 			x.Action = None

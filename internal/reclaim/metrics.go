@@ -21,11 +21,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		actions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pelwarden_hygiene_actions_total",
-			Help: "Guarded actions taken on a group by the hygiene loop or an operator, by outcome: requeued, claimed, dead-lettered, tombstoned, consumer-deleted.",
+			Help: "Guarded actions taken on a group by the hygiene loop or an operator, by outcome: requeued, claimed, released, dead-lettered, tombstoned, consumer-deleted.",
 		}, labels("outcome")),
 		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pelwarden_hygiene_skipped_total",
-			Help: "Entries or consumers left alone, by reason (not-pending, owner-changed, not-idle, owner-unknown, no-live-consumer, failed, field-collision, delete-has-pending, ...).",
+			Help: "Entries or consumers left alone, by reason (not-pending, owner-changed, not-idle, owner-unknown, no-live-consumer, release-unsupported, failed, field-collision, delete-has-pending, ...).",
 		}, labels("reason")),
 		dryRun: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pelwarden_hygiene_dry_run_total",
@@ -57,4 +57,5 @@ func (e *Engine) Forget(g liveness.GroupRef) {
 	for _, v := range []*prometheus.CounterVec{e.metrics.actions, e.metrics.skipped, e.metrics.dryRun, e.metrics.errors, e.metrics.replicasBehind} {
 		v.DeletePartialMatch(match)
 	}
+	e.moves.forget(g)
 }

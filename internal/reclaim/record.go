@@ -33,6 +33,9 @@ func (e *Engine) record(job Job, st Step, r redisx.Result, res *StepResult, afte
 		}
 		return
 	}
+	if st.ClaimTo != "" && r.Counts[redisx.Claimed] > 0 {
+		e.moves.note(job.Target.GroupRef, st.ClaimTo, e.opts.Now())
+	}
 	detail := string(st.Action)
 	if st.ClaimTo != "" {
 		detail += " to " + st.ClaimTo

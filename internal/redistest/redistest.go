@@ -103,6 +103,12 @@ func Start(tb testing.TB, opts ...Options) *Server {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	return startBinary(tb, bin, o)
+}
+
+// startBinary is Start with the redis-server binary bin.
+func startBinary(tb testing.TB, bin string, o Options) *Server {
+	tb.Helper()
 	s := &Server{opts: o, bin: bin, dir: tb.TempDir()}
 	if err := s.prepare(); err != nil {
 		tb.Fatalf("redistest: %v", err)

@@ -31,6 +31,13 @@ package redisx
 //   - evalsha, eval: every script (EVALSHA, then EVAL after NOSCRIPT).
 //   - wait: waitReplicas, after each guarded write.
 //
+// Not in the list, since an older server refuses their names in ACL
+// SETUSER: +xackdel (Redis 8.2: deleteOriginal acknowledges and deletes a
+// page in one command; without it the script falls back to XACK and XDEL)
+// and +xnack (Redis 8.8: reclaim release). Which commands a server has is
+// learnt by sending each with no argument (capability.go), which needs no
+// grant.
+//
 // HELLO and AUTH need no grant: Redis lets any connection run them (in
 // mode sentinel, HELLO tells a sentinel's new connection from the
 // master's, so that only the master's is asked INFO).

@@ -50,8 +50,15 @@ type Reclaim struct {
 	// Consumer is the owner the entries are taken from.
 	Consumer string
 	// ClaimTo is the live consumer that receives the entries; empty
-	// requeues them instead.
+	// requeues (or releases) them instead.
 	ClaimTo string
+	// Release gives the entries back with XNACK (Capabilities.Release)
+	// instead of requeueing a copy: each keeps its id, pending with no
+	// owner, for a reader that claims.
+	Release bool
+	// AckDel lets the script acknowledge and delete with one XACKDEL
+	// (Capabilities.AckDel) where DeleteOriginal asks for both.
+	AckDel bool
 	// MinIdle is how long each entry must have been idle.
 	MinIdle time.Duration
 	// CarryField names the field that carries the delivery count across a
@@ -87,8 +94,12 @@ type Result struct {
 	// Counts is the number of entries per outcome.
 	Counts map[Outcome]int64
 	// Outcomes lists every entry with IDs; without, only the entries whose
-	// outcome is not plain requeued or claimed.
+	// outcome is not plain requeued, claimed or released.
 	Outcomes []EntryOutcome
+	// AckDelRefused says AckDel was asked for and the server or the user
+	// refused XACKDEL: the script acknowledged and deleted with XACK and
+	// XDEL instead.
+	AckDelRefused bool
 }
 
 // Total is the number of entries the batch looked at.
@@ -106,6 +117,8 @@ func (r Reclaim) validate() error {
 		return errors.New("the holding consumer must differ from the owner and the claim target")
 	case r.ClaimTo == r.Consumer:
 		return errors.New("claim needs a target consumer other than the owner")
+	case r.Release && r.ClaimTo != "":
+		return errors.New("an entry is either claimed or released, not both")
 	case r.MaxDeliveries > 0 && r.DeadLetterStream == "":
 		return errors.New("dead-lettering needs a dead-letter stream")
 	case r.DeadLetterStream == r.Stream && r.DeadLetterStream != "":
@@ -132,9 +145,10 @@ func RunReclaim(ctx context.Context, c redis.UniversalClient, r Reclaim) (Result
 	if dlq == "" || r.Hold != "" {
 		dlq = r.Stream
 	}
-	args := make([]any, 0, 11+len(r.IDs))
+	args := make([]any, 0, 13+len(r.IDs))
 	args = append(args, r.Group, r.Consumer, r.MinIdle.Milliseconds(), r.CarryField,
-		r.MaxDeliveries, boolArg(r.DeleteOriginal), r.ClaimTo, r.After, r.Count, boolArg(r.DryRun), r.Hold)
+		r.MaxDeliveries, boolArg(r.DeleteOriginal), r.ClaimTo, r.After, r.Count, boolArg(r.DryRun), r.Hold,
+		boolArg(r.Release), boolArg(r.AckDel))
 	for _, id := range r.IDs {
 		args = append(args, id)
 	}
@@ -152,11 +166,12 @@ func RunReclaim(ctx context.Context, c redis.UniversalClient, r Reclaim) (Result
 	if err != nil && !errors.As(err, &behind) {
 		return Result{}, fmt.Errorf("reclaim from %s on %s/%s: %w", r.Consumer, r.Stream, r.Group, err)
 	}
-	if len(reply) != 3 {
+	if len(reply) != 4 {
 		return Result{}, fmt.Errorf("reclaim: unexpected reply %v", reply)
 	}
 	res := Result{Counts: map[Outcome]int64{}}
 	res.Last, _ = reply[0].(string)
+	res.AckDelRefused = reply[3] == "1"
 	flat, _ := reply[1].([]any)
 	for i := 0; i+1 < len(flat); i += 2 {
 		outcome, _ := flat[i].(string)

@@ -148,6 +148,8 @@ func tlsConfig(t config.RedisTLS) (*tls.Config, error) {
 // Conns holds the configured connections by name.
 type Conns struct {
 	conns map[string]conn
+	// caps are the servers' stream commands (capability.go).
+	caps capsCache
 }
 
 type conn struct {

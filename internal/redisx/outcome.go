@@ -12,6 +12,9 @@ const (
 	Requeued Outcome = "requeued"
 	// Claimed: the entry moved to a live consumer's PEL.
 	Claimed Outcome = "claimed"
+	// Released: the entry is pending with no owner (XNACK), keeping its
+	// id, for a reader that claims to take.
+	Released Outcome = "released"
 	// DeadLettered: a record went to the dead-letter stream and the
 	// original was acknowledged.
 	DeadLettered Outcome = "dead-lettered"
@@ -62,6 +65,9 @@ const (
 	OwnerUnknown Outcome = "owner-unknown"
 	// NoLiveConsumer: claim mode found no live consumer and claimFallback is skip.
 	NoLiveConsumer Outcome = "no-live-consumer"
+	// ReleaseUnsupported: release mode met a server without XNACK (before
+	// Redis 8.8, Valkey before 9.2); the entries stay with their owner.
+	ReleaseUnsupported Outcome = "release-unsupported"
 )
 
 // Deregistered is the event of a worker's Deregister call that deleted
@@ -71,7 +77,7 @@ const Deregistered Outcome = "deregistered"
 // Acted reports whether the outcome changed Redis.
 func (o Outcome) Acted() bool {
 	switch o {
-	case Requeued, Claimed, DeadLettered, DeadLetterHeld, Tombstoned, ConsumerDeleted:
+	case Requeued, Claimed, Released, DeadLettered, DeadLetterHeld, Tombstoned, ConsumerDeleted:
 		return true
 	}
 	return false
@@ -81,7 +87,7 @@ func (o Outcome) Acted() bool {
 // what a reclaim step counts as its entries.
 func (o Outcome) Taken() bool {
 	switch o {
-	case Requeued, Claimed, DeadLettered, Tombstoned:
+	case Requeued, Claimed, Released, DeadLettered, Tombstoned:
 		return true
 	}
 	return false

@@ -79,6 +79,9 @@ func (r *Reader) Fetch(ctx context.Context, t liveness.Target, known []string) (
 			found = true
 			obs.LastDeliveredID = g.LastDeliveredID
 			obs.Lag, obs.LagValid = g.Lag, g.Lag >= 0
+			// Every pending entry, those released with XNACK (no
+			// consumer's) included.
+			obs.PendingTotal = g.Pending
 		}
 	}
 	if !found {

@@ -101,7 +101,8 @@ func (w *connWatch) nodeVersion(ctx context.Context, c redis.UniversalClient, ke
 }
 
 // ReadVersions has every master of every connection answer, so its
-// version is read, and logs each version not logged yet; a connection
+// version is read, and logs each version not logged yet with the stream
+// commands it knows (Capabilities); a connection
 // that cannot be reached is logged at its first connection. pelwarden
 // calls it at start, so a server whose idle counts delivering reads only
 // is named before any verdict depends on it.
@@ -114,11 +115,13 @@ func (cs *Conns) ReadVersions(ctx context.Context) {
 				addr := node.Options().Addr
 				err := node.Ping(ctx).Err()
 				c.watch.logVersion(c.watch.node(addr), addr)
+				cs.logCapabilities(ctx, name, capsNode{key: name + "\x00" + addr, addr: addr, client: node, watch: c.watch.node(addr)})
 				return err
 			})
 		case *redis.Client:
 			_ = p.Ping(ctx).Err()
 			c.watch.logVersion(c.watch.single, c.watch.label)
+			cs.logCapabilities(ctx, name, capsNode{key: name + "\x00" + c.watch.label, addr: c.watch.label, client: p, watch: c.watch.single})
 		}
 	}
 }

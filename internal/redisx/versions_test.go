@@ -148,7 +148,8 @@ func TestIdleFromDeliveriesIsReadFromTheServersVersion(t *testing.T) {
 }
 
 // At start each connection's server is logged, with a warning where idle
-// counts delivering reads only; reading it again logs nothing new.
+// counts delivering reads only, and the stream commands it knows; reading
+// it again logs nothing new.
 func TestStartLogsEachServerAndWarnsWhereIdleCountsDeliveriesOnly(t *testing.T) {
 	t.Parallel()
 	srv, version, _ := versionedGroup(t)
@@ -160,12 +161,57 @@ func TestStartLogsEachServerAndWarnsWhereIdleCountsDeliveriesOnly(t *testing.T) 
 	conns.ReadVersions(t.Context())
 	conns.ReadVersions(t.Context())
 	log := out.String()
-	require.Equal(t, 1, strings.Count(log, "\n"), "one line per server: %s", log)
+	require.Equal(t, 2, strings.Count(log, "\n"), "a line of the server and one of its stream commands: %s", log)
 	require.Contains(t, log, "node="+srv.Addr())
+	require.Contains(t, log, `msg="redis stream commands"`)
 	if version.AtLeast(7, 2) {
 		require.Contains(t, log, "level=INFO", "%s", version)
 		return
 	}
 	require.Contains(t, log, "level=WARN", "%s", version)
 	require.Contains(t, log, "last read that delivered entries", "%s", version)
+}
+
+// After a trim or a deletion past the group's last-delivered id, servers
+// answer different lags (docs/compatibility.md lists them): pelwarden
+// reports the server's own lag where it gives one, as KEDA's scaler does,
+// and where it answers NULL counts the entries after last-delivered-id,
+// which must be the true count on every server.
+func TestLagAfterATrimIsTheServersOwnOrAnExactCount(t *testing.T) {
+	t.Parallel()
+	target := liveness.Target{GroupRef: liveness.GroupRef{Conn: "default", Stream: "jobs", Group: "workers"}}
+	cases := map[string]func(ctx context.Context, rdb *redis.Client, ids []string) error{
+		"trimmed to the newest entry": func(ctx context.Context, rdb *redis.Client, _ []string) error {
+			return rdb.XTrimMaxLen(ctx, "jobs", 1).Err()
+		},
+		"the newest entry deleted": func(ctx context.Context, rdb *redis.Client, ids []string) error {
+			return rdb.XDel(ctx, "jobs", ids[4]).Err()
+		},
+	}
+	for name, cut := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			srv, version, rdb := versionedGroup(t)
+			ids := redistest.AddJobs(t, rdb, "jobs", "job-", 5)
+			redistest.Read(t, rdb, "jobs", "workers", "w1", 1)
+			ctx := context.Background()
+			require.NoError(t, cut(ctx, rdb, ids))
+			for read := range 2 {
+				obs := fetchOne(t, srv, target)
+				groups, err := rdb.XInfoGroups(ctx, "jobs").Result()
+				require.NoError(t, err)
+				after, err := rdb.XRange(ctx, "jobs", "("+groups[0].LastDeliveredID, "+").Result()
+				require.NoError(t, err)
+				if groups[0].Lag < 0 {
+					require.False(t, obs.LagValid, "%s, read %d: NULL lag", version, read)
+					require.Equal(t, int64(len(after)), obs.LagEstimate, "%s, read %d: the estimate is the entries after last-delivered-id", version, read)
+				} else {
+					require.True(t, obs.LagValid)
+					require.Equal(t, groups[0].Lag, obs.Lag, "%s, read %d: the server's own lag", version, read)
+				}
+				t.Logf("%s, read %d: server lag %d, entries after last-delivered-id %d", version, read, groups[0].Lag, len(after))
+				_ = rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: "workers", Consumer: "w1", Streams: []string{"jobs", ">"}, Count: 1, Block: -1}).Err()
+			}
+		})
+	}
 }

@@ -154,3 +154,19 @@ local function with_count(fields, name, value)
   fields[n + 1], fields[n + 2], fields[n + 3], fields[n + 4] = name, count, marker, name
   return fields
 end
+
+-- acknowledge acknowledges ids[i..j] and, with del, deletes them from the
+-- stream: in one XACKDEL (Redis 8.2; its default KEEPREF does what XACK
+-- then XDEL do) where ackdel asks for it, else, or where the server or the
+-- connection's user refuses it, with XACK and XDEL. It returns false when
+-- XACKDEL was refused, so that the caller stops asking. Nothing can make
+-- it fail between a copy and its acknowledgement: the XACKDEL runs under
+-- pcall, and a refused one changed nothing.
+local function acknowledge(key, group, ids, i, j, del, ackdel)
+  if del and ackdel and pcall(redis.call, 'XACKDEL', key, group, 'IDS', j - i + 1, unpack(ids, i, j)) then
+    return true
+  end
+  redis.call('XACK', key, group, unpack(ids, i, j))
+  if del then redis.call('XDEL', key, unpack(ids, i, j)) end
+  return not (del and ackdel)
+end

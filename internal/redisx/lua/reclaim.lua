@@ -4,7 +4,10 @@
 -- ARGV: group, consumer, min_idle_ms, carry_field ('' = off),
 --       max_deliveries (0 = off), delete_original (0|1), claim_to ('' =
 --       requeue), after, count, dry (0|1), hold ('' = write the
---       dead-letter record here), then ids.
+--       dead-letter record here), release (0|1), ackdel (0|1), then ids.
+-- release = 1 gives entries back with XNACK instead of a copy: each keeps
+-- its id and waits with no owner for a reader that claims. ackdel = 1 lets
+-- acknowledge (guard.lua) use XACKDEL where XACK and XDEL would do.
 -- hold names the reserved consumer of the two-step dead-letter path (the
 -- dead-letter stream is in another Cluster slot): a poison entry moves to
 -- it, guarded like a claim, and deadletter.lua and ackheld.lua finish it.
@@ -14,13 +17,16 @@
 -- dry = 1 runs every guard and every decision, reads the entry as a real
 -- run would, and writes nothing: a dry run predicts tombstones and carried
 -- delivery counts exactly, because it is the same code.
--- Returns {last_id, {outcome, n, ...}, {{id, outcome, detail, deliveries}, ...}}
--- where the last list holds every entry whose outcome is not the mode's
--- plain one (requeued / claimed), and, with ids, every entry.
+-- Returns {last_id, {outcome, n, ...}, {{id, outcome, detail, deliveries}, ...},
+-- ackdel_refused ('1' when XACKDEL was refused, else '')} where the third
+-- list holds every entry whose outcome is not the mode's plain one
+-- (requeued / claimed / released), and, with ids, every entry.
 --   requeued       detail = id of the copy ('' in a dry run); the copy is
 --                  the job's fields, the lineage fields naming the first
 --                  original (see lineage), the carried count and marker
 --   claimed        detail = the consumer it went to
+--   released       the entry is pending with no owner (XNACK FAIL: the
+--                  delivery to the owner counts as a failed one)
 --   dead-lettered  detail = id of the dead-letter record ('' in a dry run)
 --   dead-letter-held  detail = the holding consumer
 --   tombstoned     the stream entry was deleted; the PEL id was acked
@@ -45,7 +51,10 @@ local delete_original = ARGV[6] == '1'
 local claim_to, after, count = ARGV[7], ARGV[8], ARGV[9]
 local dry = ARGV[10] == '1'
 local hold = ARGV[11]
-local explicit = #ARGV > 11
+local release = ARGV[12] == '1'
+local ackdel = ARGV[13] == '1'
+local explicit = #ARGV > 13
+local ackdel_refused = false
 
 local counts, listed = {}, {}
 
@@ -68,9 +77,13 @@ local function claim(id, pel_deliveries)
   ids[#ids + 1] = id
 end
 
+-- Releases, like claims, write no copy: they are done together at the end,
+-- in chunks of one XNACK each.
+local releases = {}
+
 local function record(id, outcome, detail, deliveries)
   counts[outcome] = (counts[outcome] or 0) + 1
-  if explicit or (outcome ~= 'requeued' and outcome ~= 'claimed') then
+  if explicit or (outcome ~= 'requeued' and outcome ~= 'claimed' and outcome ~= 'released') then
     listed[#listed + 1] = {id, outcome, detail, deliveries}
   end
 end
@@ -83,10 +96,15 @@ end
 -- reads the PEL after its one XPENDING, and the page runs under pcall so
 -- that flush runs even when an entry fails with an error.
 local finished = {}
+local function ack(ids, i, j)
+  if not acknowledge(key, group, ids, i, j, delete_original, ackdel) then
+    ackdel, ackdel_refused = false, true
+  end
+end
+
 local function finish(id)
   if explicit then
-    redis.call('XACK', key, group, id)
-    if delete_original then redis.call('XDEL', key, id) end
+    ack({id}, 1, 1)
   else
     finished[#finished + 1] = id
   end
@@ -94,9 +112,7 @@ end
 
 local function flush()
   for i = 1, #finished, 1000 do
-    local j = math.min(i + 999, #finished)
-    redis.call('XACK', key, group, unpack(finished, i, j))
-    if delete_original then redis.call('XDEL', key, unpack(finished, i, j)) end
+    ack(finished, i, math.min(i + 999, #finished))
   end
   finished = {}
 end
@@ -155,6 +171,9 @@ local function act(id, pel_deliveries, entry)
   elseif claim_to ~= '' then
     claim(id, pel_deliveries)
     record(id, 'claimed', claim_to, deliveries)
+  elseif release then
+    releases[#releases + 1] = id
+    record(id, 'released', '', deliveries)
   else
     -- A copy names its original; a dead-letter record keeps the lineage
     -- as the job's fields, beside its own origin fields.
@@ -177,7 +196,7 @@ end
 local last = after
 if explicit then
   local seen = {}
-  for i = 12, #ARGV do
+  for i = 14, #ARGV do
     local id = ARGV[i]
     local row, why = guard(key, group, id, consumer, min_idle)
     -- Redis's own id, so 5-1 and 05-1 are one entry.
@@ -224,9 +243,21 @@ if not dry then
   end
 end
 
+-- FAIL keeps the delivery count: the owner's delivery failed, and the
+-- reader that claims the entry counts one more, as a requeued copy carries
+-- the count on.
+if not dry then
+  for i = 1, #releases, 1000 do
+    local j = math.min(i + 999, #releases)
+    redis.call('XNACK', key, group, 'FAIL', 'IDS', j - i + 1, unpack(releases, i, j))
+  end
+end
+
 local flat = {}
 for outcome, n in pairs(counts) do
   flat[#flat + 1] = outcome
   flat[#flat + 1] = n
 end
-return {last, flat, listed}
+local refused = ''
+if ackdel_refused then refused = '1' end
+return {last, flat, listed, refused}

@@ -137,6 +137,15 @@ const (
 	// (maxmemory-policy): they are Unknown until no key was evicted for a
 	// max age.
 	FindingKind_FINDING_KIND_HEARTBEATS_EVICTED FindingKind = 16
+	// The group's workers claim entries as they read (XREADGROUP ... CLAIM,
+	// XAUTOCLAIM): entries were seen to move between consumers, their
+	// delivery count risen, without pelwarden. They take a ghost's entries
+	// past their min-idle; hygiene takes only what the ghost still holds.
+	FindingKind_FINDING_KIND_CLAIMING_READERS FindingKind = 17
+	// Entries released to the group with XNACK: work that no consumer holds,
+	// counted by the scaler, never touched by hygiene, waiting for a reader
+	// that claims (> never delivers them again).
+	FindingKind_FINDING_KIND_RELEASED FindingKind = 18
 )
 
 // Enum value maps for FindingKind.
@@ -159,6 +168,8 @@ var (
 		14: "FINDING_KIND_WRITES_REFUSED",
 		15: "FINDING_KIND_CLOCK_SKEW",
 		16: "FINDING_KIND_HEARTBEATS_EVICTED",
+		17: "FINDING_KIND_CLAIMING_READERS",
+		18: "FINDING_KIND_RELEASED",
 	}
 	FindingKind_value = map[string]int32{
 		"FINDING_KIND_UNSPECIFIED":              0,
@@ -178,6 +189,8 @@ var (
 		"FINDING_KIND_WRITES_REFUSED":           14,
 		"FINDING_KIND_CLOCK_SKEW":               15,
 		"FINDING_KIND_HEARTBEATS_EVICTED":       16,
+		"FINDING_KIND_CLAIMING_READERS":         17,
+		"FINDING_KIND_RELEASED":                 18,
 	}
 )
 
@@ -386,8 +399,12 @@ type Target struct {
 	// record: the key pattern is probably wrong, and every consumer is judged
 	// Unknown.
 	NoHeartbeatRecords bool `protobuf:"varint,16,opt,name=no_heartbeat_records,json=noHeartbeatRecords,proto3" json:"no_heartbeat_records,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Pending entries released to the group with XNACK (Redis 8.8): no
+	// consumer holds them until a reader that claims takes them. Work, as
+	// the scaler counts it beside live_pending; hygiene never touches them.
+	ReleasedPending int64 `protobuf:"varint,17,opt,name=released_pending,json=releasedPending,proto3" json:"released_pending,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Target) Reset() {
@@ -530,6 +547,13 @@ func (x *Target) GetNoHeartbeatRecords() bool {
 		return x.NoHeartbeatRecords
 	}
 	return false
+}
+
+func (x *Target) GetReleasedPending() int64 {
+	if x != nil {
+		return x.ReleasedPending
+	}
+	return 0
 }
 
 // Consumer is one consumer of a group with its verdict and the reasons.
@@ -2581,7 +2605,7 @@ const file_pelwarden_v1_admin_proto_rawDesc = "" +
 	"\x05group\x18\x03 \x01(\tR\x05group\"\x14\n" +
 	"\x12ListTargetsRequest\"E\n" +
 	"\x13ListTargetsResponse\x12.\n" +
-	"\atargets\x18\x01 \x03(\v2\x14.pelwarden.v1.TargetR\atargets\"\xad\x04\n" +
+	"\atargets\x18\x01 \x03(\v2\x14.pelwarden.v1.TargetR\atargets\"\xd8\x04\n" +
 	"\x06Target\x12\x14\n" +
 	"\x05redis\x18\x01 \x01(\tR\x05redis\x12\x16\n" +
 	"\x06stream\x18\x02 \x01(\tR\x06stream\x12\x14\n" +
@@ -2599,7 +2623,8 @@ const file_pelwarden_v1_admin_proto_rawDesc = "" +
 	"\rlag_estimated\x18\r \x01(\bR\flagEstimated\x124\n" +
 	"\tconsumers\x18\x0e \x03(\v2\x16.pelwarden.v1.ConsumerR\tconsumers\x12)\n" +
 	"\x10degraded_pending\x18\x0f \x01(\x03R\x0fdegradedPending\x120\n" +
-	"\x14no_heartbeat_records\x18\x10 \x01(\bR\x12noHeartbeatRecords\"\xb0\x02\n" +
+	"\x14no_heartbeat_records\x18\x10 \x01(\bR\x12noHeartbeatRecords\x12)\n" +
+	"\x10released_pending\x18\x11 \x01(\x03R\x0freleasedPending\"\xb0\x02\n" +
 	"\bConsumer\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12/\n" +
@@ -2759,7 +2784,7 @@ const file_pelwarden_v1_admin_proto_rawDesc = "" +
 	"\x0fVERDICT_UNKNOWN\x10\x01\x12\x11\n" +
 	"\rVERDICT_ALIVE\x10\x02\x12\x11\n" +
 	"\rVERDICT_GHOST\x10\x03\x12\x14\n" +
-	"\x10VERDICT_DEGRADED\x10\x04*\xac\x04\n" +
+	"\x10VERDICT_DEGRADED\x10\x04*\xea\x04\n" +
 	"\vFindingKind\x12\x1c\n" +
 	"\x18FINDING_KIND_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18FINDING_KIND_SHARED_NAME\x10\x01\x12\x17\n" +
@@ -2778,7 +2803,9 @@ const file_pelwarden_v1_admin_proto_rawDesc = "" +
 	"\x17FINDING_KIND_DISRUPTION\x10\r\x12\x1f\n" +
 	"\x1bFINDING_KIND_WRITES_REFUSED\x10\x0e\x12\x1b\n" +
 	"\x17FINDING_KIND_CLOCK_SKEW\x10\x0f\x12#\n" +
-	"\x1fFINDING_KIND_HEARTBEATS_EVICTED\x10\x102\xb9\x06\n" +
+	"\x1fFINDING_KIND_HEARTBEATS_EVICTED\x10\x10\x12!\n" +
+	"\x1dFINDING_KIND_CLAIMING_READERS\x10\x11\x12\x19\n" +
+	"\x15FINDING_KIND_RELEASED\x10\x122\xb9\x06\n" +
 	"\x05Admin\x12R\n" +
 	"\vListTargets\x12 .pelwarden.v1.ListTargetsRequest\x1a!.pelwarden.v1.ListTargetsResponse\x12[\n" +
 	"\x0eDescribeTarget\x12#.pelwarden.v1.DescribeTargetRequest\x1a$.pelwarden.v1.DescribeTargetResponse\x12R\n" +
