@@ -17,6 +17,6 @@ func TestValueCountsReleasedEntriesAsWorkAndLeavesTheGhostsOut(t *testing.T) {
 	for m, want := range map[Metric]int64{Pending: 8, Lag: 2, Backlog: 10} {
 		require.Equal(t, want, Value(m, s), m.Key())
 	}
-	missing := &liveness.Snapshot{GroupMissing: true, ReleasedPending: 5}
-	require.Zero(t, Value(Pending, missing), "a missing group is no work")
+	missing := &liveness.Snapshot{StreamMissing: true, ReleasedPending: 5}
+	require.Zero(t, Value(Pending, missing), "a missing stream is no work")
 }
