@@ -118,7 +118,7 @@ func BenchmarkScale(b *testing.B) {
 		reader := openReader(b, srv.Addr())
 		t := parseTarget(b, md)
 		base := sampleMem(b)
-		v := liveness.NewView(reader.Fetch, liveness.ViewOptions{RefreshInterval: time.Hour, MaxAge: time.Hour, FetchTimeout: 30 * time.Second, Expiry: time.Hour, MaxTargets: 1})
+		v := liveness.NewView(reader.Fetch, liveness.ViewOptions{Freshness: time.Hour, FetchTimeout: 30 * time.Second, Expiry: time.Hour, MaxTargets: 1})
 		lat := make(latencies, 0, b.N)
 		for b.Loop() {
 			t0 := time.Now()
@@ -176,7 +176,7 @@ func refreshCycle(b *testing.B, reader *redisx.Reader, targets []liveness.Target
 	var read sync.Map
 	all := make(chan struct{})
 	v := liveness.NewView(reader.Fetch, liveness.ViewOptions{
-		RefreshInterval: 10 * time.Millisecond, MaxAge: time.Hour, FetchTimeout: 30 * time.Second,
+		Freshness: time.Hour, FetchTimeout: 30 * time.Second,
 		Expiry: time.Hour, MaxTargets: len(targets),
 		OnRefresh: func(t liveness.Target, _ *liveness.Snapshot, err error, _ time.Duration) {
 			if err != nil {

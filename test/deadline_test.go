@@ -27,7 +27,7 @@ const neverTicks = 10 * time.Minute
 const untilDeadline = time.Minute
 
 func deadlineTune(c *config.Config) {
-	c.Scaler.RefreshInterval, c.Scaler.MaxSnapshotAge = neverTicks, neverTicks
+	c.Scaler.Freshness = neverTicks
 	c.Hygiene.ScanInterval, c.Hygiene.LeaseTTL = neverTicks, 3*neverTicks
 }
 

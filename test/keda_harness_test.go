@@ -287,7 +287,7 @@ func pelwardenValues(redisAddr string) map[string]any {
 		"kubernetes": map[string]any{"enabled": true, "kubeconfig": "/etc/pelwarden/kubeconfig"},
 		"redis": []any{map[string]any{"name": "default", "addr": redisAddr,
 			"dialTimeout": "300ms", "readTimeout": "300ms", "writeTimeout": "300ms"}},
-		"scaler":  map[string]any{"refreshInterval": "200ms", "maxSnapshotAge": "500ms", "requestTimeout": "1s"},
+		"scaler":  map[string]any{"freshness": "200ms", "requestTimeout": "1s"},
 		"hygiene": map[string]any{"scanInterval": "1s", "leaseTTL": "3s"},
 		"triggers": map[string]any{
 			"reclaim": "requeue",

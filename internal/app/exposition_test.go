@@ -41,7 +41,7 @@ func exposed(t *testing.T) (http.Handler, liveness.Target) {
 		obs.LagEstimate = 3
 		return obs, nil
 	}
-	view := liveness.NewView(fetch, liveness.ViewOptions{MaxAge: time.Hour, FetchTimeout: time.Second, MaxTargets: 10, Now: func() time.Time { return now }})
+	view := liveness.NewView(fetch, liveness.ViewOptions{Freshness: time.Hour, FetchTimeout: time.Second, MaxTargets: 10, Now: func() time.Time { return now }})
 	for _, tg := range []liveness.Target{short, long, other} {
 		_, err := view.Snapshot(t.Context(), tg)
 		require.NoError(t, err)

@@ -16,7 +16,7 @@ func TestAPinnedTargetDoesNotExpireAndGoesOnceUnpinned(t *testing.T) {
 	now := time.Unix(1000, 0)
 	var expired []string
 	v := NewView(func(context.Context, Target, []string) (Observation, error) { return Observation{}, nil }, ViewOptions{
-		RefreshInterval: time.Second, MaxAge: time.Second, Expiry: time.Minute, MaxTargets: 1,
+		Freshness: time.Second, Expiry: time.Minute, MaxTargets: 1,
 		Now: func() time.Time { return now }, OnExpire: func(t Target) { expired = append(expired, t.Stream) },
 	})
 	tg := Target{GroupRef: GroupRef{Conn: "default", Stream: "jobs", Group: "workers"}}
@@ -52,7 +52,7 @@ func TestTargetsOfOneGroupAreKeptApartAndExpireAlone(t *testing.T) {
 	v := NewView(func(context.Context, Target, []string) (Observation, error) {
 		return idleFor(10 * time.Second), nil
 	}, ViewOptions{
-		RefreshInterval: time.Second, MaxAge: time.Second, Expiry: time.Minute, MaxTargets: 3,
+		Freshness: time.Second, Expiry: time.Minute, MaxTargets: 3,
 		Now: func() time.Time { return now }, OnExpire: func(t Target) { expired = append(expired, t.Spec.GhostIdle) },
 	})
 	group := GroupRef{Conn: "default", Stream: "jobs", Group: "workers"}
@@ -100,7 +100,7 @@ func TestSnapshotsListsEveryTargetReadAndNoneNotYetRead(t *testing.T) {
 	t.Parallel()
 	v := NewView(func(context.Context, Target, []string) (Observation, error) {
 		return idleFor(10 * time.Second), nil
-	}, ViewOptions{RefreshInterval: time.Second, MaxAge: time.Second, Expiry: time.Minute, MaxTargets: 4})
+	}, ViewOptions{Freshness: time.Second, Expiry: time.Minute, MaxTargets: 4})
 	group := GroupRef{Conn: "default", Stream: "jobs", Group: "workers"}
 	quick := Target{GroupRef: group, Spec: Spec{Idle: true, GhostIdle: time.Second}}
 	slow := Target{GroupRef: group, Spec: Spec{Idle: true, GhostIdle: time.Hour}}
@@ -126,7 +126,7 @@ func TestAPinnedTargetIsTheHoldersNotACopy(t *testing.T) {
 	t.Parallel()
 	v := NewView(func(context.Context, Target, []string) (Observation, error) {
 		return idleFor(10 * time.Second), nil
-	}, ViewOptions{RefreshInterval: time.Second, MaxAge: time.Second, Expiry: time.Minute, MaxTargets: 2})
+	}, ViewOptions{Freshness: time.Second, Expiry: time.Minute, MaxTargets: 2})
 	pinned := &Target{GroupRef: GroupRef{Conn: "default", Stream: "jobs", Group: "workers"}, Spec: Spec{Idle: true, GhostIdle: time.Second}}
 	_, err := v.Pin(pinned)
 	require.NoError(t, err)

@@ -89,7 +89,7 @@ func TestCachedServesAFreshSnapshotWithoutAllocating(t *testing.T) {
 	target := Target{GroupRef: GroupRef{Conn: "c", Stream: "s", Group: "g"}, Spec: allOn(t)}
 	v := NewView(func(context.Context, Target, []string) (Observation, error) {
 		return Observation{ServerTime: time.Now()}, nil
-	}, ViewOptions{MaxAge: time.Hour, FetchTimeout: time.Second, MaxTargets: 1})
+	}, ViewOptions{Freshness: time.Hour, FetchTimeout: time.Second, MaxTargets: 1})
 	_, ok, err := v.Cached(target)
 	require.NoError(t, err)
 	require.False(t, ok, "nothing read yet")
