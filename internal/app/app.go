@@ -148,6 +148,7 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 		Annotate:     annotate,
 		Freshness:    cfg.Scaler.Freshness,
 		FetchTimeout: cfg.Scaler.RequestTimeout,
+		FetchBatch:   reader.FetchBatch,
 		Expiry:       cfg.Scaler.TargetIdleExpiry,
 		MaxTargets:   cfg.Scaler.MaxTargets,
 		Breaker:      liveness.Breaker{Fraction: float64(cfg.Scaler.BreakerPercent) / 100, MinConsumers: cfg.Scaler.BreakerMinConsumers},

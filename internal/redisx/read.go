@@ -31,61 +31,102 @@ type Reader struct {
 // TIME, XINFO GROUPS, XINFO CONSUMERS, the XPENDING summary and a GET of the
 // heartbeat key of every known consumer. A second round trip happens only
 // when a consumer appeared whose heartbeat was not read, or when the lag is
-// NULL and must be estimated.
+// NULL and must be estimated. FetchBatch reads many in the same round trips.
 func (r *Reader) Fetch(ctx context.Context, t liveness.Target, known []string) (liveness.Observation, error) {
 	c, ok := r.Conns.Get(t.Conn)
 	if !ok {
 		return liveness.Observation{}, fmt.Errorf("no redis connection named %q", t.Conn)
 	}
-	var obs liveness.Observation
-	hbKeys := heartbeatKeys(t.Spec, known, nil)
-
 	pipe := c.Pipeline()
-	timeCmd := pipe.Time(ctx)
-	groupsCmd := pipe.XInfoGroups(ctx, t.Stream)
-	consumersCmd := pipe.XInfoConsumers(ctx, t.Stream, t.Group)
-	pendingCmd := pipe.XPending(ctx, t.Stream, t.Group)
-	hbCmds := queueGets(ctx, pipe, hbKeys)
+	g := queueRead(ctx, pipe, nil, t, known)
 	if err := exec(ctx, pipe); err != nil {
-		return obs, fmt.Errorf("read %s: %w", t, err)
+		return liveness.Observation{}, fmt.Errorf("read %s: %w", t, err)
 	}
-	obs.ReadAt = time.Now()
+	obs, more, err := r.collect(ctx, g, time.Now())
+	if err != nil || !more {
+		return obs, err
+	}
+	pipe = c.Pipeline()
+	s := r.queueSecond(ctx, pipe, t, &obs)
+	if s != nil {
+		if err := exec(ctx, pipe); err != nil {
+			return obs, fmt.Errorf("read %s: %w", t, err)
+		}
+	}
+	if err := r.finish(ctx, c, t, s, &obs); err != nil {
+		return obs, err
+	}
+	return obs, nil
+}
+
+// groupRead is the first round trip's commands of one target's read.
+// clock is the read's TIME, which the reads of one batch may share.
+type groupRead struct {
+	t         liveness.Target
+	hbKeys    []string
+	clock     *redis.TimeCmd
+	groups    *redis.XInfoGroupsCmd
+	consumers *redis.XInfoConsumersCmd
+	pending   *redis.XPendingCmd
+	hbCmds    map[string]*redis.StringCmd
+}
+
+// queueRead queues the first round trip of t's read on pipe; clock is the
+// TIME it shares, or nil to queue its own.
+func queueRead(ctx context.Context, pipe redis.Pipeliner, clock *redis.TimeCmd, t liveness.Target, known []string) *groupRead {
+	if clock == nil {
+		clock = pipe.Time(ctx)
+	}
+	g := &groupRead{t: t, hbKeys: heartbeatKeys(t.Spec, known, nil), clock: clock}
+	g.groups = pipe.XInfoGroups(ctx, t.Stream)
+	g.consumers = pipe.XInfoConsumers(ctx, t.Stream, t.Group)
+	g.pending = pipe.XPending(ctx, t.Stream, t.Group)
+	g.hbCmds = queueGets(ctx, pipe, g.hbKeys)
+	return g
+}
+
+// collect reads g's replies, which arrived at readAt, into an
+// observation; more says it needs the rest of the read (queueSecond,
+// finish): the stream and group exist.
+func (r *Reader) collect(ctx context.Context, g *groupRead, readAt time.Time) (obs liveness.Observation, more bool, err error) {
+	t := g.t
+	obs.ReadAt = readAt
 	obs.IdleFromDeliveries, obs.IdleJudgesHolders = r.Conns.IdleRule(ctx, t.Conn, t.Stream)
 
-	now, err := timeCmd.Result()
+	now, err := g.clock.Result()
 	if err != nil {
-		return obs, fmt.Errorf("read %s: %w", t, err)
+		return obs, false, fmt.Errorf("read %s: %w", t, err)
 	}
 	obs.ServerTime = now
 
-	groups, err := groupsCmd.Result()
+	groups, err := g.groups.Result()
 	switch {
 	case isNoSuchKey(err):
 		obs.StreamMissing = true
-		return obs, nil
+		return obs, false, nil
 	case err != nil:
-		return obs, fmt.Errorf("XINFO GROUPS %s: %w", t.Stream, err)
+		return obs, false, fmt.Errorf("XINFO GROUPS %s: %w", t.Stream, err)
 	}
 	found := false
-	for _, g := range groups {
-		if g.Name == t.Group {
+	for _, gr := range groups {
+		if gr.Name == t.Group {
 			found = true
-			obs.LastDeliveredID = g.LastDeliveredID
-			obs.Lag, obs.LagValid = g.Lag, g.Lag >= 0
+			obs.LastDeliveredID = gr.LastDeliveredID
+			obs.Lag, obs.LagValid = gr.Lag, gr.Lag >= 0
 		}
 	}
 	if !found {
 		obs.GroupMissing = true
-		return obs, nil
+		return obs, false, nil
 	}
 
-	consumers, err := consumersCmd.Result()
+	consumers, err := g.consumers.Result()
 	if err != nil {
 		if IsGroupMissing(err) || isNoSuchKey(err) {
 			obs.GroupMissing = true
-			return obs, nil
+			return obs, false, nil
 		}
-		return obs, fmt.Errorf("XINFO CONSUMERS %s %s: %w", t.Stream, t.Group, err)
+		return obs, false, fmt.Errorf("XINFO CONSUMERS %s %s: %w", t.Stream, t.Group, err)
 	}
 	obs.Consumers = make([]liveness.ConsumerObs, len(consumers))
 	for i, cs := range consumers {
@@ -103,27 +144,35 @@ func (r *Reader) Fetch(ctx context.Context, t liveness.Target, known []string) (
 		obs.Consumers[i] = liveness.ConsumerObs{Name: cs.Name, Pending: cs.Pending, Idle: cs.Idle, Inactive: inactive}
 	}
 
-	pending, err := pendingCmd.Result()
+	pending, err := g.pending.Result()
 	if err != nil {
 		if IsGroupMissing(err) {
 			obs.GroupMissing = true
-			return obs, nil
+			return obs, false, nil
 		}
-		return obs, fmt.Errorf("XPENDING %s %s: %w", t.Stream, t.Group, err)
+		return obs, false, fmt.Errorf("XPENDING %s %s: %w", t.Stream, t.Group, err)
 	}
 	obs.PendingByConsumer = pending.Consumers
 
-	obs.Heartbeats = make(map[string]liveness.HeartbeatObs, len(hbKeys))
-	collectGets(hbCmds, obs.Heartbeats)
+	obs.Heartbeats = make(map[string]liveness.HeartbeatObs, len(g.hbKeys))
+	collectGets(g.hbCmds, obs.Heartbeats)
+	return obs, true, nil
+}
 
-	if err := r.second(ctx, c, t, &obs); err != nil {
-		return obs, err
+// finish ends a read whose first round trip found the group: the second
+// round trip's replies (s, nil if none was needed), the type of heartbeat
+// keys of the wrong type, and when each node was readable.
+func (r *Reader) finish(ctx context.Context, c redis.UniversalClient, t liveness.Target, s *secondRead, obs *liveness.Observation) error {
+	if s != nil {
+		if err := s.collect(t, r.LagEstimateCap, obs); err != nil {
+			return err
+		}
 	}
 	nameWrongTypes(ctx, c, obs.Heartbeats)
 	if w := r.Conns.conns[t.Conn].watch; w != nil {
-		w.stamp(ctx, c, t.Stream, &obs, obs.ReadAt)
+		w.stamp(ctx, c, t.Stream, obs, obs.ReadAt)
 	}
-	return obs, nil
+	return nil
 }
 
 // Confirm reads heartbeat keys of t's connection and Redis's clock in one
@@ -187,8 +236,17 @@ func nameWrongTypes(ctx context.Context, c redis.UniversalClient, hbs map[string
 	}
 }
 
-// second reads what the first round trip could not know to ask for.
-func (r *Reader) second(ctx context.Context, c redis.UniversalClient, t liveness.Target, obs *liveness.Observation) error {
+// secondRead is what a second round trip asks for: the heartbeat keys
+// of consumers the first could not know of, and the lag where XINFO GROUPS
+// answered NULL.
+type secondRead struct {
+	gets map[string]*redis.StringCmd
+	lag  *redis.Cmd
+}
+
+// queueSecond queues on pipe what the first round trip of t's read could
+// not know to ask for; nil when nothing is.
+func (r *Reader) queueSecond(ctx context.Context, pipe redis.Pipeliner, t liveness.Target, obs *liveness.Observation) *secondRead {
 	names := make([]string, 0, len(obs.Consumers)+len(obs.PendingByConsumer))
 	for _, cs := range obs.Consumers {
 		names = append(names, cs.Name)
@@ -200,22 +258,22 @@ func (r *Reader) second(ctx context.Context, c redis.UniversalClient, t liveness
 	if len(missing) == 0 && obs.LagValid {
 		return nil
 	}
-	pipe := c.Pipeline()
-	cmds := queueGets(ctx, pipe, missing)
-	var lagCmd *redis.Cmd
+	s := &secondRead{gets: queueGets(ctx, pipe, missing)}
 	if !obs.LagValid {
-		lagCmd = lagEstimateScript.Eval(ctx, pipe, []string{t.Stream}, obs.LastDeliveredID, r.LagEstimateCap)
+		s.lag = lagEstimateScript.Eval(ctx, pipe, []string{t.Stream}, obs.LastDeliveredID, r.LagEstimateCap)
 	}
-	if err := exec(ctx, pipe); err != nil {
-		return fmt.Errorf("read %s: %w", t, err)
-	}
-	collectGets(cmds, obs.Heartbeats)
-	if lagCmd != nil {
-		n, err := lagCmd.Int64()
+	return s
+}
+
+// collect reads the second round trip's replies into obs.
+func (s *secondRead) collect(t liveness.Target, lagCap int64, obs *liveness.Observation) error {
+	collectGets(s.gets, obs.Heartbeats)
+	if s.lag != nil {
+		n, err := s.lag.Int64()
 		if err != nil {
 			return fmt.Errorf("estimate lag of %s: %w", t, err)
 		}
-		obs.LagEstimate, obs.LagEstimateCapped = n, n >= r.LagEstimateCap
+		obs.LagEstimate, obs.LagEstimateCapped = n, n >= lagCap
 	}
 	return nil
 }
