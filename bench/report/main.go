@@ -14,9 +14,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -34,6 +38,11 @@ type options struct {
 	// kubeBin is the directory with etcd and kube-apiserver; empty leaves
 	// out the benchmarks that need a real API server.
 	kubeBin string
+	// costTargets and costIntervals are the sizes of BenchmarkCost.
+	costTargets, costIntervals string
+	// only, when set, runs the steps whose -bench pattern it matches, and
+	// merges their rows into the results file.
+	only *regexp.Regexp
 }
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -47,14 +56,32 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.benchtime, "benchtime", "2s", "-benchtime of the poll and refresh benchmarks")
 	fs.StringVar(&o.pel, "pel", "200000,1000000", "ghost PEL sizes of the reclaim comparison, comma-separated")
 	fs.StringVar(&o.kubeBin, "kube-bin", "", "directory with etcd and kube-apiserver for the API server restart row (empty: the row is left out)")
+	fs.StringVar(&o.costTargets, "cost-targets", "1000,10000", "target counts of the Redis cost rows, comma-separated")
+	fs.StringVar(&o.costIntervals, "cost-intervals", "30s,5s", "polling intervals of the Redis cost rows, comma-separated")
+	only := fs.String("run", "", "run only the steps whose -bench pattern matches this regexp, and merge their rows into the -o file")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *only != "" {
+		re, err := regexp.Compile(*only)
+		if err != nil {
+			_, _ = fmt.Fprintf(stderr, "report: -run: %v\n", err)
+			return 2
+		}
+		o.only = re
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	started := time.Now()
 	res, err := runSuite(ctx, o, stderr)
-	rows, rowErr := buildRows(res)
+	rows, missing := rowsAndMissing(res)
+	if o.only != nil {
+		rows, missing = ranOnly(res, rows, missing)
+	}
+	var rowErr error
+	if len(missing) > 0 {
+		rowErr = fmt.Errorf("metrics missing from the run: %s", strings.Join(missing, ", "))
+	}
 	doc := document{Machine: describeMachine(ctx, started), Rows: rows, Raw: res.raw()}
 	doc.Machine.DurationSeconds = time.Since(started).Seconds()
 	_, _ = fmt.Fprint(stdout, markdown(rows))
@@ -68,6 +95,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if o.out != "" {
+		if o.only != nil {
+			if doc, err = mergeInto(o.out, doc, o.only.String()); err != nil {
+				_, _ = fmt.Fprintf(stderr, "report: %v\n", err)
+				return 1
+			}
+		}
 		if err := writeJSON(o.out, doc); err != nil {
 			_, _ = fmt.Fprintf(stderr, "report: %v\n", err)
 			return 1
@@ -79,9 +112,61 @@ func run(args []string, stdout, stderr io.Writer) int {
 // document is the JSON file.
 type document struct {
 	Machine machine `json:"machine"`
-	Rows    []Row   `json:"rows"`
+	// Partial lists the runs of some steps alone (-run) whose rows
+	// replaced those of the full run on Machine.
+	Partial []partialRun `json:"partial,omitempty"`
+	Rows    []Row        `json:"rows"`
 	// Raw is every benchmark's every metric, by name and unit.
 	Raw map[string]map[string]float64 `json:"raw"`
+}
+
+// partialRun is a run of the steps -run matched.
+type partialRun struct {
+	Run     string  `json:"run"`
+	Machine machine `json:"machine"`
+}
+
+// mergeInto returns the document at path with doc's rows and metrics in
+// place of those it had (a row is its what and workload), and doc's run
+// listed as partial; doc itself when there is no document at path.
+func mergeInto(path string, doc document, run string) (document, error) {
+	b, err := os.ReadFile(path) //nolint:gosec // G304: the -o file the caller named
+	if errors.Is(err, os.ErrNotExist) {
+		return doc, nil
+	}
+	if err != nil {
+		return doc, err
+	}
+	var old document
+	if err := json.Unmarshal(b, &old); err != nil {
+		return doc, fmt.Errorf("%s: %w", path, err)
+	}
+	for _, r := range doc.Rows {
+		i := slices.IndexFunc(old.Rows, func(o Row) bool { return o.What == r.What && o.Workload == r.Workload })
+		if i < 0 {
+			old.Rows = append(old.Rows, r)
+			continue
+		}
+		old.Rows[i] = r
+	}
+	if old.Raw == nil {
+		old.Raw = map[string]map[string]float64{}
+	}
+	maps.Copy(old.Raw, doc.Raw)
+	old.Partial = append(old.Partial, partialRun{Run: run, Machine: doc.Machine})
+	return old, nil
+}
+
+// ranOnly keeps, of a run of some steps alone, the rows with a figure
+// from it and the missing metrics of the benchmarks it ran.
+func ranOnly(res results, rows []Row, missing []string) ([]Row, []string) {
+	rows = slices.DeleteFunc(rows, func(r Row) bool { return len(r.Commands) == 0 })
+	missing = slices.DeleteFunc(missing, func(m string) bool {
+		name, _, _ := strings.Cut(m, " [")
+		_, ran := res[name]
+		return !ran
+	})
+	return rows, missing
 }
 
 func writeJSON(path string, doc document) error {
