@@ -113,9 +113,10 @@ func costWindows(b *testing.B) int {
 type costRun struct {
 	seconds float64
 	// cpu is each Redis's CPU in the window, in seconds: pelwarden's,
-	// the built-in's and the idle one's; pelCPU is pelwarden's own.
-	cpu    [3]float64
-	pelCPU float64
+	// the built-in's and the idle one's; pelCPU is pelwarden's own, and
+	// noopCPU the no-op scaler's, which serves the same polls.
+	cpu             [3]float64
+	pelCPU, noopCPU float64
 	// commands each non-idle Redis ran, and the polls answered.
 	commands, polls [2]int64
 	// fresh are the answers' ages; reads pelwarden's reads by what asked
@@ -148,7 +149,7 @@ func measureCost(b *testing.B, bins []string, n int, interval time.Duration) cos
 	defer func() { stopBeats(); beating.Wait() }()
 	pel, pelMetrics := startCostPelwarden(b, bins[0], srvs[sidePelwarden].Addr(), n)
 	g, h := freeAddr(b), freeAddr(b)
-	proctest.Start(b, "noopscaler", bins[1], "-grpc", g, "-http", h)
+	noopProc := proctest.Start(b, "noopscaler", bins[1], "-grpc", g, "-http", h)
 	noop := externalscaler.NewExternalScalerClient(dial(b, g))
 	waitFor(b, 10*time.Second, func() bool { return kedaPoll(context.Background(), noop, 0, 10) == nil })
 	keda := externalscaler.NewExternalScalerClient(dial(b, pel.grpc))
@@ -172,22 +173,26 @@ func measureCost(b *testing.B, bins []string, n int, interval time.Duration) cos
 
 	var run costRun
 	m0 := scrapeText(b, pelMetrics)
-	cpu0, cmd0, pel0 := redisCPUs(b, rdbs), costCommands(b, rdbs), procCPU(b, pel.pid)
+	cpu0, cmd0, pel0, noop0 := redisCPUs(b, rdbs), costCommands(b, rdbs), procCPU(b, pel.pid), procCPU(b, noopProc.Pid())
 	for _, p := range pollers {
 		p.record(true)
 	}
 	t0 := time.Now()
-	time.Sleep(time.Duration(costWindows(b)) * interval)
+	window := time.Duration(costWindows(b)) * interval
+	if dir := os.Getenv("PELWARDEN_BENCH_COST_PROFILE"); dir != "" {
+		saveCPUProfile(b, strings.TrimSuffix(pelMetrics, "/metrics"), window, filepath.Join(dir, fmt.Sprintf("cpu-%d-%s.pb.gz", n, interval)))
+	}
+	time.Sleep(window - time.Since(t0))
 	for _, p := range pollers {
 		p.record(false)
 	}
 	run.seconds = time.Since(t0).Seconds()
-	cpu1, cmd1, pel1 := redisCPUs(b, rdbs), costCommands(b, rdbs), procCPU(b, pel.pid)
+	cpu1, cmd1, pel1, noop1 := redisCPUs(b, rdbs), costCommands(b, rdbs), procCPU(b, pel.pid), procCPU(b, noopProc.Pid())
 	m1 := scrapeText(b, pelMetrics)
 	for i := range run.cpu {
 		run.cpu[i] = cpu1[i] - cpu0[i]
 	}
-	run.pelCPU = (pel1 - pel0).Seconds()
+	run.pelCPU, run.noopCPU = (pel1 - pel0).Seconds(), (noop1 - noop0).Seconds()
 	for i := range run.commands {
 		run.commands[i] = cmd1[i] - cmd0[i]
 		run.polls[i] = pollers[i].polls.Load()
@@ -215,6 +220,7 @@ func (r costRun) report(b *testing.B, n int) {
 	b.ReportMetric(pelNet/builtinNet, "redis-cpu-ratio")
 	b.ReportMetric(pct(r.pelCPU), "pelwarden-cpu-%")
 	b.ReportMetric(pct(r.pelCPU)/(float64(n)/1000), "pelwarden-cpu-%-per-1k")
+	b.ReportMetric(pct(r.noopCPU), "noop-cpu-%")
 	b.ReportMetric(float64(r.commands[sidePelwarden])/float64(r.polls[sidePelwarden]), "cmds/poll-pelwarden")
 	b.ReportMetric(float64(r.commands[sideBuiltin])/float64(r.polls[sideBuiltin]), "cmds/poll-builtin")
 	b.ReportMetric(float64(r.polls[sidePelwarden]), "polls")
@@ -295,10 +301,10 @@ func costBeats(ctx context.Context, rdbs [3]*redis.Client) {
 // costConfig is pelwarden's configuration for the rows: its defaults,
 // the limits raised for the targets, and a liveness profile of heartbeats
 // that every namespace may name.
-const costConfig = `grpc: {addr: %q}
-http: {addr: %q}
+const costConfig = `grpc: {addr: %[1]q}
+http: {addr: %[2]q, pprof: %[5]t}
 redis:
-  - {name: default, addr: %q}
+  - {name: default, addr: %[3]q}
 scaler: {maxTargets: %[4]d}
 triggers:
   quotas: {scalerTargets: %[4]d}
@@ -318,7 +324,8 @@ func startCostPelwarden(b *testing.B, bin, redisAddr string, n int) (costPelward
 	b.Helper()
 	grpcAddr, httpAddr := freeAddr(b), freeAddr(b)
 	cfg := filepath.Join(b.TempDir(), "pelwarden.yaml")
-	if err := os.WriteFile(cfg, fmt.Appendf(nil, costConfig, grpcAddr, httpAddr, redisAddr, 2*n), 0o600); err != nil {
+	profile := os.Getenv("PELWARDEN_BENCH_COST_PROFILE") != ""
+	if err := os.WriteFile(cfg, fmt.Appendf(nil, costConfig, grpcAddr, httpAddr, redisAddr, 2*n, profile), 0o600); err != nil {
 		b.Fatal(err)
 	}
 	proc := proctest.Start(b, "pelwarden", bin, "serve", "--config", cfg)

@@ -2,13 +2,16 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"math"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -163,4 +166,23 @@ func readsByCause(before, after string) (map[string]float64, float64) {
 	}
 	c0, c1 := series(before, "pelwarden_group_read_batch_size_count"), series(after, "pelwarden_group_read_batch_size_count")
 	return out, c1[""] - c0[""]
+}
+
+// saveCPUProfile writes pelwarden's CPU profile over d to path, for
+// go tool pprof (PELWARDEN_BENCH_COST_PROFILE=<dir>; pelwarden then
+// serves its profiles, which it does not as deployed).
+func saveCPUProfile(b *testing.B, base string, d time.Duration, path string) {
+	b.Helper()
+	resp, err := http.Get(fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", base, int(d.Seconds()))) //nolint:noctx // a benchmark's read of its own server
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		b.Fatalf("CPU profile: %v, %s", err, resp.Status)
+	}
+	if err := os.WriteFile(path, body, 0o600); err != nil {
+		b.Fatal(err)
+	}
 }

@@ -112,7 +112,8 @@ type Observation struct {
 	// LagEstimateCapped says the count stopped at the cap.
 	LagEstimateCapped bool
 	Consumers         []ConsumerObs
-	// PendingByConsumer is the per-consumer count of the XPENDING summary.
+	// PendingByConsumer is the pending count of each consumer holding
+	// entries, as the XPENDING summary gives it.
 	PendingByConsumer map[string]int64
 	// Heartbeats maps a key to its read; keys not present were not read.
 	Heartbeats map[string]HeartbeatObs

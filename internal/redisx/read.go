@@ -28,8 +28,8 @@ type Reader struct {
 }
 
 // Fetch reads one target. In steady state that is one pipelined round trip:
-// TIME, XINFO GROUPS, XINFO CONSUMERS, the XPENDING summary and a GET of the
-// heartbeat key of every known consumer. A second round trip happens only
+// TIME, XINFO GROUPS, XINFO CONSUMERS and a GET of the heartbeat key of
+// every known consumer. A second round trip happens only
 // when a consumer appeared whose heartbeat was not read, or when the lag is
 // NULL and must be estimated. FetchBatch reads many in the same round trips.
 func (r *Reader) Fetch(ctx context.Context, t liveness.Target, known []string) (liveness.Observation, error) {
@@ -67,7 +67,6 @@ type groupRead struct {
 	clock     *redis.TimeCmd
 	groups    *redis.XInfoGroupsCmd
 	consumers *redis.XInfoConsumersCmd
-	pending   *redis.XPendingCmd
 	hbCmds    map[string]*redis.StringCmd
 }
 
@@ -80,7 +79,6 @@ func queueRead(ctx context.Context, pipe redis.Pipeliner, clock *redis.TimeCmd, 
 	g := &groupRead{t: t, hbKeys: heartbeatKeys(t.Spec, known, nil), clock: clock}
 	g.groups = pipe.XInfoGroups(ctx, t.Stream)
 	g.consumers = pipe.XInfoConsumers(ctx, t.Stream, t.Group)
-	g.pending = pipe.XPending(ctx, t.Stream, t.Group)
 	g.hbCmds = queueGets(ctx, pipe, g.hbKeys)
 	return g
 }
@@ -129,6 +127,10 @@ func (r *Reader) collect(ctx context.Context, g *groupRead, readAt time.Time) (o
 		return obs, false, fmt.Errorf("XINFO CONSUMERS %s %s: %w", t.Stream, t.Group, err)
 	}
 	obs.Consumers = make([]liveness.ConsumerObs, len(consumers))
+	// A consumer's pending count is its own PEL's length, as the XPENDING
+	// summary lists it for each consumer holding entries: the summary
+	// would cost Redis a command more per read for the same numbers.
+	obs.PendingByConsumer = make(map[string]int64, len(consumers))
 	for i, cs := range consumers {
 		// Redis 7.2 added `inactive` (since the last read that delivered;
 		// -1 if none did) and made `idle` count from the last read attempt.
@@ -142,17 +144,10 @@ func (r *Reader) collect(ctx context.Context, g *groupRead, readAt time.Time) (o
 			inactive = cs.Inactive
 		}
 		obs.Consumers[i] = liveness.ConsumerObs{Name: cs.Name, Pending: cs.Pending, Idle: cs.Idle, Inactive: inactive}
-	}
-
-	pending, err := g.pending.Result()
-	if err != nil {
-		if IsGroupMissing(err) {
-			obs.GroupMissing = true
-			return obs, false, nil
+		if cs.Pending > 0 {
+			obs.PendingByConsumer[cs.Name] = cs.Pending
 		}
-		return obs, false, fmt.Errorf("XPENDING %s %s: %w", t.Stream, t.Group, err)
 	}
-	obs.PendingByConsumer = pending.Consumers
 
 	obs.Heartbeats = make(map[string]liveness.HeartbeatObs, len(g.hbKeys))
 	collectGets(g.hbCmds, obs.Heartbeats)
