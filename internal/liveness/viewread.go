@@ -228,17 +228,29 @@ func (v *View) ended(r *reader, c *call) {
 	r.mu.Unlock()
 	close(c.done)
 	if all {
-		v.settleAll(r, c)
+		v.settleAll(r, c, c.cause == ReadAhead)
 	}
 }
 
 // settleAll settles every target of r from c, as a read the view
-// scheduled does once it ends.
-func (v *View) settleAll(r *reader, c *call) {
+// scheduled does once it ends; with watchedOnly, only the targets a
+// holder watches. A read ahead of polls leaves each target only polled
+// to be judged when its poll takes the read: a batch of hundreds of
+// groups is then judged over the polls that follow it, not at once ahead
+// of them.
+func (v *View) settleAll(r *reader, c *call, watchedOnly bool) {
 	r.mu.Lock()
 	entries := slices.Clone(r.entries)
 	r.mu.Unlock()
 	for _, e := range entries {
+		if watchedOnly {
+			e.mu.Lock()
+			w := e.watchedLocked()
+			e.mu.Unlock()
+			if !w {
+				continue
+			}
+		}
 		_, _ = v.settle(e, c)
 	}
 }
