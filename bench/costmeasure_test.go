@@ -97,15 +97,10 @@ type ageQuantiles struct {
 
 // answerAges are the quantiles of the ages of the reads answers came
 // from between two scrapes, each the upper bound of the histogram's
-// bucket it falls in (pelwarden_scaler_answer_age_seconds). A build
-// without the histogram answered from snapshots refreshed in the
-// background, whatever the poll: their ages at the second scrape
-// (pelwarden_snapshot_age_seconds) are what a poll then met.
+// bucket it falls in (pelwarden_scaler_answer_age_seconds); not ok from
+// a build without the histogram.
 func answerAges(before, after string) ageQuantiles {
 	b0, b1 := series(before, "pelwarden_scaler_answer_age_seconds_bucket"), series(after, "pelwarden_scaler_answer_age_seconds_bucket")
-	if len(b1) == 0 {
-		return sampledAges(after)
-	}
 	type bucket struct{ le, n float64 }
 	var bs []bucket
 	for labels, n := range b1 {
@@ -132,10 +127,21 @@ func answerAges(before, after string) ageQuantiles {
 	return ageQuantiles{ok: true, p50: at(0.5), p99: at(0.99), max: at(1)}
 }
 
-func sampledAges(page string) ageQuantiles {
+// sampledAges are the quantiles of the ages of every target's snapshot
+// (pelwarden_snapshot_age_seconds) over samples scrapes a period apart:
+// the answers' ages of a build that served polls from snapshots it
+// refreshed in the background whatever the polls, which a poll meets at
+// any moment alike.
+func sampledAges(b *testing.B, url string, samples int, period time.Duration) ageQuantiles {
+	b.Helper()
 	var ages []float64
-	for _, v := range series(page, "pelwarden_snapshot_age_seconds") {
-		ages = append(ages, v)
+	for i := range samples {
+		if i > 0 {
+			time.Sleep(period)
+		}
+		for _, v := range series(scrapeText(b, url), "pelwarden_snapshot_age_seconds") {
+			ages = append(ages, v)
+		}
 	}
 	if len(ages) == 0 {
 		return ageQuantiles{}
