@@ -152,6 +152,9 @@ type entry struct {
 // a look between polls would change nothing anyone sees. e.mu is held.
 func (e *entry) watchedLocked() bool { return e.pins > 0 || len(e.subs) > 0 }
 
+// pinnedLocked says the hygiene loop holds e; e.mu is held.
+func (e *entry) pinnedLocked() bool { return e.pins > 0 }
+
 func newEntry(t *Target, r *reader, now time.Time) *entry {
 	e := &entry{target: t, reader: r, lastAsked: now}
 	for k := range e.slots {
@@ -370,6 +373,20 @@ func (v *View) Snapshots() []*Snapshot {
 		e.mu.Lock()
 		if e.snap != nil {
 			out = append(out, e.snap)
+		}
+		e.mu.Unlock()
+	}
+	return out
+}
+
+// Failing lists the targets whose latest read failed: their polls get the
+// read's error, never a number, until a read succeeds.
+func (v *View) Failing() []Target {
+	var out []Target
+	for _, e := range v.entries() {
+		e.mu.Lock()
+		if e.err != nil {
+			out = append(out, *e.target)
 		}
 		e.mu.Unlock()
 	}

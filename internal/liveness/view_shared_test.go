@@ -230,29 +230,38 @@ func TestPodSetsAddToOneSharedReadEachTheirOwnPods(t *testing.T) {
 }
 
 // TestAReadOneTargetAskedForIsJudgedForTheOthersOnlyWhenTheyAsk: a read
-// one target of a thousand asks for (a new StreamIsActive stream, a
-// hygiene scan) judges that target alone; each other target is judged
-// from it when it asks, without a read of its own, and once all have, the
-// reader keeps no observation beside their snapshots.
+// one target of a thousand asks for (a new StreamIsActive stream, a poll)
+// judges that target, and the one the hygiene loop holds, alone; each
+// other target is judged from it when it asks, without a read of its
+// own, and once all have, the reader keeps no observation beside their
+// snapshots.
 func TestAReadOneTargetAskedForIsJudgedForTheOthersOnlyWhenTheyAsk(t *testing.T) {
 	t.Parallel()
 	const n = 1000
 	f := &countingFetch{}
 	var refreshed atomic.Int64
-	v := NewView(f.fetch, ViewOptions{Freshness: time.Hour, FetchTimeout: time.Second, Expiry: time.Hour, MaxTargets: n,
-		OnRefresh: func(Target, *Snapshot, error, time.Duration) { refreshed.Add(1) }})
+	var hygiene atomic.Bool
 	targets := thresholdTargets(n)
-	for _, tg := range targets {
-		_, err := v.Pin(&tg)
+	v := NewView(f.fetch, ViewOptions{Freshness: time.Hour, FetchTimeout: time.Second, Expiry: time.Hour, MaxTargets: n,
+		OnRefresh: func(t Target, _ *Snapshot, _ error, _ time.Duration) {
+			refreshed.Add(1)
+			hygiene.Store(hygiene.Load() || SameKey(t, targets[n-1]))
+		}})
+	for _, tg := range targets[:n-1] {
+		_, ok, err := v.Cached(tg) // registered, not read
 		require.NoError(t, err)
+		require.False(t, ok)
 	}
-	ctx := context.Background()
-	_, err := v.Refresh(ctx, targets[0])
+	_, err := v.Pin(&targets[n-1])
 	require.NoError(t, err)
-	require.Equal(t, int64(1), refreshed.Load(), "the read judged the target that asked, not the %d others", n-1)
+	ctx := context.Background()
+	_, err = v.Refresh(ctx, targets[0])
+	require.NoError(t, err)
+	require.Equal(t, int64(2), refreshed.Load(), "the read judged the target that asked and the pinned one, not the %d others", n-2)
+	require.True(t, hygiene.Load(), "the hygiene loop's target is judged from every read of its group")
 	r := v.groups[targets[0].GroupRef][0]
 	require.NotNil(t, r.latest, "the read is kept for the others")
-	for i, tg := range targets[1:] {
+	for i, tg := range targets[1 : n-1] {
 		_, ok := v.Peek(tg)
 		require.False(t, ok, "not judged before it asks")
 		if i%2 == 0 {

@@ -227,27 +227,34 @@ func (v *View) ended(r *reader, c *call) {
 	}
 	r.mu.Unlock()
 	close(c.done)
-	if all {
-		v.settleAll(r, c, c.cause == ReadAhead)
+	switch {
+	case all && c.cause != ReadAhead:
+		v.settleAll(r, c, nil)
+	case all:
+		v.settleAll(r, c, (*entry).watchedLocked)
+	default:
+		v.settleAll(r, c, (*entry).pinnedLocked)
 	}
 }
 
-// settleAll settles every target of r from c, as a read the view
-// scheduled does once it ends; with watchedOnly, only the targets a
-// holder watches. A read ahead of polls leaves each target only polled
-// to be judged when its poll takes the read: a batch of hundreds of
-// groups is then judged over the polls that follow it, not at once ahead
-// of them.
-func (v *View) settleAll(r *reader, c *call, watchedOnly bool) {
+// settleAll settles the targets of r that only picks (every one when
+// only is nil) from c. A read the view scheduled settles every target,
+// but a read ahead of polls only those a holder watches: each target
+// only polled is judged when its poll takes the read, so a batch of
+// hundreds of groups is judged over the polls that follow it, not at once
+// ahead of them. A read a caller asked for settles the hygiene loop's
+// targets beside the caller's, so the loop sees a new ghost, and looks at
+// a deadline, whoever read the group.
+func (v *View) settleAll(r *reader, c *call, only func(*entry) bool) {
 	r.mu.Lock()
 	entries := slices.Clone(r.entries)
 	r.mu.Unlock()
 	for _, e := range entries {
-		if watchedOnly {
+		if only != nil {
 			e.mu.Lock()
-			w := e.watchedLocked()
+			picked := only(e)
 			e.mu.Unlock()
-			if !w {
+			if !picked {
 				continue
 			}
 		}
