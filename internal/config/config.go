@@ -193,8 +193,9 @@ type Scaler struct {
 	// rhythm of the target's polls, batched with the other reads due then,
 	// so a poll is answered at once; a poll that finds no read this fresh
 	// waits for one. A target nobody polls costs Redis only the reads at
-	// its verdicts' deadlines. Default 1s, as fresh as KEDA's built-in
-	// scaler's read at its poll; must be positive.
+	// its verdicts' deadlines. Default 1s: an answer at most a second
+	// behind Redis, where KEDA polls every 30s by default; must be
+	// positive.
 	Freshness time.Duration `yaml:"freshness"`
 	// RequestTimeout is pelwarden's own deadline for an RPC that must reach
 	// Redis; KEDA sets none. Default 3s; must be positive.
