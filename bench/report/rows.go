@@ -85,7 +85,7 @@ func rowsAndMissing(res results) ([]Row, []string) {
 	rows = append(rows, floorRows(l)...)
 	for _, n := range sizes(res, "Refresh/consumers=") {
 		p := "Refresh/consumers=" + n
-		rows = append(rows, l.row(Row{What: "one background refresh of a target (pipelined read + judging), p50 / p99", Workload: n + " consumers",
+		rows = append(rows, l.row(Row{What: "one read of a target (pipelined read + judging), p50 / p99", Workload: n + " consumers",
 			Pelwarden: latency(l.get(p, "p50-µs"), l.get(p, "p99-µs"))}))
 	}
 	rows = append(rows, l.row(Row{What: "push activation: first XADD on an idle stream to StreamIsActive true, p50 / p99", Workload: "one stream",
