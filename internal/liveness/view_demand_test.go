@@ -282,3 +282,41 @@ func TestTheBreakerHoldsWorkersWhoseBeatsStopTogetherWhileOnlyTheirKeysAreRead(t
 		return
 	}
 }
+
+// TestADeadlineIsLookedAtOnlyForATargetAHolderWatches: a consumer holding
+// entries turns Ghost 200ms after the read; a target only polled is not
+// read at that instant (its next poll reads it), the hygiene loop's
+// pinned target is.
+func TestADeadlineIsLookedAtOnlyForATargetAHolderWatches(t *testing.T) {
+	t.Parallel()
+	for name, pin := range map[string]bool{"only polled": false, "pinned": true} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			var reads atomic.Int64
+			start := time.Now()
+			v := NewView(func(context.Context, Target, []string) (Observation, error) {
+				reads.Add(1)
+				return idleFor(800*time.Millisecond + time.Since(start)), nil
+			}, ViewOptions{Freshness: time.Hour, FetchTimeout: time.Second, Expiry: time.Hour, MaxTargets: 1})
+			tg := Target{GroupRef: demandTarget.GroupRef, Spec: Spec{Idle: true, GhostIdle: time.Second}}
+			if pin {
+				unpin, err := v.Pin(&tg)
+				require.NoError(t, err)
+				defer unpin()
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { _ = v.Run(ctx); close(done) }()
+			_, err := v.PollWait(ctx, tg)
+			require.NoError(t, err)
+			time.Sleep(600 * time.Millisecond)
+			cancel()
+			<-done
+			want := int64(1)
+			if pin {
+				want = 2
+			}
+			require.Equal(t, want, reads.Load())
+		})
+	}
+}
