@@ -127,8 +127,9 @@ type partialRun struct {
 }
 
 // mergeInto returns the document at path with doc's rows and metrics in
-// place of those it had (a row is its what and workload), and doc's run
-// listed as partial; doc itself when there is no document at path.
+// place of those the same commands made before (a row renamed since goes
+// with them), and doc's run listed as partial; doc itself when there is
+// no document at path.
 func mergeInto(path string, doc document, run string) (document, error) {
 	b, err := os.ReadFile(path) //nolint:gosec // G304: the -o file the caller named
 	if errors.Is(err, os.ErrNotExist) {
@@ -141,14 +142,27 @@ func mergeInto(path string, doc document, run string) (document, error) {
 	if err := json.Unmarshal(b, &old); err != nil {
 		return doc, fmt.Errorf("%s: %w", path, err)
 	}
+	ran := map[string]bool{}
 	for _, r := range doc.Rows {
-		i := slices.IndexFunc(old.Rows, func(o Row) bool { return o.What == r.What && o.Workload == r.Workload })
-		if i < 0 {
-			old.Rows = append(old.Rows, r)
+		for _, c := range r.Commands {
+			ran[c] = true
+		}
+	}
+	var rows []Row
+	placed := false
+	for _, o := range old.Rows {
+		if !slices.ContainsFunc(o.Commands, func(c string) bool { return ran[c] }) {
+			rows = append(rows, o)
 			continue
 		}
-		old.Rows[i] = r
+		if !placed { // the new rows where the first of theirs was
+			rows, placed = append(rows, doc.Rows...), true
+		}
 	}
+	if !placed {
+		rows = append(rows, doc.Rows...)
+	}
+	old.Rows = rows
 	if old.Raw == nil {
 		old.Raw = map[string]map[string]float64{}
 	}
