@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -171,10 +172,16 @@ func mergeInto(path string, doc document, run string) (document, error) {
 	return old, nil
 }
 
-// ranOnly keeps, of a run of some steps alone, the rows with a figure
-// from it and the missing metrics of the benchmarks it ran.
+// ranOnly keeps, of a run of some steps alone, the rows whose figures it
+// measured whole and the missing metrics of the benchmarks it ran.
 func ranOnly(res results, rows []Row, missing []string) ([]Row, []string) {
-	rows = slices.DeleteFunc(rows, func(r Row) bool { return len(r.Commands) == 0 })
+	rows = slices.DeleteFunc(rows, func(r Row) bool {
+		vs := slices.Clone(r.Pelwarden.Values)
+		if r.Baseline != nil {
+			vs = append(vs, r.Baseline.Values...)
+		}
+		return len(r.Commands) == 0 || slices.ContainsFunc(vs, math.IsNaN)
+	})
 	missing = slices.DeleteFunc(missing, func(m string) bool {
 		name, _, _ := strings.Cut(m, " [")
 		_, ran := res[name]
