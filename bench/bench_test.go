@@ -115,8 +115,8 @@ func (l latencies) reportMs(b *testing.B) {
 }
 
 // BenchmarkPoll is one KEDA poll: GetMetrics then IsActive, through KEDA's
-// generated client. Both are served from the target's snapshot, which the
-// background refresh keeps fresh.
+// generated client. Both are served from the target's snapshot, read
+// ahead of the polls.
 func BenchmarkPoll(b *testing.B) {
 	for _, n := range consumerCounts {
 		b.Run(fmt.Sprintf("pelwarden/consumers=%d", n), func(b *testing.B) {

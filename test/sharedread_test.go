@@ -45,7 +45,8 @@ func TestStreamIsActiveTargetsDifferingOnlyInThresholdsShareEachRead(t *testing.
 	redistest.CreateGroup(t, rdb, "feed", "readers")
 	books, others := readBooks(t, rdb), otherKeys(t, rdb, "hb:", "feed")
 	cfg := testConfig(rdbAddr(rdb))
-	// No background refresh: every read is one a wake asked for.
+	// Answers from any read, and no resend: every read is one a wake asked
+	// for.
 	cfg.Scaler.Freshness = time.Hour
 	cfg.Scaler.ActiveResendInterval = time.Hour
 	// Past the default cap of a group's targets: reads are shared however

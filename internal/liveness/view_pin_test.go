@@ -28,17 +28,17 @@ func TestAPinnedTargetDoesNotExpireAndGoesOnceUnpinned(t *testing.T) {
 	require.ErrorIs(t, err, ErrTooManyTargets, "a pin registers, within MaxTargets")
 
 	now = now.Add(time.Hour)
-	v.due(now)
+	v.expire(now)
 	require.Empty(t, expired, "pinned: kept with nobody asking")
 	unpinA()
 	unpinA() // once only: the other pin still holds
 	now = now.Add(time.Hour)
-	v.due(now)
+	v.expire(now)
 	require.Empty(t, expired, "one pin left")
 	unpinB()
-	v.due(now.Add(30 * time.Second))
+	v.expire(now.Add(30 * time.Second))
 	require.Empty(t, expired, "unpinned just now: Expiry counts from the unpin")
-	v.due(now.Add(2 * time.Minute))
+	v.expire(now.Add(2 * time.Minute))
 	require.Equal(t, []string{"jobs"}, expired)
 }
 
@@ -70,7 +70,7 @@ func TestTargetsOfOneGroupAreKeptApartAndExpireAlone(t *testing.T) {
 	_, err = v.Snapshot(ctx, slow) // only slow is asked about
 	require.NoError(t, err)
 	now = now.Add(45 * time.Second)
-	v.due(now)
+	v.expire(now)
 	require.Equal(t, []time.Duration{time.Second}, expired, "the one nobody asked about went")
 	require.Equal(t, 1, v.Len())
 	_, ok := v.Peek(quick)
@@ -80,7 +80,7 @@ func TestTargetsOfOneGroupAreKeptApartAndExpireAlone(t *testing.T) {
 	require.Equal(t, Alive, s.Consumers[0].Verdict)
 
 	now = now.Add(2 * time.Minute)
-	v.due(now)
+	v.expire(now)
 	require.Zero(t, v.Len(), "then the other, and the group with it")
 	_, err = v.Snapshot(ctx, quick)
 	require.NoError(t, err, "a target registers again after its group emptied")

@@ -88,7 +88,9 @@ func TestTargetsDifferingOnlyInThresholdsShareOneReadAhead(t *testing.T) {
 	<-done
 
 	require.Zero(t, failed.Load())
-	require.Zero(t, waited, "after the first round, every poll is answered from the read ahead")
+	// A round the machine delays past the read's freshness may wait once;
+	// without reads ahead every round would.
+	require.LessOrEqual(t, waited, 2, "after the first round, the polls are answered from the reads ahead")
 	// A read serves the polls of the next Freshness: one ahead of every
 	// other round.
 	require.GreaterOrEqual(t, byCause[ReadAhead].Load(), int64(rounds/2-2), "the group is read ahead of the rounds")
@@ -257,8 +259,9 @@ func TestAReadOneTargetAskedForIsJudgedForTheOthersOnlyWhenTheyAsk(t *testing.T)
 	ctx := context.Background()
 	_, err = v.Refresh(ctx, targets[0])
 	require.NoError(t, err)
+	// The pinned target is judged once the read has answered its caller.
+	require.Eventually(t, hygiene.Load, 5*time.Second, time.Millisecond, "the hygiene loop's target is judged from every read of its group")
 	require.Equal(t, int64(2), refreshed.Load(), "the read judged the target that asked and the pinned one, not the %d others", n-2)
-	require.True(t, hygiene.Load(), "the hygiene loop's target is judged from every read of its group")
 	r := v.groups[targets[0].GroupRef][0]
 	require.NotNil(t, r.latest, "the read is kept for the others")
 	for i, tg := range targets[1 : n-1] {

@@ -35,8 +35,8 @@ func (f *beatingFetch) fetch(context.Context, Target, []string) (Observation, er
 	}, nil
 }
 
-// deadlineView runs a view over f whose background refresh never comes
-// within a test: only a look at a deadline can read again.
+// deadlineView runs a view over f that nothing polls: only a look at a
+// deadline can read again.
 func deadlineView(t *testing.T, f *beatingFetch) (*View, Target, <-chan struct{}) {
 	t.Helper()
 	v := NewView(f.fetch, ViewOptions{Freshness: time.Hour, FetchTimeout: 5 * time.Second, Expiry: time.Hour, MaxTargets: 4})

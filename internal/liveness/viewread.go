@@ -9,9 +9,9 @@ import (
 
 // reader is the reads of one readKey: every target of the group that
 // reads Redis alike. A read of one of its targets is a read of all, each
-// settled from it when its caller asks, or by the background refresh;
-// so T targets that differ only in thresholds cost one read per refresh
-// and one per wake, not T.
+// settled from it when its caller asks, or when the read was one the view
+// scheduled; so T targets that differ only in thresholds cost one read
+// per round of polls and one per wake, not T.
 type reader struct {
 	key readKey
 

@@ -25,7 +25,7 @@ func (v *View) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-sweep.C:
-			v.due(v.opts.Now())
+			v.expire(v.opts.Now())
 			continue
 		case <-timer.C:
 		case <-v.sched.wake:
@@ -108,8 +108,9 @@ func (v *View) sweepEvery() time.Duration {
 	return min(max(v.opts.Expiry/4, time.Second), time.Minute)
 }
 
-// due expires unused targets.
-func (v *View) due(now time.Time) {
+// expire drops the targets nobody asked about for Expiry and nobody
+// holds.
+func (v *View) expire(now time.Time) {
 	v.mu.Lock()
 	var expired []*entry
 	for g, rs := range v.groups {

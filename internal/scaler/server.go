@@ -30,8 +30,8 @@ type Options struct {
 	RequestTimeout time.Duration
 	// ResendInterval is how often StreamIsActive repeats its answer.
 	ResendInterval time.Duration
-	// Arm wakes StreamIsActive on a new entry; nil falls back to the view's
-	// background refresh.
+	// Arm wakes StreamIsActive on a new entry; nil leaves the stream's
+	// resends to see it.
 	Arm ArmFunc
 	// MaxActiveStreams bounds the StreamIsActive streams open at once, and
 	// MaxActiveStreamsPerNamespace those of one ScaledObject namespace;
