@@ -15,6 +15,12 @@ BUF       := $(GO) tool -modfile=tools/buf/go.mod buf
 MODULES   := cmd/pelwarden-demo bench/report test/chart tools/promtool tools/release
 BENCHTIME ?= 2s
 BENCH_PEL ?= 200000,1000000
+# The Redis cost rows' target counts and polling intervals; BENCH_RUN, a
+# regexp of the steps' -bench patterns, runs only those and merges their
+# rows into bench/results.json (BENCH_RUN=Cost BENCH_COST_TARGETS=1000).
+BENCH_COST_TARGETS   ?= 1000,10000
+BENCH_COST_INTERVALS ?= 30s,5s
+BENCH_RUN ?=
 # KUBE_BIN is a directory with etcd and kube-apiserver binaries (as
 # setup-envtest provides them); test-kube needs it, bench uses it if set.
 KUBE_BIN  ?=
@@ -167,7 +173,7 @@ generate:
 ## bench: the comparative suite against real redis-server processes: one
 ## markdown table on stdout (progress on stderr) and bench/results.json,
 ## which make generate puts in docs/reference/performance.md; fails if any benchmark fails its own result
-## check. About 17 minutes on 2 cores. BENCHTIME sizes the poll and refresh runs, BENCH_PEL the ghost
+## check. About 25 minutes on 2 cores, the Redis cost rows 8 of them. BENCHTIME sizes the poll and refresh runs, BENCH_PEL the ghost
 ## PELs of the reclaim comparison. With KUBE_BIN set, the table also has the
 ## API server restart row (2 more minutes); without, the row is left out.
 ## With REDIS_NEXT_SERVER (a redis-server with XNACK) set, it also has
@@ -175,7 +181,8 @@ generate:
 bench:
 	$(GO) -C bench/report build -o $(CURDIR)/bin/bench-report .
 	bin/bench-report -o bench/results.json -benchtime $(BENCHTIME) -pel $(BENCH_PEL) \
-		$(if $(KUBE_BIN),-kube-bin $(abspath $(KUBE_BIN))) \
+		-cost-targets $(BENCH_COST_TARGETS) -cost-intervals $(BENCH_COST_INTERVALS) \
+		$(if $(BENCH_RUN),-run '$(BENCH_RUN)') $(if $(KUBE_BIN),-kube-bin $(abspath $(KUBE_BIN))) \
 		$(if $(REDIS_NEXT_SERVER),-redis-next $(abspath $(REDIS_NEXT_SERVER)))
 
 ## demo: a throwaway redis-server and pelwarden with live and ghost workers.

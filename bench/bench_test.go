@@ -115,8 +115,8 @@ func (l latencies) reportMs(b *testing.B) {
 }
 
 // BenchmarkPoll is one KEDA poll: GetMetrics then IsActive, through KEDA's
-// generated client. Both are served from the target's snapshot, which the
-// background refresh keeps fresh.
+// generated client. Both are served from the target's snapshot, read
+// ahead of the polls.
 func BenchmarkPoll(b *testing.B) {
 	for _, n := range consumerCounts {
 		b.Run(fmt.Sprintf("pelwarden/consumers=%d", n), func(b *testing.B) {
@@ -219,9 +219,11 @@ func BenchmarkPushActivation(b *testing.B) {
 	if err := rdb.XGroupCreateMkStream(ctx, "jobs", "workers", "$").Err(); err != nil {
 		b.Fatal(err)
 	}
-	// A short refresh brings the false back quickly after each drain; the
-	// true after an XADD comes from the stream waker, not the refresh.
-	c := startApp(b, srv.Addr(), func(cfg *config.Config) { cfg.Scaler.RefreshInterval = 100 * time.Millisecond })
+	// A short resend reads the group again soon after each drain, bringing
+	// the false back; the true after an XADD comes from the stream waker.
+	c := startApp(b, srv.Addr(), func(cfg *config.Config) {
+		cfg.Scaler.ActiveResendInterval, cfg.Scaler.Freshness = 100*time.Millisecond, 100*time.Millisecond
+	})
 	ref := &externalscaler.ScaledObjectRef{ScalerMetadata: map[string]string{"stream": "jobs", "consumerGroup": "workers", "lagCount": "1"}}
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kedacore/keda/v2/pkg/scalers/externalscaler"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/pelwarden/pelwarden/internal/app"
@@ -27,8 +28,8 @@ const (
 
 // BenchmarkDeadlineToRequeue times, from the instant a threshold lets
 // pelwarden act, until the first entry it may take is requeued; pelwarden
-// runs in this process on its defaults (refresh every 2 s, scan every
-// 10 s), with one hygiene target from configuration per kind:
+// runs in this process on its defaults (scan every 10 s), with one
+// hygiene target from configuration per kind:
 //
 //   - heartbeat: a worker holding entries beats for 4.5 s, then stops;
 //     the instant is its last beat plus heartbeatMaxAgeSeconds (2 s);
@@ -38,12 +39,12 @@ const (
 //     hour old reads one more entry; the instant is that read plus
 //     entryStaleSeconds (5 s).
 //
-// A deadline is computed from a read, so each consumer lives long enough
-// for the view to have read it once before its instant: the reads of a
-// target are at most two refresh intervals apart (a read between ticks
-// defers the next tick's). The rounds start at different points of the
-// refresh cycle. Each round checks that every entry taken was requeued
-// exactly once.
+// A deadline is computed from a read: a second after each consumer has
+// read its entries (past scaler.freshness, so the poll is not answered
+// from a read made before them), KEDA polls the group once, through a
+// trigger judged alike, and that read gives the view the consumer's
+// deadline. Each round checks
+// that every entry taken was requeued exactly once.
 func BenchmarkDeadlineToRequeue(b *testing.B) {
 	for _, kind := range []string{"heartbeat", "idle", "stale"} {
 		b.Run("kind="+kind, func(b *testing.B) { deadlineToRequeue(b, kind) })
@@ -70,7 +71,8 @@ func deadlineToRequeue(b *testing.B, kind string) {
 		round = staleRound
 		setHeartbeat(b, rdb, "hb:agent", time.Now().Add(-time.Hour))
 	}
-	startDeadlineApp(b, srv.Addr(), target)
+	keda := externalscaler.NewExternalScalerClient(dial(b, startDeadlineApp(b, srv.Addr(), target)))
+	poll := deadlinePoll(b, keda, target)
 	// A heartbeat is evidence once pelwarden has read its node for a max
 	// age (the outage rule): the rounds start after that.
 	time.Sleep(deadlineMaxAge + 500*time.Millisecond)
@@ -80,8 +82,8 @@ func deadlineToRequeue(b *testing.B, kind string) {
 	for b.Loop() {
 		for i := range deadlineRounds {
 			seq++
-			time.Sleep(time.Duration(i%5) * 400 * time.Millisecond) // deadlines land at different points of the refresh cycle
-			lat = append(lat, round(b, rdb, seq))
+			time.Sleep(time.Duration(i%5) * 400 * time.Millisecond)
+			lat = append(lat, round(b, rdb, seq, poll))
 		}
 	}
 	b.StopTimer()
@@ -94,12 +96,15 @@ func deadlineToRequeue(b *testing.B, kind string) {
 
 func secs(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) }
 
-func startDeadlineApp(b *testing.B, addr string, target map[string]string) {
+// startDeadlineApp runs pelwarden with target from configuration, and
+// returns its gRPC address. Its triggers may name the heartbeat keys.
+func startDeadlineApp(b *testing.B, addr string, target map[string]string) string {
 	b.Helper()
 	cfg := config.Default()
 	cfg.GRPC.Addr, cfg.HTTP.Addr = "127.0.0.1:0", "127.0.0.1:0"
 	cfg.Redis = []config.Redis{benchRedis(addr)}
 	cfg.Hygiene.Targets = []map[string]string{target}
+	cfg.Triggers.Rules[0].HeartbeatKeys = []string{"hb:*"}
 	a, err := app.New(cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		b.Fatal(err)
@@ -108,6 +113,26 @@ func startDeadlineApp(b *testing.B, addr string, target map[string]string) {
 	done := make(chan struct{})
 	go func() { _ = a.Run(ctx); close(done) }()
 	b.Cleanup(func() { cancel(); <-done })
+	return a.GRPCAddr()
+}
+
+// deadlinePoll is one KEDA poll of a trigger that reads the group as
+// target does (its liveness settings, without hygiene).
+func deadlinePoll(b *testing.B, keda externalscaler.ExternalScalerClient, target map[string]string) func() {
+	md := map[string]string{"pendingEntriesCount": "5"}
+	for _, k := range []string{"stream", "consumerGroup", "liveness", "heartbeatKey", "heartbeatMaxAgeSeconds", "ghostIdleSeconds"} {
+		if v, ok := target[k]; ok {
+			md[k] = v
+		}
+	}
+	req := &externalscaler.GetMetricsRequest{ScaledObjectRef: &externalscaler.ScaledObjectRef{Name: "so", Namespace: "jobs", ScalerMetadata: md}, MetricName: "m"}
+	fresh := config.Default().Scaler.Freshness
+	return func() {
+		time.Sleep(fresh + 50*time.Millisecond)
+		if _, err := keda.GetMetrics(context.Background(), req); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
 // setHeartbeat writes key as a heartbeat at at, to the millisecond, and
@@ -123,10 +148,11 @@ func setHeartbeat(b *testing.B, rdb *redis.Client, key string, at time.Time) tim
 
 // heartbeatRound: a worker reads its entries while beating, beats a last
 // time and stops.
-func heartbeatRound(b *testing.B, rdb *redis.Client, seq int) time.Duration {
+func heartbeatRound(b *testing.B, rdb *redis.Client, seq int, poll func()) time.Duration {
 	name := fmt.Sprintf("beat-%d", seq)
 	setHeartbeat(b, rdb, "hb:"+name, time.Now())
 	jobs, _ := readNew(b, rdb, name, seq, deadlineHeld)
+	poll()
 	for range 9 {
 		time.Sleep(500 * time.Millisecond)
 		setHeartbeat(b, rdb, "hb:"+name, time.Now())
@@ -136,15 +162,17 @@ func heartbeatRound(b *testing.B, rdb *redis.Client, seq int) time.Duration {
 }
 
 // idleRound: a consumer reads its entries and is never heard of again.
-func idleRound(b *testing.B, rdb *redis.Client, seq int) time.Duration {
+func idleRound(b *testing.B, rdb *redis.Client, seq int, poll func()) time.Duration {
 	name := fmt.Sprintf("idle-%d", seq)
 	jobs, readAt := readNew(b, rdb, name, seq, deadlineHeld)
+	poll()
 	return untilRequeued(b, rdb, name, jobs, readAt.Add(deadlineIdle))
 }
 
 // staleRound: the silent owner's consumer reads one more entry.
-func staleRound(b *testing.B, rdb *redis.Client, seq int) time.Duration {
+func staleRound(b *testing.B, rdb *redis.Client, seq int, poll func()) time.Duration {
 	jobs, readAt := readNew(b, rdb, "agent", seq, 1)
+	poll()
 	return untilRequeued(b, rdb, "agent", jobs, readAt.Add(deadlineStale))
 }
 

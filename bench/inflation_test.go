@@ -93,7 +93,7 @@ func BenchmarkScalingInflation(b *testing.B) {
 		b.Fatal(err)
 	}
 	c := startApp(b, srv.Addr(), func(cfg *config.Config) {
-		cfg.Scaler.RefreshInterval, cfg.Scaler.MaxSnapshotAge = 50*time.Millisecond, 100*time.Millisecond
+		cfg.Scaler.Freshness = 100 * time.Millisecond
 		// The operator lets triggers name the workers' heartbeat keys.
 		cfg.Triggers.Rules[0].HeartbeatKeys = []string{"hb:*"}
 	})

@@ -174,7 +174,7 @@ func modeReclaim(b *testing.B, rdb redis.UniversalClient, d redisx.Durability) t
 	reclaimRuns++
 	stream := fmt.Sprintf("reclaim-%d", reclaimRuns)
 	ghostPELOn(b, rdb, stream, modesPEL)
-	view := liveness.NewView(nil, liveness.ViewOptions{RefreshInterval: time.Hour, MaxAge: time.Hour, FetchTimeout: time.Second, Expiry: time.Hour, MaxTargets: 1})
+	view := liveness.NewView(nil, liveness.ViewOptions{Freshness: time.Hour, FetchTimeout: time.Second, Expiry: time.Hour, MaxTargets: 1})
 	engine, err := reclaim.New(reclaim.Options{View: view, BatchSize: int64(config.Default().Hygiene.BatchSize),
 		Durability: func(string) redisx.Durability { return d }}, prometheus.NewRegistry())
 	if err != nil {

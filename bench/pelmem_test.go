@@ -87,7 +87,7 @@ func measurePELMem(b *testing.B, size int) pelMem {
 	}
 	defer func() { _ = conns.Close() }()
 	reader := &redisx.Reader{Conns: conns, LagEstimateCap: 10000}
-	view := liveness.NewView(reader.Fetch, liveness.ViewOptions{RefreshInterval: time.Hour, MaxAge: time.Hour, FetchTimeout: time.Minute, Expiry: time.Hour, MaxTargets: 1})
+	view := liveness.NewView(reader.Fetch, liveness.ViewOptions{Freshness: time.Hour, FetchTimeout: time.Minute, Expiry: time.Hour, MaxTargets: 1})
 	loop := newLoop(b, view, conns, time.Hour)
 	r, err := metadata.Parse(map[string]string{"stream": "jobs", "consumerGroup": "workers", "reclaim": "requeue", "dryRun": "true",
 		"ghostIdleSeconds": "0.3", "entryStaleSeconds": "0.01", "deleteGhostConsumers": "false"}, metadata.Env{Conns: []string{"default"}})

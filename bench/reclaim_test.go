@@ -213,7 +213,7 @@ func benchLoop(b *testing.B, addr, mode string) (*hygiene.Loop, hygiene.Target) 
 	}
 	b.Cleanup(func() { _ = conns.Close() })
 	reader := &redisx.Reader{Conns: conns, LagEstimateCap: 1000}
-	view := liveness.NewView(reader.Fetch, liveness.ViewOptions{RefreshInterval: time.Second, MaxAge: time.Second, FetchTimeout: 10 * time.Second, Expiry: time.Hour, MaxTargets: 10})
+	view := liveness.NewView(reader.Fetch, liveness.ViewOptions{Freshness: time.Second, FetchTimeout: 10 * time.Second, Expiry: time.Hour, MaxTargets: 10})
 	loop := newLoop(b, view, conns, time.Second)
 	// The ghost is judged by the idle source: it has not read for over
 	// 300 ms; "live" reads just before the scan, so claims can go to it.

@@ -41,7 +41,7 @@ func TestStreamIsActiveFloodOnOneTargetIsEvaluatedOncePerRead(t *testing.T) {
 	books, others := readBooks(t, rdb), otherKeys(t, rdb, "hb:", "feed")
 	cfg := testConfig(rdbAddr(rdb))
 	d := config.Default().Scaler
-	cfg.Scaler.RefreshInterval, cfg.Scaler.MaxSnapshotAge = d.RefreshInterval, d.MaxSnapshotAge
+	cfg.Scaler.Freshness = d.Freshness
 	// No resend within the test: a wake is a changed answer.
 	cfg.Scaler.ActiveResendInterval = time.Hour
 	cfg.Scaler.MaxActiveStreamsPerNamespace = streams
@@ -202,7 +202,7 @@ func TestStreamIsActiveOpenedBesideAnotherIsAnsweredFromAFreshRead(t *testing.T)
 	redistest.CreateGroup(t, rdb, "jobs", "workers")
 	redistest.AddJobs(t, rdb, "jobs", "", 1)
 	p := startPelwarden(t, srv.Addr(), func(c *config.Config) {
-		c.Scaler.RefreshInterval, c.Scaler.MaxSnapshotAge = time.Hour, time.Hour
+		c.Scaler.Freshness = time.Hour
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -27,7 +27,7 @@ const neverTicks = 10 * time.Minute
 const untilDeadline = time.Minute
 
 func deadlineTune(c *config.Config) {
-	c.Scaler.RefreshInterval, c.Scaler.MaxSnapshotAge = neverTicks, neverTicks
+	c.Scaler.Freshness = neverTicks
 	c.Hygiene.ScanInterval, c.Hygiene.LeaseTTL = neverTicks, 3*neverTicks
 }
 
@@ -199,7 +199,7 @@ func TestAWorkerThatBeatsAgainBeforeItsDeadlineKeepsItsEntries(t *testing.T) {
 	// none; with a look that reads the group, XINFO too.
 	require.GreaterOrEqual(t, by["get"], int64(1), "a read of the key at the first beat's deadline (commands: %v)", by)
 	require.LessOrEqual(t, by["get"], int64(2), "a beat before the deadline costs a read, not reads on a tick (commands: %v)", by)
-	require.Zero(t, by["xinfo|consumers"]+by["xinfo|groups"]+by["xpending"], "the beat decided the look: the group was not read (commands: %v)", by)
+	require.Zero(t, by["xinfo|consumers"]+by["xinfo|groups"], "the beat decided the look: the group was not read (commands: %v)", by)
 	require.Equal(t, held, pendingIDs(t, rdb, "w1"), "the worker keeps its entries")
 	ext, err := rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: "jobs", Group: "workers", Start: "-", End: "+", Count: 10, Consumer: "w1"}).Result()
 	require.NoError(t, err)

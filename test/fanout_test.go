@@ -77,7 +77,7 @@ func TestStreamIsActiveFloodSharesOneWaiterAndIsCapped(t *testing.T) {
 	// The default refresh: the reads a wake causes are not lost among
 	// the view's own.
 	d := config.Default().Scaler
-	cfg.Scaler.RefreshInterval, cfg.Scaler.MaxSnapshotAge = d.RefreshInterval, d.MaxSnapshotAge
+	cfg.Scaler.Freshness = d.Freshness
 	cfg.Scaler.MaxActiveStreams, cfg.Scaler.MaxActiveStreamsPerNamespace = maxStreams, perNamespace
 	s := startStranger(t, cfg)
 	ctx, cancel := context.WithCancel(context.Background())

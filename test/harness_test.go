@@ -41,8 +41,7 @@ func testConfig(redisAddr string) config.Config {
 	cfg.GRPC.Addr = "127.0.0.1:0"
 	cfg.HTTP.Addr = "127.0.0.1:0"
 	cfg.GRPC.ShutdownTimeout = 2 * time.Second
-	cfg.Scaler.RefreshInterval = 200 * time.Millisecond
-	cfg.Scaler.MaxSnapshotAge = 500 * time.Millisecond
+	cfg.Scaler.Freshness = 200 * time.Millisecond
 	cfg.Scaler.RequestTimeout = time.Second
 	r := config.DefaultRedis("default", redisAddr)
 	r.DialTimeout, r.ReadTimeout, r.WriteTimeout = 300*time.Millisecond, 300*time.Millisecond, 300*time.Millisecond

@@ -308,7 +308,7 @@ func pelwardenValues(t *testing.T, redisAddr string) map[string]any {
 	v["redis"] = []any{map[string]any{"name": "default", "addr": redisAddr,
 		"dialTimeout": "300ms", "readTimeout": "300ms", "writeTimeout": "300ms"}}
 	v["kubernetes"] = map[string]any{"enabled": true, "kubeconfig": "/etc/pelwarden/kubeconfig"}
-	v["scaler"] = map[string]any{"refreshInterval": "200ms", "maxSnapshotAge": "500ms", "requestTimeout": "1s"}
+	v["scaler"] = map[string]any{"freshness": "200ms", "requestTimeout": "1s"}
 	v["hygiene"] = map[string]any{"scanInterval": "1s", "leaseTTL": "3s"}
 	v["grpc"].(map[string]any)["shutdownTimeout"] = "2s"
 	tr := v["triggers"].(map[string]any)

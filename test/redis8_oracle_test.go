@@ -143,7 +143,7 @@ func TestReleasedEntriesAreCountedAsKEDACountsThemOnRedis8(t *testing.T) {
 	})
 	// The scaler answers from snapshots up to scaler.maxSnapshotAge old:
 	// past it, each is newer than the ghost.
-	time.Sleep(2 * testConfig("").Scaler.MaxSnapshotAge)
+	time.Sleep(2 * testConfig("").Scaler.Freshness)
 	require.Equal(t, builtin("pendingEntriesCount")-ghostHeld, ours("pendingEntriesCount"),
 		"pendingEntriesCount: KEDA's count less the %d entries the ghost holds", ghostHeld)
 	require.Equal(t, builtin("lagCount"), ours("lagCount"), "lagCount")

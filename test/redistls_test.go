@@ -68,7 +68,7 @@ func (r *secureRedis) config(t *testing.T, passwordFile string) config.Config {
 	yaml := fmt.Sprintf(`
 grpc: {addr: "127.0.0.1:0", shutdownTimeout: 2s}
 http: {addr: "127.0.0.1:0"}
-scaler: {refreshInterval: 200ms, maxSnapshotAge: 500ms, requestTimeout: 1s}
+scaler: {freshness: 200ms, requestTimeout: 1s}
 hygiene: {scanInterval: 200ms, leaseTTL: 2s}
 triggers:
   rules: [{namespaces: ["*"], redis: ["*"], heartbeatKeys: ["hb:*"]}]

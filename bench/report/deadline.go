@@ -11,14 +11,15 @@ var deadlineKinds = []struct{ kind, what, load string }{
 }
 
 // deadlineRows are the times from the instant a threshold lets pelwarden
-// act until it does, on its defaults (refresh 2 s, scan 10 s).
+// act until it does, on its defaults (scan 10 s), once a poll has read
+// the consumer.
 func deadlineRows(l *lookup) []Row {
 	rows := make([]Row, 0, len(deadlineKinds))
 	for _, k := range deadlineKinds {
 		n := "DeadlineToRequeue/kind=" + k.kind
 		rows = append(rows, l.row(Row{
 			What:      k.what,
-			Workload:  fmt.Sprintf("%.0f rounds; %s; defaults (refresh 2 s, scan 10 s)", l.get(n, "rounds"), k.load),
+			Workload:  fmt.Sprintf("%.0f rounds; %s; defaults (scan 10 s); one poll a second after the consumer read", l.get(n, "rounds"), k.load),
 			Pelwarden: seconds(l.get(n, "p50-s"), l.get(n, "p99-s")),
 		}))
 	}

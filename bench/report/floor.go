@@ -33,13 +33,14 @@ func floorRows(l *lookup) []Row {
 	floor := allocated("noop-scaler")
 	beyond := Figure{Labels: own.Labels, Unit: own.Unit, Values: []float64{own.Values[0] - floor.Values[0], own.Values[1] - floor.Values[1]}}
 	beyond.Text = fmt.Sprintf("%.2f KB, %.0f allocs", beyond.Values[0]/1024, beyond.Values[1])
+	alloc := l.row(Row{What: "allocated in the server process per served poll (Go runtime counters), bytes / allocations", Workload: load,
+		Pelwarden: allocated("pelwarden"), Against: against, Baseline: ptr(allocated("noop-scaler"))})
 	return []Row{
 		l.row(Row{What: "one KEDA poll (GetMetrics + IsActive, KEDA's client), p50 / p99", Workload: load,
 			Pelwarden: side("pelwarden"), Against: against, Baseline: ptr(side("noop-scaler"))}),
 		throughput,
-		l.row(Row{What: "allocated in the server process per served poll (Go runtime counters), bytes / allocations", Workload: load,
-			Pelwarden: allocated("pelwarden"), Against: against, Baseline: ptr(allocated("noop-scaler"))}),
-		l.row(Row{What: "allocated per served poll beyond the floor's (pelwarden's own share: its server minus the floor's, same run)",
-			Workload: load, Pelwarden: beyond}),
+		alloc,
+		{What: "allocated per served poll beyond the floor's (pelwarden's own share: its server minus the floor's, same run)",
+			Workload: load, Pelwarden: beyond, Commands: alloc.Commands},
 	}
 }

@@ -17,7 +17,7 @@ func modeRows(l *lookup) []Row {
 	}
 	for _, n := range sizes(l.res, pre+"refresh/consumers=") {
 		p := pre + "refresh/consumers=" + n + "/mode="
-		rows = append(rows, l.row(Row{What: "one background refresh of a target on a 3-master Redis Cluster, p50 / p99", Workload: n + " consumers",
+		rows = append(rows, l.row(Row{What: "one read of a target on a 3-master Redis Cluster, p50 / p99", Workload: n + " consumers",
 			Pelwarden: latency(l.get(p+"cluster", "p50-µs"), l.get(p+"cluster", "p99-µs")),
 			Against:   single, Baseline: ptr(latency(l.get(p+"single", "p50-µs"), l.get(p+"single", "p99-µs")))}))
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -343,4 +344,67 @@ func TestReleaseRowsComeOnlyFromARunOnAServerWithXNACK(t *testing.T) {
 		"200k-entry ghost PEL, Redis with XNACK: 290k entries/s vs pelwarden guarded requeue on the same server 220k entries/s",
 		"200k-entry ghost PEL, Redis with XNACK: 290k entries/s vs raw `XAUTOCLAIM ... COUNT 1000` loop on the same server 330k entries/s",
 	}, got)
+}
+
+func TestCostRowsSetEachSizeBesideTheBuiltInScalerLongestIntervalFirst(t *testing.T) {
+	t.Parallel()
+	rows, err := buildRows(suite(t))
+	require.NoError(t, err)
+	var cost []Row
+	for _, r := range rows {
+		if strings.HasPrefix(r.Workload, "1k targets polled every") {
+			cost = append(cost, r)
+		}
+	}
+	require.Len(t, cost, 10, "5 rows for each of 2 intervals")
+	require.Contains(t, cost[0].Workload, "every 30s", "the longest interval first")
+	require.Contains(t, cost[5].Workload, "every 5s")
+	require.Equal(t, []float64{0.3}, cost[0].Ratio, "the CPU ratio is the benchmark's, net of the idle Redis on both sides")
+	require.Equal(t, "0.060% of a core", cost[0].Pelwarden.Text)
+	require.Contains(t, cost[2].What, "goal: at most 1% per 1,000 targets", "the CPU goal is the 30 s one")
+	require.NotContains(t, cost[7].What, "goal")
+}
+
+func TestARunOfSomeStepsReplacesTheirRowsAndKeepsTheOthers(t *testing.T) {
+	t.Parallel()
+	all, err := buildRows(suite(t))
+	require.NoError(t, err)
+	// Some figures of the suite divide by a quiet zero, which JSON cannot hold.
+	all = slices.DeleteFunc(all, func(r Row) bool {
+		return slices.ContainsFunc(r.Ratio, func(x float64) bool { return math.IsInf(x, 0) })
+	})
+	isCost := func(r Row) bool { return strings.Contains(r.Workload, "polled every") }
+	for i := range all {
+		if isCost(all[i]) {
+			all[i].Commands = []string{"cost"}
+		}
+	}
+	renamed := Row{What: "an old name of a cost row", Commands: []string{"cost"}}
+	stored := append(slices.Clone(all), renamed)
+	path := t.TempDir() + "/results.json"
+	require.NoError(t, writeJSON(path, document{Machine: machine{Date: "full"}, Rows: stored, Raw: suite(t).raw()}))
+
+	res := suite(t)
+	for name := range res {
+		if !strings.HasPrefix(name, "Cost/") {
+			delete(res, name)
+		}
+	}
+	ran, missing := rowsAndMissing(res)
+	rows, missing := ranOnly(res, ran, missing)
+	require.Empty(t, missing, "only the benchmarks run count as missing")
+	require.Len(t, rows, 10)
+	for i := range rows {
+		rows[i].Commands = []string{"cost"}
+	}
+	rows[0].Pelwarden.Text = "changed"
+	doc, err := mergeInto(path, document{Machine: machine{Date: "partial"}, Rows: rows, Raw: res.raw()}, "Cost")
+	require.NoError(t, err)
+	require.Len(t, doc.Rows, len(all), "the run's rows replace those its commands made, the renamed one too")
+	require.NotContains(t, doc.Rows, renamed)
+	require.Equal(t, "full", doc.Machine.Date)
+	require.Equal(t, []partialRun{{Run: "Cost", Machine: machine{Date: "partial"}}}, doc.Partial)
+	i := slices.IndexFunc(doc.Rows, func(r Row) bool { return r.Pelwarden.Text == "changed" })
+	require.Equal(t, slices.IndexFunc(all, isCost), i, "in the place of the first row they replace")
+	require.Equal(t, all[:i], doc.Rows[:i], "the rows of other commands stay")
 }

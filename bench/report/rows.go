@@ -67,6 +67,16 @@ func (l *lookup) row(r Row) Row {
 // PEL sizes) come from the benchmark names found, not from a list here.
 // It returns an error naming every metric a row needs and did not find.
 func buildRows(res results) ([]Row, error) {
+	rows, missing := rowsAndMissing(res)
+	if len(missing) > 0 {
+		return rows, fmt.Errorf("metrics missing from the run: %s", strings.Join(missing, ", "))
+	}
+	return rows, nil
+}
+
+// rowsAndMissing is buildRows with the metrics not found, each as
+// "name [unit]".
+func rowsAndMissing(res results) ([]Row, []string) {
 	l := &lookup{res: res, commands: map[string]bool{}}
 	var rows []Row
 	for _, n := range sizes(res, "Poll/pelwarden/consumers=") {
@@ -75,7 +85,7 @@ func buildRows(res results) ([]Row, error) {
 	rows = append(rows, floorRows(l)...)
 	for _, n := range sizes(res, "Refresh/consumers=") {
 		p := "Refresh/consumers=" + n
-		rows = append(rows, l.row(Row{What: "one background refresh of a target (pipelined read + judging), p50 / p99", Workload: n + " consumers",
+		rows = append(rows, l.row(Row{What: "one read of a target (pipelined read + judging), p50 / p99", Workload: n + " consumers",
 			Pelwarden: latency(l.get(p, "p50-µs"), l.get(p, "p99-µs"))}))
 	}
 	rows = append(rows, l.row(Row{What: "push activation: first XADD on an idle stream to StreamIsActive true, p50 / p99", Workload: "one stream",
@@ -95,12 +105,10 @@ func buildRows(res results) ([]Row, error) {
 	rows = append(rows, scaleRows(l)...)
 	rows = append(rows, modeRows(l)...)
 	rows = append(rows, hygieneRows(l)...)
+	rows = append(rows, costRows(l)...)
 	rows = append(rows, floodRows(l)...)
 	rows = append(rows, sharedConnRows(l)...)
-	if len(l.missing) > 0 {
-		return rows, fmt.Errorf("metrics missing from the run: %s", strings.Join(l.missing, ", "))
-	}
-	return rows, nil
+	return rows, l.missing
 }
 
 // sizes lists, in numeric order, the N of every result named prefix+N or

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"golang.org/x/perf/benchfmt"
@@ -42,6 +43,8 @@ func plan(o options) []step {
 		{pattern: `^BenchmarkModes$/^(poll|refresh)/`, benchtime: "50x"},
 		{pattern: `^BenchmarkModes$/^reclaim`, benchtime: "1x"},
 		{pattern: `^BenchmarkHygieneTargets$`, benchtime: "1x"},
+		{pattern: `^BenchmarkCost$`, benchtime: "1x", env: []string{
+			"PELWARDEN_BENCH_COST_TARGETS=" + o.costTargets, "PELWARDEN_BENCH_COST_INTERVALS=" + o.costIntervals}},
 	}
 	// The pod-watch class of the flood runs only with a real API server.
 	flood := step{pattern: `^BenchmarkFlood$`, benchtime: "1x"}
@@ -56,6 +59,9 @@ func plan(o options) []step {
 	if o.redisNext != "" {
 		steps = append(steps, step{pattern: `^BenchmarkRelease$`, benchtime: "1x",
 			env: []string{"PELWARDEN_BENCH_PEL=" + o.pel, "PELWARDEN_REDIS_NEXT_SERVER=" + o.redisNext}})
+	}
+	if o.only != nil {
+		steps = slices.DeleteFunc(steps, func(s step) bool { return !o.only.MatchString(s.pattern) })
 	}
 	return steps
 }

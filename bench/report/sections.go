@@ -69,7 +69,7 @@ func scaleRows(l *lookup) []Row {
 		b := "Scale/targets=" + n
 		f := seconds(l.get(b, "cycle-s"))
 		f.Text += memText(l, b, "")
-		rows = append(rows, l.row(Row{What: "a whole refresh cycle over every target in one liveness view; heap held, process RSS", Workload: count(float64(atoi(n))) + " targets", Pelwarden: f}))
+		rows = append(rows, l.row(Row{What: "every target read once through one liveness view, batched by connection; heap held, process RSS", Workload: count(float64(atoi(n))) + " targets", Pelwarden: f}))
 	}
 	for _, n := range sizes(l.res, "Scale/consumers=") {
 		b := "Scale/consumers=" + n

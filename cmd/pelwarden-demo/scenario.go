@@ -84,8 +84,7 @@ func demo(ctx context.Context, o options) (bool, error) {
 func startPelwarden(ctx context.Context, redisAddr, tokenFile string) (string, func(), error) {
 	cfg := config.Default()
 	cfg.GRPC.Addr, cfg.HTTP.Addr = "127.0.0.1:0", "127.0.0.1:0"
-	cfg.Scaler.RefreshInterval = 500 * time.Millisecond
-	cfg.Scaler.MaxSnapshotAge = time.Second
+	cfg.Scaler.Freshness = 500 * time.Millisecond
 	cfg.Hygiene.ScanInterval = 2 * time.Second
 	cfg.Hygiene.LeaseTTL = 6 * time.Second
 	cfg.Redis = []config.Redis{config.DefaultRedis("default", redisAddr)}

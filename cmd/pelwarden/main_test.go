@@ -88,9 +88,9 @@ func TestCommandLineExitStatus(t *testing.T) {
 			wantStderr: "pelwarden: unknown flag: --bogus\nRun 'pelwarden serve --help' for usage.",
 		},
 		"bad flag value": {
-			args:       []string{"serve", "--refresh-interval", "2"},
+			args:       []string{"serve", "--freshness", "2"},
 			wantCode:   exitUsage,
-			wantStderr: `invalid argument "2" for "--refresh-interval" flag: must be a positive duration`,
+			wantStderr: `invalid argument "2" for "--freshness" flag: must be a positive duration`,
 		},
 		"unknown command": {
 			args:       []string{"serf"},
@@ -162,14 +162,14 @@ redis:
 		"ORDERS_PASSWORD":          "orders-pw",
 	}
 
-	r := runCLI(t, env, nil, "serve", "--grpc-addr", "127.0.0.1:0", "--http-addr=127.0.0.1:0", "--refresh-interval=1s")
+	r := runCLI(t, env, nil, "serve", "--grpc-addr", "127.0.0.1:0", "--http-addr=127.0.0.1:0", "--freshness=2s")
 	require.Equal(t, exitOK, r.code, "stderr:\n%s", r.stderr)
 	require.True(t, r.ran, "runApp should run")
 
 	require.Equal(t, "127.0.0.1:0", r.cfg.GRPC.Addr)
 	require.Equal(t, "127.0.0.1:0", r.cfg.HTTP.Addr)
 	require.Equal(t, "debug", r.cfg.Log.Level)
-	require.Equal(t, time.Second, r.cfg.Scaler.RefreshInterval)
+	require.Equal(t, 2*time.Second, r.cfg.Scaler.Freshness)
 	byName := map[string]config.Redis{}
 	for _, c := range r.cfg.Redis {
 		byName[c.Name] = c

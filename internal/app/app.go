@@ -145,15 +145,18 @@ func New(cfg config.Config, log *slog.Logger, opt ...Option) (_ *App, err error)
 	}
 	var m *metrics
 	a.view = liveness.NewView(reader.Fetch, liveness.ViewOptions{
-		Annotate:        annotate,
-		RefreshInterval: cfg.Scaler.RefreshInterval,
-		MaxAge:          cfg.Scaler.MaxSnapshotAge,
-		FetchTimeout:    cfg.Scaler.RequestTimeout,
-		Expiry:          cfg.Scaler.TargetIdleExpiry,
-		MaxTargets:      cfg.Scaler.MaxTargets,
-		Breaker:         liveness.Breaker{Fraction: float64(cfg.Scaler.BreakerPercent) / 100, MinConsumers: cfg.Scaler.BreakerMinConsumers},
-		Confirm:         reader.Confirm,
-		OnLook:          func(byBeats bool) { m.looked(byBeats) },
+		Annotate:     annotate,
+		Freshness:    cfg.Scaler.Freshness,
+		FetchTimeout: cfg.Scaler.RequestTimeout,
+		FetchBatch:   reader.FetchBatch,
+		Expiry:       cfg.Scaler.TargetIdleExpiry,
+		MaxTargets:   cfg.Scaler.MaxTargets,
+		Breaker:      liveness.Breaker{Fraction: float64(cfg.Scaler.BreakerPercent) / 100, MinConsumers: cfg.Scaler.BreakerMinConsumers},
+		Confirm:      reader.Confirm,
+		OnLook:       func(byBeats bool) { m.looked(byBeats) },
+		OnRead:       func(c liveness.ReadCause) { m.reads.WithLabelValues(c.String()).Inc() },
+		OnBatch:      func(n int) { m.batches.Observe(float64(n)) },
+		OnAnswer:     func(age time.Duration) { m.answerAge.Observe(age.Seconds()) },
 		OnRefresh: func(t liveness.Target, s *liveness.Snapshot, err error, took time.Duration) {
 			if err == nil {
 				a.hygiene.Observe(t, s)

@@ -58,7 +58,7 @@ func serveAdminOn(t *testing.T, cfg config.Admin, creds credentials.TransportCre
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = conns.Close() })
 	reader := &redisx.Reader{Conns: conns, LagEstimateCap: 100}
-	view := liveness.NewView(reader.Fetch, liveness.ViewOptions{RefreshInterval: time.Second, MaxAge: time.Second, FetchTimeout: time.Second, Expiry: time.Hour, MaxTargets: 10})
+	view := liveness.NewView(reader.Fetch, liveness.ViewOptions{Freshness: time.Second, FetchTimeout: time.Second, Expiry: time.Hour, MaxTargets: 10})
 
 	opts := []grpc.ServerOption{grpc.ChainUnaryInterceptor(newAdminAuth(cfg, discard).unary)}
 	if creds != nil {

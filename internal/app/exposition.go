@@ -68,6 +68,12 @@ var judgedFamilies = []targetFamily{
 		func(s *liveness.Snapshot, _ float64) float64 { return float64(s.HeldPending) }},
 }
 
+// failingFamily is labeled as the judged families, with a series only for
+// a target whose latest read failed.
+var failingFamily = targetFamily{"pelwarden_read_failing",
+	"1 while the target's latest read of Redis failed: its GetMetrics and IsActive get Unavailable, never a number, until a read succeeds; " +
+		"no series otherwise.", nil}
+
 // groupFamilies are labeled by the group alone and read from its newest
 // snapshot: a group's lag is the same for every target on it.
 var groupFamilies = []targetFamily{
@@ -240,6 +246,13 @@ func (m *metrics) encodeTargets(out families, shown shown) error {
 		if err := rows.family(f.name, f.help, dto.MetricType_GAUGE, func(i int) float64 { return f.value(snaps[i].s, now) }); err != nil {
 			return err
 		}
+	}
+	failing := m.view.Failing()
+	rows = out.rows(judgedLabels, len(failing), func(i int) []string {
+		return failing[i].Labels(liveness.LabelValue(failing[i].Spec.String()))
+	})
+	if err := rows.family(failingFamily.name, failingFamily.help, dto.MetricType_GAUGE, func(int) float64 { return 1 }); err != nil {
+		return err
 	}
 	groups := newestPerGroup(snaps)
 	rows = out.rows(liveness.LabelNames, len(groups), func(i int) []string { return groups[i].Target.Labels() })

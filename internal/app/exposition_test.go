@@ -3,11 +3,13 @@ package app
 import (
 	"compress/gzip"
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -41,7 +43,7 @@ func exposed(t *testing.T) (http.Handler, liveness.Target) {
 		obs.LagEstimate = 3
 		return obs, nil
 	}
-	view := liveness.NewView(fetch, liveness.ViewOptions{MaxAge: time.Hour, FetchTimeout: time.Second, MaxTargets: 10, Now: func() time.Time { return now }})
+	view := liveness.NewView(fetch, liveness.ViewOptions{Freshness: time.Hour, FetchTimeout: time.Second, MaxTargets: 10, Now: func() time.Time { return now }})
 	for _, tg := range []liveness.Target{short, long, other} {
 		_, err := view.Snapshot(t.Context(), tg)
 		require.NoError(t, err)
@@ -198,4 +200,37 @@ func TestReportsThatDifferOnlyInActivationAreOneSeriesTheLatest(t *testing.T) {
 		slices.Sort(values)
 		require.Equal(t, []int64{2, 4, 5, 6}, values, "turn %d", turn)
 	}
+}
+
+// TestAReadThatFailedShowsAsReadFailingUntilOneSucceeds: a target whose
+// latest read failed has a pelwarden_read_failing series, which the alert
+// on KEDA getting errors watches; a target read well has none, and the
+// failing one loses its series at its next good read.
+func TestAReadThatFailedShowsAsReadFailingUntilOneSucceeds(t *testing.T) {
+	t.Parallel()
+	var down atomic.Bool
+	down.Store(true)
+	fetch := func(_ context.Context, tg liveness.Target, _ []string) (liveness.Observation, error) {
+		if tg.Group == "b" && down.Load() {
+			return liveness.Observation{}, errors.New("connection refused")
+		}
+		return liveness.Observation{LagValid: true}, nil
+	}
+	view := liveness.NewView(fetch, liveness.ViewOptions{Freshness: time.Nanosecond, FetchTimeout: time.Second, MaxTargets: 10})
+	spec := liveness.Spec{Idle: true, GhostIdle: time.Second}
+	good := liveness.Target{GroupRef: liveness.GroupRef{Conn: "default", Stream: "s", Group: "a"}, Spec: spec}
+	bad := liveness.Target{GroupRef: liveness.GroupRef{Conn: "default", Stream: "s", Group: "b"}, Spec: spec}
+	_, err := view.Snapshot(t.Context(), good)
+	require.NoError(t, err)
+	_, err = view.Snapshot(t.Context(), bad)
+	require.Error(t, err)
+	reg := prometheus.NewRegistry()
+	h := newMetrics(reg, view, admin.NewReports(10), nil, time.Now).handler(reg)
+
+	got := series(scrape(t, h, nil)["pelwarden_read_failing"])
+	require.Equal(t, map[string]float64{"default/s/b/" + liveness.LabelValue(spec.String()): 1}, got)
+	down.Store(false)
+	_, err = view.Snapshot(t.Context(), bad)
+	require.NoError(t, err)
+	require.NotContains(t, scrape(t, h, nil), "pelwarden_read_failing", "no target fails")
 }

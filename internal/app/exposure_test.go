@@ -32,7 +32,7 @@ func TestAScrapeShowsTheCapOfCallerTargetsSharedByNamespace(t *testing.T) {
 			Consumers:         []liveness.ConsumerObs{{Name: "w", Pending: 2, Idle: time.Second, Inactive: -1}},
 			PendingByConsumer: map[string]int64{"w": 2}}, nil
 	}
-	view := liveness.NewView(fetch, liveness.ViewOptions{MaxAge: time.Hour, FetchTimeout: time.Second, MaxTargets: 20000, Now: func() time.Time { return now }})
+	view := liveness.NewView(fetch, liveness.ViewOptions{Freshness: time.Hour, FetchTimeout: time.Second, MaxTargets: 20000, Now: func() time.Time { return now }})
 	spec := liveness.Spec{Idle: true, GhostIdle: time.Minute}
 	target := func(stream string) liveness.Target {
 		return liveness.Target{GroupRef: liveness.GroupRef{Conn: "default", Stream: stream, Group: "workers"}, Spec: spec}

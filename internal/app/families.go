@@ -91,7 +91,7 @@ func (a *App) MetricFamilies() ([]MetricFamily, error) {
 func targetFamilies() []MetricFamily {
 	var out []MetricFamily
 	gauge := strings.ToLower(dto.MetricType_GAUGE.String())
-	for _, f := range judgedFamilies {
+	for _, f := range append(slices.Clone(judgedFamilies), failingFamily) {
 		out = append(out, MetricFamily{f.name, gauge, f.help, judgedLabels})
 	}
 	for _, f := range groupFamilies {

@@ -32,7 +32,7 @@ func TestLongNamesAreCutInEveryLabelAndStayApart(t *testing.T) {
 	fetch := func(context.Context, liveness.Target, []string) (liveness.Observation, error) {
 		return liveness.Observation{ServerTime: now, LagValid: true}, nil
 	}
-	view := liveness.NewView(fetch, liveness.ViewOptions{MaxAge: time.Hour, FetchTimeout: time.Second, MaxTargets: 10, Now: func() time.Time { return now }})
+	view := liveness.NewView(fetch, liveness.ViewOptions{Freshness: time.Hour, FetchTimeout: time.Second, MaxTargets: 10, Now: func() time.Time { return now }})
 	reports := admin.NewReports(10)
 	for _, tg := range []liveness.Target{a, b} {
 		_, err := view.Snapshot(t.Context(), tg)

@@ -43,6 +43,9 @@ type metrics struct {
 	groupMissing  *prometheus.CounterVec
 	refreshTime   prometheus.Histogram
 	looks         *prometheus.CounterVec
+	reads         *prometheus.CounterVec
+	batches       prometheus.Histogram
+	answerAge     prometheus.Histogram
 	targetsActive *prometheus.Desc
 	podWatchState *prometheus.Desc
 	writesRefused *prometheus.Desc
@@ -83,6 +86,20 @@ func newMetrics(reg prometheus.Registerer, view *liveness.View, reports *admin.R
 			Name: "pelwarden_deadline_looks_total",
 			Help: "Looks at a verdict's deadline, by what decided them: heartbeats (a read of the keys found every worker beating again) or group (a read of the whole group).",
 		}, []string{"read"}),
+		reads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pelwarden_group_reads_total",
+			Help: "Reads of a group, by what asked for them: poll (a poll found no read within scaler.freshness and waited), ahead (read ahead of a target's expected poll), deadline (a look at a verdict's deadline that read the group) or asked (a StreamIsActive wake, a hygiene turn, a pod's going, the Admin API).",
+		}, []string{"cause"}),
+		batches: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "pelwarden_group_read_batch_size",
+			Help:    "Reads of groups sent to Redis in one round trip (one pipeline per connection).",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 9),
+		}),
+		answerAge: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "pelwarden_scaler_answer_age_seconds",
+			Help:    "Age of the read a GetMetrics or IsActive answer came from, counted from when the read began: at most scaler.freshness.",
+			Buckets: []float64{0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1, 2, 5, 10},
+		}),
 		targetsActive: prometheus.NewDesc("pelwarden_targets", "Registered targets.", nil, nil),
 		podWatchState: prometheus.NewDesc("pelwarden_pod_watch_state",
 			"1 for the state the pod cache of a namespace and selector is in, 0 for the others; only current answers.",
@@ -99,7 +116,10 @@ func newMetrics(reg prometheus.Registerer, view *liveness.View, reports *admin.R
 	hidden := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "pelwarden_metrics_targets_hidden",
 		Help: "Targets of triggers whose per-target series the last scrape of /metrics left out: past scaler.maxMetricsTargets, shared between namespaces in turn."},
 		func() float64 { return float64(m.hidden.Load()) })
-	reg.MustRegister(m.redisErrors, m.groupMissing, m.refreshTime, m.looks, hidden, m)
+	for _, c := range liveness.ReadCauses {
+		m.reads.WithLabelValues(c.String())
+	}
+	reg.MustRegister(m.redisErrors, m.groupMissing, m.refreshTime, m.looks, m.reads, m.batches, m.answerAge, hidden, m)
 	return m
 }
 

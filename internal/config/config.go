@@ -190,14 +190,16 @@ type Log struct {
 
 // Scaler configures the KEDA ExternalScaler.
 type Scaler struct {
-	// RefreshInterval is how often each target's snapshot is refreshed in the
-	// background; a target whose stream or group Redis does not have, every
-	// 15 intervals (a poll reads it at once). Default 2s; must be positive.
-	RefreshInterval time.Duration `yaml:"refreshInterval"`
-	// MaxSnapshotAge is the oldest snapshot GetMetrics and IsActive may
-	// serve; an older one is refreshed inline. Default 5s; must be at least
-	// RefreshInterval, or every request would refresh inline.
-	MaxSnapshotAge time.Duration `yaml:"maxSnapshotAge"`
+	// Freshness is the oldest read of a group that GetMetrics and IsActive
+	// answer from, counted from when the read began. A group is read when
+	// its polls need it: just ahead of each poll pelwarden expects from the
+	// rhythm of the target's polls, batched with the other reads due then,
+	// so a poll is answered at once; a poll that finds no read this fresh
+	// waits for one. A target nobody polls costs Redis only the reads at
+	// its verdicts' deadlines. Default 1s: an answer at most a second
+	// behind Redis, where KEDA polls every 30s by default; must be
+	// positive.
+	Freshness time.Duration `yaml:"freshness"`
 	// RequestTimeout is pelwarden's own deadline for an RPC that must reach
 	// Redis; KEDA sets none. Default 3s; must be positive.
 	RequestTimeout time.Duration `yaml:"requestTimeout"`
@@ -379,8 +381,7 @@ func Default() Config {
 			MaxTargets:   1000,
 		},
 		Scaler: Scaler{
-			RefreshInterval:      2 * time.Second,
-			MaxSnapshotAge:       5 * time.Second,
+			Freshness:            time.Second,
 			RequestTimeout:       3 * time.Second,
 			TargetIdleExpiry:     10 * time.Minute,
 			ActiveResendInterval: 5 * time.Second,

@@ -65,7 +65,7 @@ func TestLoadPrecedenceIsFileThenEnvThenFlag(t *testing.T) {
 grpc:
   addr: ":1001"
 scaler:
-  refreshInterval: 1s
+  freshness: 1s
 redis:
   - name: default
     addr: file:6379
@@ -82,19 +82,19 @@ redis:
 		},
 		"env over file": {
 			env: map[string]string{
-				"PELWARDEN_GRPC_ADDR":               ":2002",
-				"PELWARDEN_SCALER_REFRESH_INTERVAL": "2s",
-				"PELWARDEN_REDIS_ADDR":              "env:6379",
+				"PELWARDEN_GRPC_ADDR":        ":2002",
+				"PELWARDEN_SCALER_FRESHNESS": "2s",
+				"PELWARDEN_REDIS_ADDR":       "env:6379",
 			},
 			grpcAddr: ":2002", refresh: 2 * time.Second, redisAddr: "env:6379",
 		},
 		"flag over env and file": {
 			env: map[string]string{
-				"PELWARDEN_GRPC_ADDR":               ":2002",
-				"PELWARDEN_SCALER_REFRESH_INTERVAL": "2s",
-				"PELWARDEN_REDIS_ADDR":              "env:6379",
+				"PELWARDEN_GRPC_ADDR":        ":2002",
+				"PELWARDEN_SCALER_FRESHNESS": "2s",
+				"PELWARDEN_REDIS_ADDR":       "env:6379",
 			},
-			args:     []string{"--grpc-addr", ":3003", "--refresh-interval", "3s", "--redis-addr", "flag:6379"},
+			args:     []string{"--grpc-addr", ":3003", "--freshness", "3s", "--redis-addr", "flag:6379"},
 			grpcAddr: ":3003", refresh: 3 * time.Second, redisAddr: "flag:6379",
 		},
 		"flag over file without env": {
@@ -113,7 +113,7 @@ redis:
 			cfg, err := config.Load(sources(tt.env, map[string]string{"/etc/pelwarden.yaml": file}), parseFlags(t, args...))
 			require.NoError(t, err)
 			require.Equal(t, tt.grpcAddr, cfg.GRPC.Addr, "grpc.addr")
-			require.Equal(t, tt.refresh, cfg.Scaler.RefreshInterval, "scaler.refreshInterval")
+			require.Equal(t, tt.refresh, cfg.Scaler.Freshness, "scaler.freshness")
 			require.Len(t, cfg.Redis, 1)
 			require.Equal(t, tt.redisAddr, cfg.Redis[0].Addr, "redis[0].addr")
 		})
@@ -187,7 +187,7 @@ func TestLoadRejectsBadEnvValuesNamingTheVariable(t *testing.T) {
 		"db not a number":        {"PELWARDEN_REDIS_DB", "abc", `PELWARDEN_REDIS_DB: must be an integer >= 0, got "abc"`},
 		"db negative":            {"PELWARDEN_REDIS_DB", "-1", `PELWARDEN_REDIS_DB: must be an integer >= 0, got "-1"`},
 		"tls not a bool":         {"PELWARDEN_REDIS_TLS", "yes please", `PELWARDEN_REDIS_TLS: must be true or false, got "yes please"`},
-		"duration without unit":  {"PELWARDEN_SCALER_REFRESH_INTERVAL", "2", `PELWARDEN_SCALER_REFRESH_INTERVAL: must be a positive duration such as "2s", "500ms" or "10m", got "2"`},
+		"duration without unit":  {"PELWARDEN_SCALER_FRESHNESS", "2", `PELWARDEN_SCALER_FRESHNESS: must be a positive duration such as "2s", "500ms" or "10m", got "2"`},
 		"negative duration":      {"PELWARDEN_GRPC_SHUTDOWN_TIMEOUT", "-1s", `PELWARDEN_GRPC_SHUTDOWN_TIMEOUT: must be a positive duration`},
 		"max targets zero":       {"PELWARDEN_SCALER_MAX_TARGETS", "0", `PELWARDEN_SCALER_MAX_TARGETS: must be an integer >= 1, got "0"`},
 		"lag cap not a number":   {"PELWARDEN_SCALER_LAG_ESTIMATE_CAP", "1e3", `PELWARDEN_SCALER_LAG_ESTIMATE_CAP: must be an integer >= 1, got "1e3"`},
@@ -213,8 +213,7 @@ func TestEveryScalerSettingHasAnEnvVariable(t *testing.T) {
 		"PELWARDEN_HTTP_ADDR":                               ":8181",
 		"PELWARDEN_LOG_LEVEL":                               "debug",
 		"PELWARDEN_LOG_FORMAT":                              "text",
-		"PELWARDEN_SCALER_REFRESH_INTERVAL":                 "1s",
-		"PELWARDEN_SCALER_MAX_SNAPSHOT_AGE":                 "4s",
+		"PELWARDEN_SCALER_FRESHNESS":                        "4s",
 		"PELWARDEN_SCALER_REQUEST_TIMEOUT":                  "7s",
 		"PELWARDEN_SCALER_TARGET_IDLE_EXPIRY":               "1h",
 		"PELWARDEN_SCALER_ACTIVE_RESEND_INTERVAL":           "9s",
@@ -232,8 +231,7 @@ func TestEveryScalerSettingHasAnEnvVariable(t *testing.T) {
 	require.Equal(t, config.HTTP{Addr: ":8181"}, cfg.HTTP)
 	require.Equal(t, config.Log{Level: "debug", Format: "text"}, cfg.Log)
 	require.Equal(t, config.Scaler{
-		RefreshInterval:      time.Second,
-		MaxSnapshotAge:       4 * time.Second,
+		Freshness:            4 * time.Second,
 		RequestTimeout:       7 * time.Second,
 		TargetIdleExpiry:     time.Hour,
 		ActiveResendInterval: 9 * time.Second,
@@ -281,7 +279,7 @@ func TestEnvUsageListsEveryVariable(t *testing.T) {
 		"PELWARDEN_LOG_LEVEL", "PELWARDEN_LOG_FORMAT",
 		"PELWARDEN_REDIS_ADDR", "PELWARDEN_REDIS_USERNAME", "PELWARDEN_REDIS_PASSWORD", "PELWARDEN_REDIS_PASSWORD_FILE",
 		"PELWARDEN_REDIS_DB", "PELWARDEN_REDIS_TLS", "PELWARDEN_REDIS_TLS_CA", "PELWARDEN_REDIS_TLS_CERT", "PELWARDEN_REDIS_TLS_KEY",
-		"PELWARDEN_SCALER_REFRESH_INTERVAL", "PELWARDEN_SCALER_MAX_SNAPSHOT_AGE", "PELWARDEN_SCALER_REQUEST_TIMEOUT",
+		"PELWARDEN_SCALER_FRESHNESS", "PELWARDEN_SCALER_REQUEST_TIMEOUT",
 		"PELWARDEN_SCALER_TARGET_IDLE_EXPIRY", "PELWARDEN_SCALER_ACTIVE_RESEND_INTERVAL",
 		"PELWARDEN_SCALER_MAX_TARGETS", "PELWARDEN_SCALER_LAG_ESTIMATE_CAP",
 		"PELWARDEN_ADMIN_TOKEN_FILE", "PELWARDEN_ADMIN_ALLOWED_CLIENT_IDENTITIES",
@@ -302,7 +300,7 @@ func TestFlagsAndVariablesAreNamedAfterTheirConfigPaths(t *testing.T) {
 		"http-addr":                       "PELWARDEN_HTTP_ADDR",
 		"log-level":                       "PELWARDEN_LOG_LEVEL",
 		"log-format":                      "PELWARDEN_LOG_FORMAT",
-		"refresh-interval":                "PELWARDEN_SCALER_REFRESH_INTERVAL",
+		"freshness":                       "PELWARDEN_SCALER_FRESHNESS",
 		"request-timeout":                 "PELWARDEN_SCALER_REQUEST_TIMEOUT",
 		"target-idle-expiry":              "PELWARDEN_SCALER_TARGET_IDLE_EXPIRY",
 		"kubernetes":                      "PELWARDEN_KUBERNETES_ENABLED",

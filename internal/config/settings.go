@@ -28,8 +28,8 @@ const (
 
 // setting is one value that an environment variable, and usually a flag, can
 // set. Names follow the config path: the variable is PELWARDEN_ and the path
-// in upper snake case (scaler.refreshInterval is
-// PELWARDEN_SCALER_REFRESH_INTERVAL) and a flag named after its path is the
+// in upper snake case (scaler.requestTimeout is
+// PELWARDEN_SCALER_REQUEST_TIMEOUT) and a flag named after its path is the
 // path in kebab case (log.level is --log-level). The default connection's
 // paths (redis[default].tls.caFile) are long, so its flags have short names
 // and its variables follow the flags (--redis-tls-ca is
@@ -116,9 +116,8 @@ var settings = []setting{
 	stringSetting("log.format", func(c *Config) *string { return &c.Log.Format }).
 		withFlag("log format: json or text"),
 
-	durationSetting("scaler.refreshInterval", func(c *Config) *time.Duration { return &c.Scaler.RefreshInterval }).
-		withFlagNamed("refresh-interval", "background snapshot refresh interval per target"),
-	durationSetting("scaler.maxSnapshotAge", func(c *Config) *time.Duration { return &c.Scaler.MaxSnapshotAge }),
+	durationSetting("scaler.freshness", func(c *Config) *time.Duration { return &c.Scaler.Freshness }).
+		withFlagNamed("freshness", "the oldest read of a group a poll is answered from"),
 	durationSetting("scaler.requestTimeout", func(c *Config) *time.Duration { return &c.Scaler.RequestTimeout }).
 		withFlagNamed("request-timeout", "deadline for an RPC that must reach Redis"),
 	durationSetting("scaler.targetIdleExpiry", func(c *Config) *time.Duration { return &c.Scaler.TargetIdleExpiry }).

@@ -122,12 +122,7 @@ func (c *Config) validate(p *problems) {
 	checkOneOf(p, "log.format", c.Log.Format, logFormats)
 
 	s := c.Scaler
-	checkPositive(p, "scaler.refreshInterval", s.RefreshInterval, "2s")
-	checkPositive(p, "scaler.maxSnapshotAge", s.MaxSnapshotAge, "5s")
-	if s.MaxSnapshotAge > 0 && s.MaxSnapshotAge < s.RefreshInterval {
-		p.add("scaler.maxSnapshotAge", "must be at least scaler.refreshInterval (%s), got %q",
-			s.RefreshInterval, s.MaxSnapshotAge)
-	}
+	checkPositive(p, "scaler.freshness", s.Freshness, "1s")
 	checkPositive(p, "scaler.requestTimeout", s.RequestTimeout, "3s")
 	checkPositive(p, "scaler.targetIdleExpiry", s.TargetIdleExpiry, "10m")
 	checkPositive(p, "scaler.activeResendInterval", s.ActiveResendInterval, "5s")

@@ -93,8 +93,8 @@ func TestLoadRejectsBadYAMLNamingTheKey(t *testing.T) {
 			want: []string{`redis[0].password: unknown key (/c.yaml:4)`, `set passwordEnv or passwordFile`},
 		},
 		"duration as a number": {
-			file: "scaler:\n  refreshInterval: 2\n",
-			want: []string{`scaler.refreshInterval: must be a duration such as "2s", "500ms" or "10m", got "2" (/c.yaml:2)`},
+			file: "scaler:\n  freshness: 2\n",
+			want: []string{`scaler.freshness: must be a duration such as "2s", "500ms" or "10m", got "2" (/c.yaml:2)`},
 		},
 		"text where an integer goes": {
 			file: "scaler:\n  maxTargets: many\n",

@@ -26,7 +26,7 @@ func TestDocExamplesCheckRejectsBrokenExamples(t *testing.T) {
 		"a json block that does not say what it is": {page("json", "{}\n"), "say what this example is: ```json request|text"},
 		"a kind that does not exist":                {page("yaml confg", "a: b\n"), `"confg" is not a kind of example`},
 		"a misspelled config key": {
-			page("yaml config", "scaler:\n  refreshIntervall: 2s\n"), "scaler.refreshIntervall: unknown key (docs/page.md:7)",
+			page("yaml config", "scaler:\n  freshnes: 2s\n"), "scaler.freshnes: unknown key (docs/page.md:7)",
 		},
 		"a config value out of range": {page("yaml config", "scaler:\n  breakerPercent: 120\n"), "scaler.breakerPercent: must be a percentage"},
 		"a config value of the wrong type": {
@@ -81,7 +81,7 @@ func TestDocExamplesCheckRejectsBrokenExamples(t *testing.T) {
 func TestDocExamplesCheckAcceptsGoodExamples(t *testing.T) {
 	t.Parallel()
 	for name, p := range map[string]Page{
-		"a config fragment without redis": page("yaml config", "scaler:\n  refreshInterval: 3s\n"),
+		"a config fragment without redis": page("yaml config", "scaler:\n  freshness: 3s\n"),
 		"a config naming files not on this machine": page("yaml config",
 			"admin:\n  tokenFile: /etc/pelwarden/admin-token\ngrpc:\n  tls:\n    certFile: /etc/pelwarden/tls/tls.crt\n    keyFile: /etc/pelwarden/tls/tls.key\n"),
 		"trigger metadata with KEDA's own key": page("yaml metadata",

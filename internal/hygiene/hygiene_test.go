@@ -27,23 +27,23 @@ func newLoop(t *testing.T, addr string) *Loop {
 	return newLoopRefreshing(t, addr, time.Second, nil)
 }
 
-// newLoopRefreshing is newLoop with the view refreshing every refresh, and
-// its engine publishing to bus.
-func newLoopRefreshing(t *testing.T, addr string, refresh time.Duration, bus *events.Bus) *Loop {
+// newLoopRefreshing is newLoop with the view answering from reads within
+// fresh, and its engine publishing to bus.
+func newLoopRefreshing(t *testing.T, addr string, fresh time.Duration, bus *events.Bus) *Loop {
 	t.Helper()
-	return newLoopOn(t, addr, refresh, bus, prometheus.NewRegistry(), nil)
+	return newLoopOn(t, addr, fresh, bus, prometheus.NewRegistry(), nil)
 }
 
 // newLoopOn is newLoopRefreshing with its metrics on reg and its options
 // tuned.
-func newLoopOn(t *testing.T, addr string, refresh time.Duration, bus *events.Bus, reg *prometheus.Registry, tune func(*Options)) *Loop {
+func newLoopOn(t *testing.T, addr string, fresh time.Duration, bus *events.Bus, reg *prometheus.Registry, tune func(*Options)) *Loop {
 	t.Helper()
-	return newLoopFetching(t, addr, refresh, bus, reg, tune, nil)
+	return newLoopFetching(t, addr, fresh, bus, reg, tune, nil)
 }
 
 // newLoopFetching is newLoopOn with the view's reads passed through wrap,
 // when not nil.
-func newLoopFetching(t *testing.T, addr string, refresh time.Duration, bus *events.Bus, reg *prometheus.Registry, tune func(*Options), wrap func(liveness.Fetcher) liveness.Fetcher) *Loop {
+func newLoopFetching(t *testing.T, addr string, fresh time.Duration, bus *events.Bus, reg *prometheus.Registry, tune func(*Options), wrap func(liveness.Fetcher) liveness.Fetcher) *Loop {
 	t.Helper()
 	r := config.DefaultRedis("default", addr)
 	r.IdleBefore72 = config.IdleGhost // idle-only ghosts on Redis 7.0 too
@@ -57,7 +57,7 @@ func newLoopFetching(t *testing.T, addr string, refresh time.Duration, bus *even
 	}
 	var l *Loop
 	view := liveness.NewView(fetch, liveness.ViewOptions{
-		RefreshInterval: refresh, MaxAge: refresh, FetchTimeout: 5 * time.Second, Expiry: time.Hour, MaxTargets: 1000,
+		Freshness: fresh, FetchTimeout: 5 * time.Second, Expiry: time.Hour, MaxTargets: 1000,
 		OnRefresh: func(t liveness.Target, s *liveness.Snapshot, err error, _ time.Duration) {
 			if err == nil {
 				l.Observe(t, s)
@@ -265,8 +265,8 @@ func TestClaimModeHandsEntriesToTheLiveConsumer(t *testing.T) {
 }
 
 // TestANewGhostIsReclaimedWithoutWaitingForTheScan: the scan interval is an
-// hour; the loop acts because the view saw a consumer holding entries turn
-// Ghost.
+// hour; a poll's read shows a new consumer holding entries, and the loop
+// acts because the view looked again at the instant it turned Ghost.
 // runLoop runs l and its view until the test ends.
 func runLoop(t *testing.T, l *Loop) {
 	t.Helper()
@@ -289,6 +289,8 @@ func TestANewGhostIsReclaimedWithoutWaitingForTheScan(t *testing.T) {
 
 	time.Sleep(200 * time.Millisecond) // the first scan has run and found nothing
 	redistest.Hold(t, rdb, "jobs", "workers", "ghost", "n", 10)
+	_, err := l.view.Snapshot(context.Background(), target(t, "ghostIdleSeconds", "0.3").Target) // a poll
+	require.NoError(t, err)
 	deadline := time.Now().Add(5 * time.Second)
 	for len(pendingOf(t, rdb)) > 0 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/pelwarden/pelwarden/internal/liveness"
 	"github.com/pelwarden/pelwarden/internal/reclaim"
 )
 
@@ -107,12 +108,11 @@ func (l *Loop) scanRunner(ctx context.Context, r *runner) {
 	// nil when the turn could not decide (another replica's lease, or a
 	// failed scan), which never brings the next turn forward by itself; a
 	// failure does, through retryFailed.
-	w := l.mayHaveWork(t)
-	// A turn at an entry's deadline scans whatever the view's latest read
-	// says: that read may be older than the entry.
-	busy, entryDue, since := w.busy || atDeadline, w.due, w.readAt
+	w, failed := l.mayHaveWork(ctx, t)
+	// A turn at an entry's deadline scans on a read made in the turn: the
+	// view's latest may be older than the entry.
+	busy, entryDue, since := (w.busy || atDeadline) && !failed, w.due, w.readAt
 	decided, decidedAt := w.ghosts, w.readAt
-	failed := false
 	switch {
 	case busy && l.refused(ctx, t):
 		// Paused: Redis refuses what a scan would write, and a lease. The
@@ -125,7 +125,7 @@ func (l *Loop) scanRunner(ctx context.Context, r *runner) {
 		var held bool
 		if held, failed = l.holdsLease(ctx, r, t); held {
 			var d decision
-			d, failed = l.scanOnce(ctx, t)
+			d, failed = l.scanOnce(ctx, t, w.read)
 			decided, entryDue, decidedAt = d.ghosts, d.entryDue, d.readAt
 		}
 	}
@@ -188,12 +188,13 @@ type decision struct {
 	entryDue, readAt time.Time
 }
 
-// scanOnce runs t's scan and returns what it decided on. failed says a
-// read or a write to Redis failed (logged at a bounded rate): the scan, or
-// the read of the oldest entries it left.
-func (l *Loop) scanOnce(ctx context.Context, t Target) (d decision, failed bool) {
+// scanOnce runs t's scan on read, made in this turn, or, when nil, on a
+// read it makes, and returns what it decided on. failed says a read or a
+// write to Redis failed (logged at a bounded rate): the scan, or the read
+// of the oldest entries it left.
+func (l *Loop) scanOnce(ctx context.Context, t Target, read *liveness.Snapshot) (d decision, failed bool) {
 	began := l.opts.Now()
-	snap, steps, _, err := l.scan(ctx, t)
+	snap, steps, _, err := l.scan(ctx, t, read)
 	switch {
 	case err == nil:
 		l.errs.Forget(t.Target.String()) // recovered: its next error is news
@@ -246,34 +247,49 @@ type work struct {
 	due time.Time
 	// readAt is when the read judged by was made.
 	readAt time.Time
+	// read is that read when the turn made it.
+	read *liveness.Snapshot
 }
 
 // mayHaveWork reports whether a scan of t could do or count anything, and
-// the ghosts of the read it judged by.
-// When the view has read t within the last scan interval and the scan's
-// own decision over that read takes nothing, deletes nothing and skips
-// nothing it would count, the scan is left out: it would read Redis afresh
-// to do nothing. A consumer that turns Ghost later is seen by the view's
-// next read (Observe), which moves t to the head of the queue; and a scan
-// that does run still decides on a fresh read, so the left-out scans never
-// change what is acted on.
-func (l *Loop) mayHaveWork(t Target) work {
+// the ghosts of the read it judged by: the view's latest read if it was
+// made within the last scan interval (a poll's, or a look's at a
+// deadline), else one made now, which is how a hygiene target nobody
+// polls is read once an interval. failed says that read failed (logged
+// at a bounded rate).
+// When the scan's own decision over the read takes nothing, deletes
+// nothing and skips nothing it would count, the scan is left out: it
+// would read Redis again to do nothing. A consumer that turns Ghost later
+// is seen by the view's look at its deadline (Observe), which moves t to
+// the head of the queue; and a scan that does run still decides on a
+// read begun in its turn, so the left-out scans never change what is
+// acted on.
+func (l *Loop) mayHaveWork(ctx context.Context, t Target) (w work, failed bool) {
 	s, ok := l.view.Peek(t.Target)
 	now := l.opts.Now()
+	var read *liveness.Snapshot
 	if !ok || now.Sub(s.At) >= l.opts.ScanInterval {
-		return work{busy: true} // no recent read to judge by
+		var err error
+		if s, err = l.view.Refresh(ctx, t.Target); err != nil {
+			l.opts.Engine.CountError(t.Target.GroupRef)
+			if ctx.Err() == nil {
+				l.errs.Log(ctx, l.opts.Log, slog.LevelWarn, t.Target.String(), "hygiene scan failed", "target", t.Target.String(), "err", err)
+			}
+			return work{}, true
+		}
+		read, now = s, l.opts.Now()
 	}
 	steps := reclaim.Decide(s, t.Hygiene, now)
 	for _, st := range steps {
 		if st.Action != reclaim.None || st.Skip != "" {
-			return work{busy: true}
+			return work{busy: true, read: read}, false
 		}
 	}
-	w := work{ghosts: orEmpty(ghostsIn(s)), readAt: s.At}
+	w = work{ghosts: orEmpty(ghostsIn(s)), readAt: s.At, read: read}
 	if !t.Hygiene.DryRun {
 		w.due = withMargin(quietDeadline(steps, t.Hygiene, s.At))
 	}
-	return w
+	return w, false
 }
 
 // orEmpty returns m, or an empty map for nil: a turn that decided on a

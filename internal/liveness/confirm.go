@@ -2,6 +2,7 @@ package liveness
 
 import (
 	"context"
+	"slices"
 	"time"
 )
 
@@ -93,26 +94,52 @@ func (s *Snapshot) afterBeats(at time.Time, obs Observation) (next time.Time, ok
 	return next, true
 }
 
-// confirmBeats takes the looks of es, all due on reader r, by reading
-// their heartbeat keys alone; it reports false, having changed nothing,
-// when that cannot decide them and the group must be read.
-func (v *View) confirmBeats(ctx context.Context, es []*entry) bool {
-	if v.opts.Confirm == nil || len(es) == 0 {
-		return false
+// lookJob is the looks due on one reader.
+type lookJob struct {
+	r     *reader
+	looks []*entry
+}
+
+// lookJobs groups the looks of es by reader.
+func lookJobs(es []*entry) []lookJob {
+	var jobs []lookJob
+	for _, e := range es {
+		i := 0
+		for i < len(jobs) && jobs[i].r != e.reader {
+			i++
+		}
+		if i == len(jobs) {
+			jobs = append(jobs, lookJob{r: e.reader})
+		}
+		jobs[i].looks = append(jobs[i].looks, e)
 	}
-	at := v.opts.Now()
-	snaps := make([]*Snapshot, len(es))
-	var keys []string
+	return jobs
+}
+
+// confirmable says the looks of es, all due on one reader, may be decided
+// by their heartbeat keys alone; confirmBeats reads them.
+func (v *View) confirmable(es []*entry) bool {
+	_, _, ok := v.beatsToRead(es, v.opts.Now())
+	return ok
+}
+
+// beatsToRead are the snapshots of es and the heartbeat keys whose read
+// decides their looks at at; ok is false when the group must be read.
+func (v *View) beatsToRead(es []*entry, at time.Time) (snaps []*Snapshot, keys []string, ok bool) {
+	if v.opts.Confirm == nil || len(es) == 0 {
+		return nil, nil, false
+	}
+	snaps = make([]*Snapshot, len(es))
 	for i, e := range es {
 		e.mu.Lock()
 		s, err := e.snap, e.err
 		e.mu.Unlock()
 		if err != nil || s == nil {
-			return false
+			return nil, nil, false
 		}
 		due, ok := s.beatsDue(at)
 		if !ok {
-			return false
+			return nil, nil, false
 		}
 		for _, k := range due {
 			if !contains(keys, k) {
@@ -120,6 +147,18 @@ func (v *View) confirmBeats(ctx context.Context, es []*entry) bool {
 			}
 		}
 		snaps[i] = s
+	}
+	return snaps, keys, true
+}
+
+// confirmBeats takes the looks of es, all due on reader r, by reading
+// their heartbeat keys alone; it reports false, having changed nothing,
+// when that cannot decide them and the group must be read.
+func (v *View) confirmBeats(ctx context.Context, es []*entry) bool {
+	at := v.opts.Now()
+	snaps, keys, ok := v.beatsToRead(es, at)
+	if !ok {
+		return false
 	}
 	ctx, cancel := context.WithTimeout(ctx, v.opts.FetchTimeout)
 	defer cancel()
@@ -137,11 +176,33 @@ func (v *View) confirmBeats(ctx context.Context, es []*entry) bool {
 	for i, e := range es {
 		e.mu.Lock()
 		if e.snap == snaps[i] { // else a newer read set its look
-			v.scheduleAt(e, snaps[i], next[i])
+			e.snap = snaps[i].aliveAgain(keys, at)
+			v.scheduleLookAt(e, next[i])
 		}
 		e.mu.Unlock()
 	}
 	return true
+}
+
+// aliveAgain is s with the consumers whose beat under one of keys a read
+// at at found fresh again marked Alive then (AliveAt), as a read of the
+// group then would have: the disruption breaker counts who turned Ghost
+// together by it, and the group is no longer read between lapses. The
+// rest of s, its verdicts and counts, is as it was.
+func (s *Snapshot) aliveAgain(keys []string, at time.Time) *Snapshot {
+	spec := s.Target.Spec
+	out := *s
+	out.Consumers = slices.Clone(s.Consumers)
+	for i := range out.Consumers {
+		cv := &out.Consumers[i]
+		if cv.Pending == 0 || !beatDecides(spec, *cv) {
+			continue
+		}
+		if k, ok := spec.beatKey(*cv); ok && contains(keys, k) && at.After(cv.AliveAt) {
+			cv.AliveAt = at
+		}
+	}
+	return &out
 }
 
 func contains(s []string, x string) bool {

@@ -38,7 +38,7 @@ func confirmView(t *testing.T, spec Spec) (*View, Target, <-chan struct{}, *beat
 	f := &beatingFetch{}
 	b := &beatKeys{f: f}
 	var looks [2]atomic.Int64 // by group, by beats
-	v := NewView(f.fetch, ViewOptions{RefreshInterval: time.Hour, MaxAge: time.Hour, FetchTimeout: 5 * time.Second, Expiry: time.Hour, MaxTargets: 4,
+	v := NewView(f.fetch, ViewOptions{Freshness: time.Hour, FetchTimeout: 5 * time.Second, Expiry: time.Hour, MaxTargets: 4,
 		Confirm: b.confirm, OnLook: func(byBeats bool) {
 			if byBeats {
 				looks[1].Add(1)

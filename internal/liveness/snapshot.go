@@ -121,7 +121,8 @@ type Observation struct {
 	// LagEstimateCapped says the count stopped at the cap.
 	LagEstimateCapped bool
 	Consumers         []ConsumerObs
-	// PendingByConsumer is the per-consumer count of the XPENDING summary.
+	// PendingByConsumer is the pending count of each consumer holding
+	// entries, as the XPENDING summary gives it.
 	PendingByConsumer map[string]int64
 	// PendingTotal is the group's PEL length (XINFO GROUPS pending): every
 	// pending entry, those released with XNACK (Redis 8.8), which no

@@ -20,17 +20,23 @@ var ErrTooManyTargets = errors.New("too many targets registered")
 
 // ViewOptions configures a View.
 type ViewOptions struct {
-	// RefreshInterval is how often each target is read in the background.
-	RefreshInterval time.Duration
-	// MaxAge is the oldest snapshot served without reading again.
-	MaxAge time.Duration
-	// FetchTimeout bounds one read of one target.
+	// Freshness is the oldest read a poll is answered from, counted from
+	// when the read began; an older snapshot is read again first. The
+	// view reads ahead of each target's expected polls (viewpoll.go), so
+	// a poll rarely waits.
+	Freshness time.Duration
+	// FetchTimeout bounds one read of one target, or of one batch.
 	FetchTimeout time.Duration
+	// FetchBatch, when set, reads many targets of one connection in one
+	// round trip: every read then goes through the connection's batch
+	// (viewbatch.go). Without it each read is its own Fetcher call.
+	FetchBatch BatchFetcher
 	// Expiry drops a target nobody asked about (and nobody watches) for this long.
 	Expiry time.Duration
 	// MaxTargets bounds the number of registered targets.
 	MaxTargets int
-	// Concurrency bounds the background reads running at once.
+	// Concurrency bounds the batches reading one connection at once, and
+	// the looks reading heartbeat keys at once.
 	Concurrency int
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
@@ -43,6 +49,14 @@ type ViewOptions struct {
 	// OnRefresh, when set, is called for a target each time it is
 	// judged from a read, with the read's outcome.
 	OnRefresh func(t Target, s *Snapshot, err error, took time.Duration)
+	// OnRead, when set, is called for every read of a group, with what
+	// asked for it, and OnBatch for every batch of reads sent in one
+	// round trip, with their number.
+	OnRead  func(cause ReadCause)
+	OnBatch func(reads int)
+	// OnAnswer, when set, is called for every poll answered, with the age
+	// of the read it was answered from.
+	OnAnswer func(age time.Duration)
 	// Confirm, when set, reads heartbeat keys alone: a look at the lapse
 	// of fresh heartbeats is decided by it when the workers beat again
 	// (confirm.go). Without it every look reads the group.
@@ -57,14 +71,38 @@ type ViewOptions struct {
 	Breaker Breaker
 }
 
-// View holds the latest snapshot of every registered target and keeps it
-// fresh. It is safe for concurrent use.
+// ReadCause is what asked for a read of a group.
+type ReadCause uint8
+
+const (
+	// ReadPoll is a poll that found no read fresh enough and waited.
+	ReadPoll ReadCause = iota
+	// ReadAhead is a read ahead of a target's expected poll.
+	ReadAhead
+	// ReadDeadline is a look at a verdict's deadline.
+	ReadDeadline
+	// ReadAsked is any other caller: a waker, a hygiene turn, a pod's
+	// going, the Admin API.
+	ReadAsked
+)
+
+func (c ReadCause) String() string {
+	return [...]string{"poll", "ahead", "deadline", "asked"}[c]
+}
+
+// ReadCauses are every ReadCause, for metrics to list.
+var ReadCauses = []ReadCause{ReadPoll, ReadAhead, ReadDeadline, ReadAsked}
+
+// View holds the latest snapshot of every registered target and reads
+// each when it is needed: for a poll, just ahead of it (viewpoll.go), at a
+// verdict's deadline (viewdeadline.go), or when a caller asks. It is safe
+// for concurrent use.
 //
 // Targets of one group that read Redis alike (equal readKeys) share one
 // reader: a read of any of them serves all, each judged from it by its own
-// spec against its own previous snapshot, when its caller asks or at the
-// background refresh (viewread.go). Locks are taken in the order View.mu,
-// reader.mu, entry.mu.
+// spec against its own previous snapshot, when its caller asks or, for
+// the reads the view schedules itself, at once (viewread.go). Locks are
+// taken in the order View.mu, reader.mu, entry.mu, schedule.mu.
 type View struct {
 	fetch Fetcher
 	opts  ViewOptions
@@ -75,9 +113,10 @@ type View struct {
 	// three times the bytes, once per reader.
 	groups map[GroupRef][]*reader
 	n      int
-	// looks are the deadlines between background refreshes
-	// (viewdeadline.go).
-	looks deadlines
+	// sched holds the looks at deadlines and the reads ahead of polls.
+	sched schedule
+	// batches queue the reads of each connection (viewbatch.go).
+	batches batches
 }
 
 type entry struct {
@@ -95,14 +134,33 @@ type entry struct {
 	readAt       time.Time
 	seq, snapSeq uint64
 	lastAsked    time.Time
+	// polls is the rhythm of the target's polls.
+	polls pollClock
 	// subs is nil until the first Subscribe: most targets never have one.
 	subs map[chan struct{}]struct{}
 	// pins counts holders that keep the target registered without a
 	// channel (the hygiene loop's targets).
 	pins int
-	// lookAt is the target's next look (viewdeadline.go), zero if none;
-	// it is guarded by View.looks.mu.
-	lookAt time.Time
+	// slots are the target's look and read ahead in View.sched, guarded
+	// by its mu.
+	slots [kinds]slot
+}
+
+// watchedLocked says a holder acts on e's verdicts as they turn (the
+// hygiene loop's pin, a StreamIsActive subscription), so its deadlines
+// are looked at. A target only polled is not: its next poll reads it, and
+// a look between polls would change nothing anyone sees. e.mu is held.
+func (e *entry) watchedLocked() bool { return e.pins > 0 || len(e.subs) > 0 }
+
+// pinnedLocked says the hygiene loop holds e; e.mu is held.
+func (e *entry) pinnedLocked() bool { return e.pins > 0 }
+
+func newEntry(t *Target, r *reader, now time.Time) *entry {
+	e := &entry{target: t, reader: r, lastAsked: now}
+	for k := range e.slots {
+		e.slots[k].index = -1
+	}
+	return e
 }
 
 // NewView returns a View reading through fetch.
@@ -111,33 +169,58 @@ func NewView(fetch Fetcher, opts ViewOptions) *View {
 		opts.Now = time.Now
 	}
 	if opts.Concurrency <= 0 {
-		opts.Concurrency = 32
+		opts.Concurrency = 4
 	}
 	if opts.Breaker == (Breaker{}) {
 		opts.Breaker = DefaultBreaker
 	}
-	return &View{fetch: fetch, opts: opts, groups: make(map[GroupRef][]*reader), looks: deadlines{wake: make(chan struct{}, 1)}}
+	return &View{fetch: fetch, opts: opts, groups: make(map[GroupRef][]*reader), sched: schedule{wake: make(chan struct{}, 1)},
+		batches: batches{byConn: make(map[string]*connBatch)}}
 }
 
-// Snapshot returns a snapshot of t no older than MaxAge, reading Redis when
-// the last one is older or failed. It registers t on first use. The error is
-// the read's: callers must not mistake it for an empty group.
+// Freshness is the oldest read, by when it began, that Snapshot, Cached
+// and Poll answer from.
+func (v *View) Freshness() time.Duration { return v.opts.Freshness }
+
+// Snapshot returns a snapshot of t from a read begun within Freshness,
+// reading Redis when the last one is older or failed. It registers t on
+// first use. The error is the read's: callers must not mistake it for an
+// empty group.
 func (v *View) Snapshot(ctx context.Context, t Target) (*Snapshot, error) {
 	e, snap, err := v.cached(t)
 	if err != nil || snap != nil {
 		return snap, err
 	}
-	return v.refresh(ctx, e, time.Time{})
+	return v.refresh(ctx, e, time.Time{}, ReadAsked)
 }
 
 // Cached is Snapshot without the read: it registers t and returns its
-// snapshot if one no older than MaxAge is at hand (or its group's latest
-// read is, judged for t), and ok false if answering needs a read. It
-// allocates nothing, so a poll served from a fresh snapshot needs no
-// deadline of its own.
+// snapshot if one within Freshness is at hand (or its group's latest read
+// is, judged for t), and ok false if answering needs a read. It allocates
+// nothing, so a poll served from a fresh snapshot needs no deadline of
+// its own.
 func (v *View) Cached(t Target) (snap *Snapshot, ok bool, err error) {
 	_, snap, err = v.cached(t)
 	return snap, snap != nil, err
+}
+
+func (v *View) cached(t Target) (*entry, *Snapshot, error) {
+	e, err := v.register(t)
+	if err != nil {
+		return nil, nil, err
+	}
+	now := v.opts.Now()
+	e.mu.Lock()
+	e.lastAsked = now
+	snap := e.snap
+	if e.err != nil || (snap != nil && now.Sub(e.readAt) > v.opts.Freshness) {
+		snap = nil
+	}
+	e.mu.Unlock()
+	if snap == nil {
+		snap = v.fromLatest(e, time.Time{})
+	}
+	return e, snap, nil
 }
 
 // CachedSince is RefreshSince without the read: it returns t's snapshot
@@ -163,25 +246,6 @@ func (v *View) CachedSince(t Target, since time.Time) (snap *Snapshot, ok bool, 
 	return snap, snap != nil, nil
 }
 
-func (v *View) cached(t Target) (*entry, *Snapshot, error) {
-	e, err := v.register(t)
-	if err != nil {
-		return nil, nil, err
-	}
-	now := v.opts.Now()
-	e.mu.Lock()
-	e.lastAsked = now
-	snap := e.snap
-	if e.err != nil || (snap != nil && now.Sub(snap.At) > v.opts.MaxAge) {
-		snap = nil
-	}
-	e.mu.Unlock()
-	if snap == nil {
-		snap = v.fromLatest(e, time.Time{})
-	}
-	return e, snap, nil
-}
-
 // Refresh reads t now and returns a snapshot whose read started no earlier
 // than the call: a caller woken by a new stream entry sees that entry.
 func (v *View) Refresh(ctx context.Context, t Target) (*Snapshot, error) {
@@ -189,7 +253,7 @@ func (v *View) Refresh(ctx context.Context, t Target) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	return v.refresh(ctx, e, v.opts.Now())
+	return v.refresh(ctx, e, v.opts.Now(), ReadAsked)
 }
 
 // RefreshSince returns a snapshot of t whose read started no earlier than
@@ -211,7 +275,7 @@ func (v *View) RefreshSince(ctx context.Context, t Target, since time.Time) (*Sn
 	if snap != nil {
 		return snap, nil
 	}
-	return v.refresh(ctx, e, since)
+	return v.refresh(ctx, e, since, ReadAsked)
 }
 
 // Subscribe returns a channel that receives a signal each time t is judged
@@ -309,6 +373,20 @@ func (v *View) Snapshots() []*Snapshot {
 		e.mu.Lock()
 		if e.snap != nil {
 			out = append(out, e.snap)
+		}
+		e.mu.Unlock()
+	}
+	return out
+}
+
+// Failing lists the targets whose latest read failed: their polls get the
+// read's error, never a number, until a read succeeds.
+func (v *View) Failing() []Target {
+	var out []Target
+	for _, e := range v.entries() {
+		e.mu.Lock()
+		if e.err != nil {
+			out = append(out, *e.target)
 		}
 		e.mu.Unlock()
 	}

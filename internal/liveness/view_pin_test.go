@@ -16,7 +16,7 @@ func TestAPinnedTargetDoesNotExpireAndGoesOnceUnpinned(t *testing.T) {
 	now := time.Unix(1000, 0)
 	var expired []string
 	v := NewView(func(context.Context, Target, []string) (Observation, error) { return Observation{}, nil }, ViewOptions{
-		RefreshInterval: time.Second, MaxAge: time.Second, Expiry: time.Minute, MaxTargets: 1,
+		Freshness: time.Second, Expiry: time.Minute, MaxTargets: 1,
 		Now: func() time.Time { return now }, OnExpire: func(t Target) { expired = append(expired, t.Stream) },
 	})
 	tg := Target{GroupRef: GroupRef{Conn: "default", Stream: "jobs", Group: "workers"}}
@@ -28,17 +28,17 @@ func TestAPinnedTargetDoesNotExpireAndGoesOnceUnpinned(t *testing.T) {
 	require.ErrorIs(t, err, ErrTooManyTargets, "a pin registers, within MaxTargets")
 
 	now = now.Add(time.Hour)
-	v.due(now)
+	v.expire(now)
 	require.Empty(t, expired, "pinned: kept with nobody asking")
 	unpinA()
 	unpinA() // once only: the other pin still holds
 	now = now.Add(time.Hour)
-	v.due(now)
+	v.expire(now)
 	require.Empty(t, expired, "one pin left")
 	unpinB()
-	v.due(now.Add(30 * time.Second))
+	v.expire(now.Add(30 * time.Second))
 	require.Empty(t, expired, "unpinned just now: Expiry counts from the unpin")
-	v.due(now.Add(2 * time.Minute))
+	v.expire(now.Add(2 * time.Minute))
 	require.Equal(t, []string{"jobs"}, expired)
 }
 
@@ -52,7 +52,7 @@ func TestTargetsOfOneGroupAreKeptApartAndExpireAlone(t *testing.T) {
 	v := NewView(func(context.Context, Target, []string) (Observation, error) {
 		return idleFor(10 * time.Second), nil
 	}, ViewOptions{
-		RefreshInterval: time.Second, MaxAge: time.Second, Expiry: time.Minute, MaxTargets: 3,
+		Freshness: time.Second, Expiry: time.Minute, MaxTargets: 3,
 		Now: func() time.Time { return now }, OnExpire: func(t Target) { expired = append(expired, t.Spec.GhostIdle) },
 	})
 	group := GroupRef{Conn: "default", Stream: "jobs", Group: "workers"}
@@ -70,7 +70,7 @@ func TestTargetsOfOneGroupAreKeptApartAndExpireAlone(t *testing.T) {
 	_, err = v.Snapshot(ctx, slow) // only slow is asked about
 	require.NoError(t, err)
 	now = now.Add(45 * time.Second)
-	v.due(now)
+	v.expire(now)
 	require.Equal(t, []time.Duration{time.Second}, expired, "the one nobody asked about went")
 	require.Equal(t, 1, v.Len())
 	_, ok := v.Peek(quick)
@@ -80,7 +80,7 @@ func TestTargetsOfOneGroupAreKeptApartAndExpireAlone(t *testing.T) {
 	require.Equal(t, Alive, s.Consumers[0].Verdict)
 
 	now = now.Add(2 * time.Minute)
-	v.due(now)
+	v.expire(now)
 	require.Zero(t, v.Len(), "then the other, and the group with it")
 	_, err = v.Snapshot(ctx, quick)
 	require.NoError(t, err, "a target registers again after its group emptied")
@@ -100,7 +100,7 @@ func TestSnapshotsListsEveryTargetReadAndNoneNotYetRead(t *testing.T) {
 	t.Parallel()
 	v := NewView(func(context.Context, Target, []string) (Observation, error) {
 		return idleFor(10 * time.Second), nil
-	}, ViewOptions{RefreshInterval: time.Second, MaxAge: time.Second, Expiry: time.Minute, MaxTargets: 4})
+	}, ViewOptions{Freshness: time.Second, Expiry: time.Minute, MaxTargets: 4})
 	group := GroupRef{Conn: "default", Stream: "jobs", Group: "workers"}
 	quick := Target{GroupRef: group, Spec: Spec{Idle: true, GhostIdle: time.Second}}
 	slow := Target{GroupRef: group, Spec: Spec{Idle: true, GhostIdle: time.Hour}}
@@ -126,7 +126,7 @@ func TestAPinnedTargetIsTheHoldersNotACopy(t *testing.T) {
 	t.Parallel()
 	v := NewView(func(context.Context, Target, []string) (Observation, error) {
 		return idleFor(10 * time.Second), nil
-	}, ViewOptions{RefreshInterval: time.Second, MaxAge: time.Second, Expiry: time.Minute, MaxTargets: 2})
+	}, ViewOptions{Freshness: time.Second, Expiry: time.Minute, MaxTargets: 2})
 	pinned := &Target{GroupRef: GroupRef{Conn: "default", Stream: "jobs", Group: "workers"}, Spec: Spec{Idle: true, GhostIdle: time.Second}}
 	_, err := v.Pin(pinned)
 	require.NoError(t, err)

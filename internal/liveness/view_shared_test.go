@@ -39,21 +39,24 @@ func (f *countingFetch) fetch(_ context.Context, t Target, _ []string) (Observat
 	return idleFor(10500 * time.Millisecond), nil
 }
 
-// TestTargetsDifferingOnlyInThresholdsShareOneReadPerRefresh: 40 targets
-// of one group, each with a ghostIdle of its own, are refreshed in the
-// background. Every read refreshes all 40, so the reads are as many as
-// the refreshes of one target, not 40 times as many; and each target is
-// judged by its own threshold from the same read: w, idle 10.5s, is a
-// Ghost under 1s to 10s and Alive under 11s to 40s.
-func TestTargetsDifferingOnlyInThresholdsShareOneReadPerRefresh(t *testing.T) {
+// TestTargetsDifferingOnlyInThresholdsShareOneReadAhead: 40 targets of
+// one group, each with a ghostIdle of its own, are polled together every
+// 100ms. Once their rhythm shows, the view reads the group ahead of the
+// rounds of polls, once for all 40 (every target is judged from the
+// read), and every poll is answered at once; each target is judged by its own
+// threshold from the same read: w, idle 10.5s, is a Ghost under 1s to 10s
+// and Alive under 11s to 40s.
+func TestTargetsDifferingOnlyInThresholdsShareOneReadAhead(t *testing.T) {
 	t.Parallel()
-	const n = 40
+	const n, rounds = 40, 12
 	f := &countingFetch{}
 	var mu sync.Mutex
 	refreshes := make(map[time.Duration]int)
 	var failed atomic.Int64
-	v := NewView(f.fetch, ViewOptions{RefreshInterval: 20 * time.Millisecond, MaxAge: time.Hour, FetchTimeout: time.Second,
+	var byCause [4]atomic.Int64
+	v := NewView(f.fetch, ViewOptions{Freshness: 200 * time.Millisecond, FetchTimeout: time.Second,
 		Expiry: time.Hour, MaxTargets: n,
+		OnRead: func(c ReadCause) { byCause[c].Add(1) },
 		OnRefresh: func(t Target, _ *Snapshot, err error, _ time.Duration) {
 			if err != nil {
 				failed.Add(1)
@@ -63,26 +66,41 @@ func TestTargetsDifferingOnlyInThresholdsShareOneReadPerRefresh(t *testing.T) {
 			mu.Unlock()
 		}})
 	targets := thresholdTargets(n)
-	for _, tg := range targets {
-		_, err := v.Pin(&tg) // registered, not read: the background reads them
-		require.NoError(t, err)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = v.Run(ctx); close(done) }()
-	require.Eventually(t, func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(refreshes) == n && slices.Min(slicesOf(refreshes)) >= 5
-	}, 10*time.Second, 5*time.Millisecond, "every target refreshed five times")
+	waited := 0 // after the first round, which registers the targets
+	for round := range rounds {
+		for _, tg := range targets {
+			_, ok, err := v.Poll(tg)
+			require.NoError(t, err)
+			if !ok {
+				_, err = v.PollWait(ctx, tg)
+				require.NoError(t, err)
+				if round > 0 {
+					waited++
+				}
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	cancel()
 	<-done
 
 	require.Zero(t, failed.Load())
+	// A round the machine delays past the read's freshness may wait once;
+	// without reads ahead every round would.
+	require.LessOrEqual(t, waited, 2, "after the first round, the polls are answered from the reads ahead")
+	// A read serves the polls of the next Freshness: one ahead of every
+	// other round.
+	require.GreaterOrEqual(t, byCause[ReadAhead].Load(), int64(rounds/2-2), "the group is read ahead of the rounds")
+	// The first round registers the targets while it reads: a read serves
+	// the targets registered when it ends, so it takes log2(n) reads.
+	require.LessOrEqual(t, f.reads.Load()-byCause[ReadPoll].Load(), int64(rounds), "one read a round serves all %d targets", n)
 	mu.Lock()
-	most := slices.Max(slicesOf(refreshes))
+	least := slices.Min(slicesOf(refreshes))
 	mu.Unlock()
-	require.LessOrEqual(t, f.reads.Load(), int64(most), "each read refreshes all %d targets: at most one read per refresh of a target", n)
+	require.GreaterOrEqual(t, least, rounds/2-2, "a read ahead judges every target of the group")
 	for _, asked := range f.asked {
 		require.Equal(t, Spec{}, asked.Spec, "the fetcher is asked for the group alone: no threshold changes what is read")
 	}
@@ -113,7 +131,7 @@ func TestTargetsWokenByOneEventShareOneReadAcrossThresholds(t *testing.T) {
 	t.Parallel()
 	const n = 40
 	f := &countingFetch{}
-	v := NewView(f.fetch, ViewOptions{RefreshInterval: time.Hour, MaxAge: time.Hour, FetchTimeout: time.Second, Expiry: time.Hour, MaxTargets: n})
+	v := NewView(f.fetch, ViewOptions{Freshness: time.Hour, FetchTimeout: time.Second, Expiry: time.Hour, MaxTargets: n})
 	targets := thresholdTargets(n)
 	ctx := context.Background()
 	for _, tg := range targets {
@@ -156,7 +174,7 @@ func TestATargetJoiningASharedReadKeepsItsOwnFirstSeen(t *testing.T) {
 		reads.Add(1)
 		return idleFor(time.Second), nil
 	}
-	v := NewView(fetch, ViewOptions{RefreshInterval: time.Hour, MaxAge: time.Second, FetchTimeout: time.Second, Expiry: time.Hour,
+	v := NewView(fetch, ViewOptions{Freshness: time.Second, FetchTimeout: time.Second, Expiry: time.Hour,
 		MaxTargets: 2, Now: func() time.Time { return now }})
 	old, late := thresholdTargets(2)[0], thresholdTargets(2)[1]
 	ctx := context.Background()
@@ -183,7 +201,7 @@ func TestPodSetsAddToOneSharedReadEachTheirOwnPods(t *testing.T) {
 	now := time.Unix(1000, 0)
 	f := &countingFetch{}
 	var annotated []PodSet
-	v := NewView(f.fetch, ViewOptions{MaxAge: time.Hour, FetchTimeout: time.Second, MaxTargets: 3, Now: func() time.Time { return now },
+	v := NewView(f.fetch, ViewOptions{Freshness: time.Hour, FetchTimeout: time.Second, MaxTargets: 3, Now: func() time.Time { return now },
 		Annotate: func(t Target, obs *Observation) {
 			annotated = append(annotated, t.Spec.PodSet())
 			state := PodGone
@@ -214,29 +232,39 @@ func TestPodSetsAddToOneSharedReadEachTheirOwnPods(t *testing.T) {
 }
 
 // TestAReadOneTargetAskedForIsJudgedForTheOthersOnlyWhenTheyAsk: a read
-// one target of a thousand asks for (a new StreamIsActive stream, a
-// hygiene scan) judges that target alone; each other target is judged
-// from it when it asks, without a read of its own, and once all have, the
-// reader keeps no observation beside their snapshots.
+// one target of a thousand asks for (a new StreamIsActive stream, a poll)
+// judges that target, and the one the hygiene loop holds, alone; each
+// other target is judged from it when it asks, without a read of its
+// own, and once all have, the reader keeps no observation beside their
+// snapshots.
 func TestAReadOneTargetAskedForIsJudgedForTheOthersOnlyWhenTheyAsk(t *testing.T) {
 	t.Parallel()
 	const n = 1000
 	f := &countingFetch{}
 	var refreshed atomic.Int64
-	v := NewView(f.fetch, ViewOptions{RefreshInterval: time.Hour, MaxAge: time.Hour, FetchTimeout: time.Second, Expiry: time.Hour, MaxTargets: n,
-		OnRefresh: func(Target, *Snapshot, error, time.Duration) { refreshed.Add(1) }})
+	var hygiene atomic.Bool
 	targets := thresholdTargets(n)
-	for _, tg := range targets {
-		_, err := v.Pin(&tg)
+	v := NewView(f.fetch, ViewOptions{Freshness: time.Hour, FetchTimeout: time.Second, Expiry: time.Hour, MaxTargets: n,
+		OnRefresh: func(t Target, _ *Snapshot, _ error, _ time.Duration) {
+			refreshed.Add(1)
+			hygiene.Store(hygiene.Load() || SameKey(t, targets[n-1]))
+		}})
+	for _, tg := range targets[:n-1] {
+		_, ok, err := v.Cached(tg) // registered, not read
 		require.NoError(t, err)
+		require.False(t, ok)
 	}
-	ctx := context.Background()
-	_, err := v.Refresh(ctx, targets[0])
+	_, err := v.Pin(&targets[n-1])
 	require.NoError(t, err)
-	require.Equal(t, int64(1), refreshed.Load(), "the read judged the target that asked, not the %d others", n-1)
+	ctx := context.Background()
+	_, err = v.Refresh(ctx, targets[0])
+	require.NoError(t, err)
+	// The pinned target is judged once the read has answered its caller.
+	require.Eventually(t, hygiene.Load, 5*time.Second, time.Millisecond, "the hygiene loop's target is judged from every read of its group")
+	require.Equal(t, int64(2), refreshed.Load(), "the read judged the target that asked and the pinned one, not the %d others", n-2)
 	r := v.groups[targets[0].GroupRef][0]
 	require.NotNil(t, r.latest, "the read is kept for the others")
-	for i, tg := range targets[1:] {
+	for i, tg := range targets[1 : n-1] {
 		_, ok := v.Peek(tg)
 		require.False(t, ok, "not judged before it asks")
 		if i%2 == 0 {

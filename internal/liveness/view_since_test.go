@@ -24,7 +24,7 @@ func TestCallersWokenByOneEventShareOneRead(t *testing.T) {
 			return Observation{}, context.DeadlineExceeded
 		}
 		return Observation{}, nil
-	}, ViewOptions{RefreshInterval: time.Hour, MaxAge: time.Hour, FetchTimeout: time.Second, Expiry: time.Hour, MaxTargets: 1})
+	}, ViewOptions{Freshness: time.Hour, FetchTimeout: time.Second, Expiry: time.Hour, MaxTargets: 1})
 	tg := Target{GroupRef: GroupRef{Conn: "default", Stream: "jobs", Group: "workers"}}
 	ctx := context.Background()
 

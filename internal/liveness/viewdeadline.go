@@ -6,87 +6,146 @@ import (
 	"time"
 )
 
-// deadlines are the looks the view has to take between its background
-// refreshes: each target's earliest verdict-changing instant
-// (Snapshot.NextChange) that falls before the refresh after next would
-// judge it again anyway. A target whose worker keeps beating never gets
-// one (its instant moves past the next refresh at every read), so the
-// cost follows the consumers that are actually going quiet: one read
-// each, at the instant their verdict turns, which both the scaler's
-// numbers and the hygiene loop (OnRefresh) then see.
-type deadlines struct {
-	mu sync.Mutex
-	// q holds a target's look, and looks made stale by a later read
-	// (popped and dropped: their entry's lookAt moved on).
-	q    lookQueue
+// schedule holds the reads the view owes at an instant of its own
+// choosing, one item per target and kind:
+//   - a look: the target's earliest verdict-changing instant
+//     (Snapshot.NextChange), read then with the least read that decides
+//     it (confirm.go), and which both the scaler's numbers and the hygiene
+//     loop (OnRefresh) see. A target whose worker keeps beating moves its
+//     look on at every read, so the cost follows the consumers that are
+//     actually going quiet;
+//   - a read ahead of the target's next expected poll (viewpoll.go).
+//
+// An item is the entry's place in the heap: setting one again moves it,
+// so a target polled a thousand times holds one item of each kind.
+type schedule struct {
+	mu   sync.Mutex
+	q    schedQueue
 	wake chan struct{}
 }
 
-type look struct {
-	e  *entry
-	at time.Time
+type schedKind uint8
+
+const (
+	kindLook schedKind = iota
+	kindAhead
+	kinds
+)
+
+// slot is an entry's item of one kind; at and index are guarded by
+// schedule.mu. index is -1 while the item is not in the heap.
+type slot struct {
+	at    time.Time
+	index int
 }
 
-// schedule sets e's next look from snap, a read just judged for it. A look
-// already set within DeadlineMargin of the new one is kept, so the reads
-// between a deadline's computation and its instant, which all compute it
-// again, do not stack up looks.
-func (v *View) schedule(e *entry, snap *Snapshot) {
-	v.scheduleAt(e, snap, snap.NextChange())
+type schedItem struct {
+	e    *entry
+	kind schedKind
 }
 
-// scheduleAt sets e's next look at the deadline at (zero: none), computed
-// from snap and what was read since.
-func (v *View) scheduleAt(e *entry, snap *Snapshot, at time.Time) {
-	if !at.IsZero() {
-		at = at.Add(DeadlineMargin)
+func (it schedItem) slot() *slot { return &it.e.slots[it.kind] }
+
+// set puts e's item of kind at at (zero: removes it); s.mu is held. It
+// reports whether the heap's head changed.
+func (s *schedule) setLocked(e *entry, kind schedKind, at time.Time) bool {
+	sl := &e.slots[kind]
+	switch {
+	case at.IsZero() && sl.index < 0:
+		return false
+	case at.IsZero():
+		heap.Remove(&s.q, sl.index)
+		sl.at = time.Time{}
+		return false
+	case sl.index < 0:
+		sl.at = at
+		heap.Push(&s.q, schedItem{e: e, kind: kind})
+	default:
+		sl.at = at
+		heap.Fix(&s.q, sl.index)
 	}
-	if at.IsZero() || !at.Before(snap.At.Add(2*v.opts.RefreshInterval)) {
-		at = time.Time{} // a background refresh judges it again before then
-	}
-	d := &v.looks
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	old := e.lookAt
-	if !old.IsZero() && !at.IsZero() && old.Sub(at).Abs() < DeadlineMargin {
-		return
-	}
-	e.lookAt = at
-	if at.IsZero() {
-		return
-	}
-	heap.Push(&d.q, look{e: e, at: at})
-	if d.q[0].e == e && d.q[0].at.Equal(at) {
+	return sl.index == 0
+}
+
+// set is setLocked under the lock, waking Run when the head changed.
+func (s *schedule) set(e *entry, kind schedKind, at time.Time) {
+	s.mu.Lock()
+	head := s.setLocked(e, kind, at)
+	s.mu.Unlock()
+	if head {
 		select {
-		case d.wake <- struct{}{}:
+		case s.wake <- struct{}{}:
 		default:
 		}
 	}
 }
 
-// dueLooks takes the looks due at now and returns their entries, of
-// readers that still serve them, and how long until the next look
-// (idleLook with none).
-func (v *View) dueLooks(now time.Time) ([]*entry, time.Duration) {
-	d := &v.looks
-	d.mu.Lock()
-	var out []*entry
-	wait := idleLook
-	for d.q.Len() > 0 {
-		l := d.q[0]
-		if w := l.at.Sub(now); w > 0 {
-			wait = w
+// drop takes every item of e out.
+func (s *schedule) drop(e *entry) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k := range kinds {
+		s.setLocked(e, k, time.Time{})
+	}
+}
+
+// due takes the looks due by now and, once one item is due, the reads
+// ahead aimed by now+window, and returns how long until the next item
+// (idleLook with none). Run wakes at the aim of the earliest read ahead
+// and takes with it those of the next window, so the reads ahead go in
+// batches a window apart, each up to a window early.
+func (s *schedule) due(now time.Time, window time.Duration) (looks, ahead []*entry, wait time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	wait = idleLook
+	for s.q.Len() > 0 {
+		it := s.q[0]
+		at := it.slot().at
+		due := !at.After(now)
+		along := it.kind == kindAhead && len(looks)+len(ahead) > 0 && !at.After(now.Add(window))
+		if !due && !along {
+			wait = at.Sub(now)
 			break
 		}
-		heap.Pop(&d.q)
-		if !l.e.lookAt.Equal(l.at) {
-			continue // a later read moved it
+		heap.Pop(&s.q)
+		it.slot().at = time.Time{}
+		if it.kind == kindLook {
+			looks = append(looks, it.e)
+		} else {
+			ahead = append(ahead, it.e)
 		}
-		l.e.lookAt = time.Time{}
-		out = append(out, l.e)
 	}
+	return looks, ahead, wait
+}
+
+// scheduleLook sets e's next look from snap, a read just judged for it.
+func (v *View) scheduleLook(e *entry, snap *Snapshot) {
+	v.scheduleLookAt(e, snap.NextChange())
+}
+
+// scheduleLookAt sets e's next look at the deadline at (zero: none). A
+// look already set within DeadlineMargin of the new one is kept, so the
+// reads between a deadline's computation and its instant, which all
+// compute it again, do not move it back and forth.
+func (v *View) scheduleLookAt(e *entry, at time.Time) {
+	if !at.IsZero() {
+		at = at.Add(DeadlineMargin)
+	}
+	d := &v.sched
+	d.mu.Lock()
+	old := e.slots[kindLook]
+	if old.index >= 0 && !at.IsZero() && old.at.Sub(at).Abs() < DeadlineMargin {
+		d.mu.Unlock()
+		return
+	}
+	head := d.setLocked(e, kindLook, at)
 	d.mu.Unlock()
-	return v.registered(out), wait
+	if head {
+		select {
+		case d.wake <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // registered keeps the entries whose reader still serves targets.
@@ -105,62 +164,31 @@ func (v *View) registered(es []*entry) []*entry {
 	return out
 }
 
-// readJob is one read the refresh loop runs: of a reader due its
-// background refresh (looks nil), or of one whose targets' looks are due,
-// which their heartbeat keys alone may decide (confirmBeats).
-type readJob struct {
-	r     *reader
-	looks []*entry
-}
-
-// readJobs is one job per reader: the background refreshes, then the
-// readers with looks due that no refresh reads already.
-func readJobs(refresh []*reader, looks []*entry) []readJob {
-	jobs := make([]readJob, 0, len(refresh)+len(looks))
-	for _, r := range refresh {
-		jobs = append(jobs, readJob{r: r})
-	}
-	next := len(jobs)
-	for _, e := range looks {
-		if containsReader(refresh, e.reader) {
-			continue
-		}
-		i := next
-		for i < len(jobs) && jobs[i].r != e.reader {
-			i++
-		}
-		if i == len(jobs) {
-			jobs = append(jobs, readJob{r: e.reader})
-		}
-		jobs[i].looks = append(jobs[i].looks, e)
-	}
-	return jobs
-}
-
-func containsReader(rs []*reader, r *reader) bool {
-	for _, x := range rs {
-		if x == r {
-			return true
-		}
-	}
-	return false
-}
-
-// idleLook is how long the refresh waits for a look when none is set; a
-// new one wakes it.
+// idleLook is how long Run waits when nothing is scheduled; a new item
+// at the head wakes it.
 const idleLook = time.Hour
 
-// lookQueue orders looks by instant (container/heap).
-type lookQueue []look
+// schedQueue orders items by instant (container/heap).
+type schedQueue []schedItem
 
-func (q lookQueue) Len() int           { return len(q) }
-func (q lookQueue) Less(i, j int) bool { return q[i].at.Before(q[j].at) }
-func (q lookQueue) Swap(i, j int)      { q[i], q[j] = q[j], q[i] }
-func (q *lookQueue) Push(x any)        { *q = append(*q, x.(look)) } //nolint:forcetypeassert // container/heap hands back what Push was given
-func (q *lookQueue) Pop() any {
+func (q schedQueue) Len() int           { return len(q) }
+func (q schedQueue) Less(i, j int) bool { return q[i].slot().at.Before(q[j].slot().at) }
+func (q schedQueue) Swap(i, j int) {
+	q[i], q[j] = q[j], q[i]
+	q[i].slot().index, q[j].slot().index = i, j
+}
+
+func (q *schedQueue) Push(x any) {
+	it := x.(schedItem) //nolint:forcetypeassert // container/heap hands back what Push was given
+	it.slot().index = len(*q)
+	*q = append(*q, it)
+}
+
+func (q *schedQueue) Pop() any {
 	old := *q
-	l := old[len(old)-1]
-	old[len(old)-1] = look{}
+	it := old[len(old)-1]
+	old[len(old)-1] = schedItem{}
 	*q = old[:len(old)-1]
-	return l
+	it.slot().index = -1
+	return it
 }

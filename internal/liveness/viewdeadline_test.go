@@ -35,11 +35,11 @@ func (f *beatingFetch) fetch(context.Context, Target, []string) (Observation, er
 	}, nil
 }
 
-// deadlineView runs a view over f whose background refresh never comes
-// within a test: only a look at a deadline can read again.
+// deadlineView runs a view over f that nothing polls: only a look at a
+// deadline can read again.
 func deadlineView(t *testing.T, f *beatingFetch) (*View, Target, <-chan struct{}) {
 	t.Helper()
-	v := NewView(f.fetch, ViewOptions{RefreshInterval: time.Hour, MaxAge: time.Hour, FetchTimeout: 5 * time.Second, Expiry: time.Hour, MaxTargets: 4})
+	v := NewView(f.fetch, ViewOptions{Freshness: time.Hour, FetchTimeout: 5 * time.Second, Expiry: time.Hour, MaxTargets: 4})
 	tg := Target{GroupRef: GroupRef{Conn: "default", Stream: "jobs", Group: "workers"},
 		Spec: Spec{Heartbeat: true, HeartbeatKey: "hb:{consumer}", HeartbeatMaxAge: 2 * time.Second, StartGrace: time.Second}}
 	ch, stop, err := v.Subscribe(tg)

@@ -89,7 +89,7 @@ func TestCachedServesAFreshSnapshotWithoutAllocating(t *testing.T) {
 	target := Target{GroupRef: GroupRef{Conn: "c", Stream: "s", Group: "g"}, Spec: allOn(t)}
 	v := NewView(func(context.Context, Target, []string) (Observation, error) {
 		return Observation{ServerTime: time.Now()}, nil
-	}, ViewOptions{MaxAge: time.Hour, FetchTimeout: time.Second, MaxTargets: 1})
+	}, ViewOptions{Freshness: time.Hour, FetchTimeout: time.Second, MaxTargets: 1})
 	_, ok, err := v.Cached(target)
 	require.NoError(t, err)
 	require.False(t, ok, "nothing read yet")
@@ -168,4 +168,25 @@ func TestReadKeyIgnoresAnOwnerMatchNothingIsReadBy(t *testing.T) {
 	require.NoError(t, err)
 	x.Spec.Owner = exact
 	require.Equal(t, readKeyOf(none), readKeyOf(x), "no ownerMatch is exact")
+}
+
+// TestAPollAnsweredFromAFreshSnapshotAllocatesNothing: a poll learns the
+// target's rhythm and sets its read ahead without allocating, whether it
+// begins a poll or is the IsActive of one.
+func TestAPollAnsweredFromAFreshSnapshotAllocatesNothing(t *testing.T) {
+	target := Target{GroupRef: GroupRef{Conn: "c", Stream: "s", Group: "g"}, Spec: allOn(t)}
+	clock := &fakeClock{now: time.Unix(1_700_000_000, 0)}
+	v := NewView(func(context.Context, Target, []string) (Observation, error) {
+		return Observation{ServerTime: time.Now()}, nil
+	}, ViewOptions{Freshness: time.Hour, FetchTimeout: time.Second, MaxTargets: 1, Now: clock.Now})
+	_, err := v.PollWait(context.Background(), target)
+	require.NoError(t, err)
+	for _, step := range []time.Duration{0, 30 * time.Second} {
+		allocs := testing.AllocsPerRun(100, func() {
+			clock.advance(step)
+			_, ok, _ := v.Poll(target)
+			require.True(t, ok)
+		})
+		require.Zero(t, allocs, "a poll every %s allocates", step)
+	}
 }

@@ -9,9 +9,9 @@ import (
 
 // reader is the reads of one readKey: every target of the group that
 // reads Redis alike. A read of one of its targets is a read of all, each
-// settled from it when its caller asks, or by the background refresh;
-// so T targets that differ only in thresholds cost one read per refresh
-// and one per wake, not T.
+// settled from it when its caller asks, or when the read was one the view
+// scheduled; so T targets that differ only in thresholds cost one read
+// per round of polls and one per wake, not T.
 type reader struct {
 	key readKey
 
@@ -27,6 +27,8 @@ type reader struct {
 	inflight *call
 	// seq numbers the reader's reads, in the order they start.
 	seq uint64
+	// lastGood is when the latest good read began.
+	lastGood time.Time
 	// known is the consumers of the latest good read: the next read asks
 	// for their heartbeat keys in its first round trip.
 	known []string
@@ -44,14 +46,22 @@ type reader struct {
 // call is one read; waiters block on done. Once done is closed, the
 // fields above podsMu do not change.
 type call struct {
-	seq     uint64
+	seq uint64
+	// started is when the read was sent, or, while it waits in its
+	// connection's batch, when it was asked for; waiters read it once
+	// done is closed.
 	started time.Time
 	done    chan struct{}
-	// starter is the target whose caller started the read, nil for the
-	// background refresh; the read settles it before done closes.
+	// starter is the target whose caller started the read, nil for a
+	// read the view scheduled itself, which settles every target of the
+	// reader; the read settles starter before done closes.
 	starter *entry
-	obs     Observation
-	err     error
+	cause   ReadCause
+	// all says every target of the reader is settled from the read when
+	// it ends, as for a read the view scheduled; guarded by reader.mu.
+	all bool
+	obs Observation
+	err error
 	// at is when the read ended: the time its snapshots are built at.
 	at time.Time
 	// taken counts the targets settled while the read was ending; it is
@@ -73,12 +83,37 @@ func (c *call) consumerRows() []consumerRow {
 	return c.rows
 }
 
+// Recent returns t's latest snapshot if its read began within Freshness,
+// else reads t; ok is false, and nothing is read, when t is not
+// registered. A long hygiene step judges its owner again from it at each
+// page.
+func (v *View) Recent(ctx context.Context, t Target) (snap *Snapshot, ok bool, err error) {
+	v.mu.Lock()
+	e := v.lookupLocked(t)
+	v.mu.Unlock()
+	if e == nil {
+		return nil, false, nil
+	}
+	now := v.opts.Now()
+	e.mu.Lock()
+	snap = e.snap
+	if e.err != nil || (snap != nil && now.Sub(e.readAt) > v.opts.Freshness) {
+		snap = nil
+	}
+	e.mu.Unlock()
+	if snap != nil {
+		return snap, true, nil
+	}
+	snap, err = v.refresh(ctx, e, time.Time{}, ReadAsked)
+	return snap, err == nil, err
+}
+
 // refresh returns e's snapshot from a read of its reader that started at
 // or after notBefore: the reader's latest good one when it qualifies (a
-// zero notBefore also wants it no older than MaxAge), else one in flight
-// or a new one.
-func (v *View) refresh(ctx context.Context, e *entry, notBefore time.Time) (*Snapshot, error) {
-	c, err := v.readSince(ctx, e.reader, e, notBefore)
+// zero notBefore also wants it begun within Freshness), else one in
+// flight or a new one.
+func (v *View) refresh(ctx context.Context, e *entry, notBefore time.Time, cause ReadCause) (*Snapshot, error) {
+	c, err := v.readSince(ctx, e.reader, e, notBefore, cause)
 	if err != nil {
 		return nil, err
 	}
@@ -86,25 +121,20 @@ func (v *View) refresh(ctx context.Context, e *entry, notBefore time.Time) (*Sna
 }
 
 // readSince returns a read of r that started at or after notBefore, for
-// e (nil: for the background refresh, which wants a new read and takes
-// no latest one). A read runs under its own timeout, detached from ctx,
-// so one impatient caller cannot fail the read for the others waiting on
-// it.
-func (v *View) readSince(ctx context.Context, r *reader, e *entry, notBefore time.Time) (*call, error) {
+// e.
+func (v *View) readSince(ctx context.Context, r *reader, e *entry, notBefore time.Time, cause ReadCause) (*call, error) {
 	for {
 		r.mu.Lock()
-		if l := v.latestLocked(r, notBefore); e != nil && l != nil {
+		if l := v.latestLocked(r, notBefore); l != nil {
 			r.mu.Unlock()
 			return l, nil
 		}
 		c := r.inflight
 		if c == nil {
-			r.seq++
-			c = &call{seq: r.seq, started: v.opts.Now(), done: make(chan struct{}), starter: e}
-			r.inflight = c
+			c = v.newCallLocked(r, e, cause)
 			known := r.known
 			r.mu.Unlock()
-			go v.read(ctx, r, c, known)
+			v.startReads(ctx, []pendingRead{{r: r, c: c, known: known}})
 		} else {
 			r.mu.Unlock()
 		}
@@ -119,12 +149,20 @@ func (v *View) readSince(ctx context.Context, r *reader, e *entry, notBefore tim
 	}
 }
 
+// newCallLocked starts r's next read, for e (nil: for every target of
+// r); r.mu is held.
+func (v *View) newCallLocked(r *reader, e *entry, cause ReadCause) *call {
+	r.seq++
+	c := &call{seq: r.seq, started: v.opts.Now(), done: make(chan struct{}), starter: e, cause: cause, all: e == nil}
+	r.inflight = c
+	return c
+}
+
 // latestLocked is r's latest good read if it began no earlier than
-// notBefore (a zero notBefore: if it is no older than MaxAge); r.mu is
-// held.
+// notBefore (a zero notBefore: within Freshness); r.mu is held.
 func (v *View) latestLocked(r *reader, notBefore time.Time) *call {
 	l := r.latest
-	if l == nil || l.started.Before(notBefore) || (notBefore.IsZero() && v.opts.Now().Sub(l.at) > v.opts.MaxAge) {
+	if l == nil || l.started.Before(notBefore) || (notBefore.IsZero() && v.opts.Now().Sub(l.started) > v.opts.Freshness) {
 		return nil
 	}
 	return l
@@ -147,44 +185,79 @@ func (v *View) fromLatest(e *entry, notBefore time.Time) *Snapshot {
 	return snap
 }
 
-// read fetches r's group once. It settles the target whose caller asked
-// for it; every other target of r is settled from it when its own
-// caller asks (a target woken by the same entry, or opened after a read
-// began), or by the background refresh, so a read one target asked for
-// costs the others nothing. It stays r's latest read until every target
-// has taken it or a newer read replaces it.
+// read fetches r's group once, alone.
 func (v *View) read(ctx context.Context, r *reader, c *call, known []string) {
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), v.opts.FetchTimeout)
+	fctx, cancel := context.WithTimeout(ctx, v.opts.FetchTimeout)
 	defer cancel()
+	c.started = v.opts.Now()
 	c.obs, c.err = v.fetch(fctx, r.key.target(), known)
+	v.ended(r, c)
+}
+
+// ended finishes c, a read of r that returned. It settles the target
+// whose caller asked for it, or, for a read the view scheduled, every
+// target of r: a target polled soon is then answered without judging,
+// and the hygiene loop (OnRefresh) sees every target. Of a read one
+// target asked for, every other target of r is settled when its own
+// caller asks (a target woken by the same entry, or opened after a read
+// began), so it costs the others nothing. It stays r's latest read until
+// every target has taken it or a newer read replaces it.
+func (v *View) ended(r *reader, c *call) {
 	c.at = v.opts.Now()
 	var names []string
 	if c.err == nil {
 		names = observedNames(c.consumerRows())
 	}
+	if v.opts.OnRead != nil {
+		v.opts.OnRead(c.cause)
+	}
 	if c.starter != nil {
 		_, _ = v.settle(c.starter, c)
 	}
 	r.mu.Lock()
+	all := c.all
 	r.inflight = nil
 	r.latest, r.untaken = nil, 0
 	if c.err == nil {
 		r.known = names
+		r.lastGood = c.started
 		if n := len(r.entries) - c.taken; n > 0 {
 			r.latest, r.untaken = c, n
 		}
 	}
 	r.mu.Unlock()
 	close(c.done)
+	switch {
+	case all && c.cause != ReadAhead:
+		v.settleAll(r, c, nil)
+	case all:
+		v.settleAll(r, c, (*entry).watchedLocked)
+	default:
+		v.settleAll(r, c, (*entry).pinnedLocked)
+	}
 }
 
-// settleAll settles every target of r from c, as the background refresh
-// does once a read ends.
-func (v *View) settleAll(r *reader, c *call) {
+// settleAll settles the targets of r that only picks (every one when
+// only is nil) from c. A read the view scheduled settles every target,
+// but a read ahead of polls only those a holder watches: each target
+// only polled is judged when its poll takes the read, so a batch of
+// hundreds of groups is judged over the polls that follow it, not at once
+// ahead of them. A read a caller asked for settles the hygiene loop's
+// targets beside the caller's, so the loop sees a new ghost, and looks at
+// a deadline, whoever read the group.
+func (v *View) settleAll(r *reader, c *call, only func(*entry) bool) {
 	r.mu.Lock()
 	entries := slices.Clone(r.entries)
 	r.mu.Unlock()
 	for _, e := range entries {
+		if only != nil {
+			e.mu.Lock()
+			picked := only(e)
+			e.mu.Unlock()
+			if !picked {
+				continue
+			}
+		}
 		_, _ = v.settle(e, c)
 	}
 }
@@ -232,10 +305,11 @@ func (v *View) settle(e *entry, c *call) (*Snapshot, error) {
 		default:
 		}
 	}
+	watched := e.watchedLocked()
 	e.mu.Unlock()
 	v.taken(e.reader, c)
-	if c.err == nil {
-		v.schedule(e, snap)
+	if c.err == nil && watched {
+		v.scheduleLook(e, snap)
 	}
 	if v.opts.OnRefresh != nil {
 		v.opts.OnRefresh(*e.target, snap, c.err, c.at.Sub(c.started))

@@ -3,78 +3,121 @@ package liveness
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
 
-// Run refreshes every target each RefreshInterval and expires unused ones,
-// until ctx ends; between refreshes it reads a target at its next look,
-// the instant a verdict of it turns (viewdeadline.go), with the least read
-// that decides it (confirm.go). A read of a reader refreshes all its
-// targets.
+// Run reads what the view owes until ctx ends: each look at a verdict's
+// deadline, with the least read that decides it (confirm.go), and each
+// read ahead of a target's expected poll; the reads due together go in
+// one batch per connection. It also expires the targets nobody uses.
 func (v *View) Run(ctx context.Context) error {
-	tick := time.NewTicker(v.opts.RefreshInterval)
-	defer tick.Stop()
 	timer := time.NewTimer(idleLook)
 	defer timer.Stop()
+	sweep := time.NewTicker(v.sweepEvery())
+	defer sweep.Stop()
 	sem := make(chan struct{}, v.opts.Concurrency)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for {
-		var readers []*reader
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-tick.C:
-			readers = v.due(v.opts.Now())
+		case <-sweep.C:
+			v.expire(v.opts.Now())
+			continue
 		case <-timer.C:
-		case <-v.looks.wake:
+		case <-v.sched.wake:
 		}
-		looked, wait := v.dueLooks(v.opts.Now())
+		now := v.opts.Now()
+		looks, ahead, wait := v.sched.due(now, aheadWindow(v.opts.Freshness))
 		timer.Reset(wait)
-		for _, j := range readJobs(readers, looked) {
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
-				return nil
-			}
-			wg.Go(func() {
-				defer func() { <-sem }()
-				if len(j.looks) > 0 {
-					decided := v.confirmBeats(ctx, j.looks)
-					if v.opts.OnLook != nil {
-						v.opts.OnLook(decided)
-					}
-					if decided {
-						return
-					}
-				}
-				if c, err := v.readSince(ctx, j.r, nil, time.Time{}); err == nil {
-					v.settleAll(j.r, c)
-				}
-			})
+		if !v.look(ctx, v.registered(looks), sem, &wg) {
+			return nil
 		}
+		v.readAhead(ctx, v.registered(ahead), now)
 	}
 }
 
-// due expires unused targets and returns the readers with a target whose
-// snapshot is at least one interval old (a read on request may have
-// refreshed some already).
-func (v *View) due(now time.Time) []*reader {
+// look takes the looks of es, due now: a reader whose looks its
+// heartbeat keys alone may decide reads them (confirmBeats) on its own,
+// and the group if they do not decide; the others read their groups at
+// once, batched. It reports false when ctx ended first.
+func (v *View) look(ctx context.Context, es []*entry, sem chan struct{}, wg *sync.WaitGroup) bool {
+	var groups []*reader
+	es = slices.DeleteFunc(es, func(e *entry) bool {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return !e.watchedLocked() // let go since its look was set
+	})
+	for _, j := range lookJobs(es) {
+		if !v.confirmable(j.looks) {
+			groups = append(groups, j.r)
+			continue
+		}
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			return false
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			decided := v.confirmBeats(ctx, j.looks)
+			if v.opts.OnLook != nil {
+				v.opts.OnLook(decided)
+			}
+			if !decided {
+				v.readScheduled(ctx, []*reader{j.r}, func(*reader) bool { return true }, ReadDeadline)
+			}
+		})
+	}
+	for range groups {
+		if v.opts.OnLook != nil {
+			v.opts.OnLook(false)
+		}
+	}
+	v.readScheduled(ctx, groups, func(*reader) bool { return true }, ReadDeadline)
+	return true
+}
+
+// readAhead reads, batched, the readers of es whose reads ahead of a poll
+// are due, unless a read since the poll they were set at serves it.
+func (v *View) readAhead(ctx context.Context, es []*entry, now time.Time) {
+	if len(es) == 0 {
+		return
+	}
+	rs := make([]*reader, 0, len(es))
+	for _, e := range es {
+		if !containsReader(rs, e.reader) {
+			rs = append(rs, e.reader)
+		}
+	}
+	// A poll expected lead after the read's aim, answered from a read
+	// begun within Freshness minus lead (aheadAt), needs none that began
+	// after aim+2lead-Freshness; aim is at most window after now.
+	fresh := v.opts.Freshness
+	lead := aheadLead(fresh)
+	enough := now.Add(aheadWindow(fresh) + 2*lead - fresh)
+	v.readScheduled(ctx, rs, func(r *reader) bool { return r.lastGood.Before(enough) }, ReadAhead)
+}
+
+// sweepEvery is how often Run expires unused targets: a small share of
+// Expiry, so a target goes within a quarter of it late.
+func (v *View) sweepEvery() time.Duration {
+	return min(max(v.opts.Expiry/4, time.Second), time.Minute)
+}
+
+// expire drops the targets nobody asked about for Expiry and nobody
+// holds.
+func (v *View) expire(now time.Time) {
 	v.mu.Lock()
-	defer v.mu.Unlock()
-	var out []*reader
-	var expired []Target
+	var expired []*entry
 	for g, rs := range v.groups {
 		kept := rs[:0]
 		for _, r := range rs {
-			stale, left := v.sweepLocked(r, now, &expired)
-			if left == 0 {
-				continue
-			}
-			kept = append(kept, r)
-			if stale {
-				out = append(out, r)
+			if v.sweepLocked(r, now, &expired) > 0 {
+				kept = append(kept, r)
 			}
 		}
 		switch {
@@ -85,55 +128,36 @@ func (v *View) due(now time.Time) []*reader {
 			v.groups[g] = kept
 		}
 	}
-	if v.opts.OnExpire != nil {
-		for _, t := range expired {
-			v.opts.OnExpire(t)
+	v.mu.Unlock()
+	for _, e := range expired {
+		v.sched.drop(e)
+		if v.opts.OnExpire != nil {
+			v.opts.OnExpire(*e.target)
 		}
 	}
-	return out
 }
 
 // sweepLocked drops r's expired targets, adding them to expired, and
-// reports whether a target left is due a read and how many are left;
-// v.mu is held.
-func (v *View) sweepLocked(r *reader, now time.Time, expired *[]Target) (stale bool, left int) {
+// returns how many are left; v.mu is held.
+func (v *View) sweepLocked(r *reader, now time.Time, expired *[]*entry) (left int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	kept := r.entries[:0]
 	for _, e := range r.entries {
 		e.mu.Lock()
 		gone := len(e.subs) == 0 && e.pins == 0 && now.Sub(e.lastAsked) > v.opts.Expiry
-		fresh := e.err == nil && e.snap != nil && now.Sub(e.snap.At) < v.refreshEvery(e.snap)*9/10
 		e.mu.Unlock()
 		if gone {
 			v.n--
-			*expired = append(*expired, *e.target)
+			*expired = append(*expired, e)
 			continue
 		}
 		kept = append(kept, e)
-		stale = stale || !fresh
 	}
 	clear(r.entries[len(kept):])
 	r.entries = kept
 	r.reindex()
-	return stale, len(kept)
-}
-
-// missingEvery is how many refresh intervals apart a target whose stream
-// or group Redis does not have is read in the background. It has no
-// entries to judge or give back, and a poll older than MaxAge reads it at
-// once, so only the hygiene loop learns of a new group up to this many
-// intervals late; meanwhile a trigger naming streams that do not exist,
-// as a caller on the open port can from any number of namespaces, costs
-// Redis a fifteenth of a real group's reads.
-const missingEvery = 15
-
-// refreshEvery is how often the target of snap is read in the background.
-func (v *View) refreshEvery(snap *Snapshot) time.Duration {
-	if snap.StreamMissing || snap.GroupMissing {
-		return missingEvery * v.opts.RefreshInterval
-	}
-	return v.opts.RefreshInterval
+	return len(kept)
 }
 
 // indexFrom is how many targets a reader serves before it indexes them.
@@ -192,7 +216,7 @@ func (v *View) registerLocked(t Target, shared *Target) (*entry, error) {
 		shared = new(Target)
 		*shared = t
 	}
-	e := &entry{target: shared, reader: r, lastAsked: v.opts.Now()}
+	e := newEntry(shared, r, v.opts.Now())
 	r.mu.Lock()
 	r.add(e)
 	r.mu.Unlock()
@@ -231,4 +255,13 @@ func (r *reader) lookup(key viewKey) *entry {
 		}
 	}
 	return nil
+}
+
+func containsReader(rs []*reader, r *reader) bool {
+	for _, x := range rs {
+		if x == r {
+			return true
+		}
+	}
+	return false
 }

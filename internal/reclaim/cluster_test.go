@@ -61,7 +61,7 @@ func TestTheTwoStepPathOnARealClusterSurvivesACrashBetweenSteps(t *testing.T) {
 	t.Parallel()
 	cl := redistest.StartCluster(t, redistest.ClusterOptions{})
 	rdb := cl.Client(t)
-	view := liveness.NewView(nil, liveness.ViewOptions{RefreshInterval: time.Hour, MaxAge: time.Hour, FetchTimeout: time.Second, Expiry: time.Hour, MaxTargets: 1})
+	view := liveness.NewView(nil, liveness.ViewOptions{Freshness: time.Hour, FetchTimeout: time.Second, Expiry: time.Hour, MaxTargets: 1})
 	engine, err := New(Options{View: view, BatchSize: 2}, prometheus.NewRegistry())
 	require.NoError(t, err)
 

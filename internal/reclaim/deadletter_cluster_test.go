@@ -56,7 +56,7 @@ func TestTwoStepRecordAndLogLineNameTheDeliveriesAndTheConsumer(t *testing.T) {
 	t.Parallel()
 	cl := redistest.StartCluster(t, redistest.ClusterOptions{})
 	rdb := cl.Client(t)
-	view := liveness.NewView(nil, liveness.ViewOptions{RefreshInterval: time.Hour, MaxAge: time.Hour, FetchTimeout: time.Second, Expiry: time.Hour, MaxTargets: 1})
+	view := liveness.NewView(nil, liveness.ViewOptions{Freshness: time.Hour, FetchTimeout: time.Second, Expiry: time.Hour, MaxTargets: 1})
 
 	for name, crash := range map[string]func(t *testing.T, engine *Engine, job Job){
 		"no crash": nil,

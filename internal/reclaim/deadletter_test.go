@@ -51,7 +51,7 @@ func TestAScanResumesTheTwoStepPathAfterACrashBetweenSteps(t *testing.T) {
 			snap := g.snapshot(t, map[string]liveness.Verdict{"ghost": liveness.Ghost})
 			require.Equal(t, int64(5), snap.HeldPending, "held entries are shown apart")
 			require.Zero(t, snap.LivePending, "and are no work for the scaler")
-			view := liveness.NewView(g.reader.Fetch, liveness.ViewOptions{RefreshInterval: time.Hour, MaxAge: time.Hour, FetchTimeout: time.Second, Expiry: time.Hour, MaxTargets: 1})
+			view := liveness.NewView(g.reader.Fetch, liveness.ViewOptions{Freshness: time.Hour, FetchTimeout: time.Second, Expiry: time.Hour, MaxTargets: 1})
 			engine, err := New(Options{View: view, BatchSize: 2, TwoStepDeadLetter: true}, prometheus.NewRegistry())
 			require.NoError(t, err)
 			job := Job{Client: g.rdb, Target: g.target, Hygiene: h, Source: events.SourceHygiene}
@@ -107,7 +107,7 @@ func TestAScanStopsAtAWriteItsReplicasDidNotAcknowledge(t *testing.T) {
 	redistest.Hold(t, g.rdb, "jobs", "workers", "ghost", "g", 5)
 	time.Sleep(60 * time.Millisecond)
 	h := policy.Hygiene{Mode: policy.ReclaimRequeue, EntryStale: 50 * time.Millisecond, ClaimFallback: policy.FallbackRequeue}
-	view := liveness.NewView(g.reader.Fetch, liveness.ViewOptions{RefreshInterval: time.Hour, MaxAge: time.Hour, FetchTimeout: time.Second, Expiry: time.Hour, MaxTargets: 1})
+	view := liveness.NewView(g.reader.Fetch, liveness.ViewOptions{Freshness: time.Hour, FetchTimeout: time.Second, Expiry: time.Hour, MaxTargets: 1})
 	reg := prometheus.NewRegistry()
 	engine, err := New(Options{View: view, BatchSize: 2, Durability: func(conn string) redisx.Durability {
 		require.Equal(t, "default", conn)

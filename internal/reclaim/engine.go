@@ -210,7 +210,7 @@ func (e *Engine) paged(ctx context.Context, job Job, st Step, res *StepResult) e
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		minIdle, ok := e.threshold(job, st)
+		minIdle, ok := e.threshold(ctx, job, st)
 		if !ok {
 			res.Stopped = fmt.Sprintf("%q is no longer reclaimable", st.Owner.Name)
 			e.opts.Log.Info("owner no longer reclaimable; stopping", "target", job.Target.String(), "consumer", st.Owner.Name, "after", after)
@@ -258,14 +258,21 @@ func (e *Engine) named(ctx context.Context, job Job, st Step, res *StepResult) e
 	return nil
 }
 
-// threshold is the step's threshold now, from the view's latest read of
-// the owner; false when the owner is no longer reclaimable.
-func (e *Engine) threshold(job Job, st Step) (time.Duration, bool) {
+// threshold is the step's threshold now, from a read of the owner begun
+// within the view's freshness (the view reads the group no more than that
+// often while a long step pages); false when the owner is no longer
+// reclaimable. A read that fails leaves the view's latest to judge by:
+// the batch it would guard fails the same way.
+func (e *Engine) threshold(ctx context.Context, job Job, st Step) (time.Duration, bool) {
 	if st.rule == ruleFixed {
 		return st.MinIdle, true
 	}
 	owner, seen := st.Owner, st.seen
-	if snap, ok := e.opts.View.Peek(job.Target); ok {
+	snap, ok, err := e.opts.View.Recent(ctx, job.Target)
+	if err != nil {
+		snap, ok = e.opts.View.Peek(job.Target)
+	}
+	if ok {
 		// A name gone from the group's consumer list keeps its last view:
 		// nothing alive holds it.
 		for _, c := range snap.Consumers {

@@ -220,7 +220,7 @@ func TestWhatPlanReportsIsWhatTheScanDoes(t *testing.T) {
 				steps = []Step{st}
 			}
 			// An empty view: each step keeps the verdict this test gave it.
-			view := liveness.NewView(g.reader.Fetch, liveness.ViewOptions{RefreshInterval: time.Hour, MaxAge: time.Hour, FetchTimeout: time.Second, Expiry: time.Hour, MaxTargets: 1})
+			view := liveness.NewView(g.reader.Fetch, liveness.ViewOptions{Freshness: time.Hour, FetchTimeout: time.Second, Expiry: time.Hour, MaxTargets: 1})
 			engine, err := New(Options{View: view, BatchSize: 3, TwoStepDeadLetter: tc.twoStep}, prometheus.NewRegistry())
 			require.NoError(t, err)
 			job := Job{Client: g.rdb, Target: g.target, Hygiene: tc.h, Source: events.SourceHygiene, DryRun: tc.h.DryRun}

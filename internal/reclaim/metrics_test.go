@@ -16,7 +16,7 @@ import (
 // under the group's cut label values, and Forget matches the same ones.
 func TestForgetDeletesTheSeriesOfAGroupWithALongName(t *testing.T) {
 	t.Parallel()
-	view := liveness.NewView(nil, liveness.ViewOptions{MaxAge: time.Hour, FetchTimeout: time.Second, MaxTargets: 1})
+	view := liveness.NewView(nil, liveness.ViewOptions{Freshness: time.Hour, FetchTimeout: time.Second, MaxTargets: 1})
 	engine, err := New(Options{View: view, BatchSize: 1}, prometheus.NewRegistry())
 	require.NoError(t, err)
 	g := liveness.GroupRef{Conn: "default", Stream: strings.Repeat("s", 1000), Group: strings.Repeat("g", 1000)}

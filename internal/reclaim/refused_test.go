@@ -36,7 +36,7 @@ func TestAStepWhoseWritesRedisRefusesStopsAndLogsNothing(t *testing.T) {
 			snap := g.snapshot(t, map[string]liveness.Verdict{"ghost": liveness.Ghost})
 			h := policy.Hygiene{Mode: policy.ReclaimRequeue, EntryStale: 50 * time.Millisecond}
 			steps := Decide(snap, h, time.Now())
-			view := liveness.NewView(g.reader.Fetch, liveness.ViewOptions{RefreshInterval: time.Hour, MaxAge: time.Hour, FetchTimeout: time.Second, Expiry: time.Hour, MaxTargets: 1})
+			view := liveness.NewView(g.reader.Fetch, liveness.ViewOptions{Freshness: time.Hour, FetchTimeout: time.Second, Expiry: time.Hour, MaxTargets: 1})
 			var logs bytes.Buffer
 			engine, err := New(Options{View: view, BatchSize: 3, Writes: g.conns, Log: slog.New(slog.NewTextHandler(&logs, nil))}, prometheus.NewRegistry())
 			require.NoError(t, err)

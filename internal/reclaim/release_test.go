@@ -41,7 +41,7 @@ func TestReleaseModeDoesWhatItsPlanSaysAndWritesNoCopyOnRedis8(t *testing.T) {
 	time.Sleep(100 * time.Millisecond) // past entryStaleSeconds
 	snap := g.snapshot(t, map[string]liveness.Verdict{"ghost": liveness.Ghost})
 	steps := Decide(snap, releasing, time.Now())
-	view := liveness.NewView(g.reader.Fetch, liveness.ViewOptions{RefreshInterval: time.Hour, MaxAge: time.Hour, FetchTimeout: time.Second, Expiry: time.Hour, MaxTargets: 1})
+	view := liveness.NewView(g.reader.Fetch, liveness.ViewOptions{Freshness: time.Hour, FetchTimeout: time.Second, Expiry: time.Hour, MaxTargets: 1})
 	engine, err := New(Options{View: view, BatchSize: 3, Servers: conns}, prometheus.NewRegistry())
 	require.NoError(t, err)
 	job := Job{Client: g.rdb, Target: g.target, Hygiene: releasing, Source: events.SourceHygiene}
@@ -73,7 +73,7 @@ func TestReleaseModeIsRefusedWhereTheServerHasNoXNACK(t *testing.T) {
 	redistest.Hold(t, g.rdb, "jobs", "workers", "ghost", "g", 4)
 	time.Sleep(100 * time.Millisecond)
 	snap := g.snapshot(t, map[string]liveness.Verdict{"ghost": liveness.Ghost})
-	view := liveness.NewView(g.reader.Fetch, liveness.ViewOptions{RefreshInterval: time.Hour, MaxAge: time.Hour, FetchTimeout: time.Second, Expiry: time.Hour, MaxTargets: 1})
+	view := liveness.NewView(g.reader.Fetch, liveness.ViewOptions{Freshness: time.Hour, FetchTimeout: time.Second, Expiry: time.Hour, MaxTargets: 1})
 	engine, err := New(Options{View: view, BatchSize: 10, Servers: conns}, prometheus.NewRegistry())
 	require.NoError(t, err)
 	before := g.state(t)

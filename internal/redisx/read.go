@@ -28,60 +28,107 @@ type Reader struct {
 }
 
 // Fetch reads one target. In steady state that is one pipelined round trip:
-// TIME, XINFO GROUPS, XINFO CONSUMERS, the XPENDING summary and a GET of the
-// heartbeat key of every known consumer. A second round trip happens only
+// TIME, XINFO GROUPS, XINFO CONSUMERS and a GET of the heartbeat key of
+// every known consumer. A second round trip happens only
 // when a consumer appeared whose heartbeat was not read, or when the lag is
-// NULL and must be estimated.
+// NULL and must be estimated. FetchBatch reads many in the same round trips.
 func (r *Reader) Fetch(ctx context.Context, t liveness.Target, known []string) (liveness.Observation, error) {
 	c, ok := r.Conns.Get(t.Conn)
 	if !ok {
 		return liveness.Observation{}, fmt.Errorf("no redis connection named %q", t.Conn)
 	}
-	var obs liveness.Observation
-	hbKeys := heartbeatKeys(t.Spec, known, nil)
-
 	pipe := c.Pipeline()
-	timeCmd := pipe.Time(ctx)
-	groupsCmd := pipe.XInfoGroups(ctx, t.Stream)
-	consumersCmd := pipe.XInfoConsumers(ctx, t.Stream, t.Group)
-	pendingCmd := pipe.XPending(ctx, t.Stream, t.Group)
-	hbCmds := queueGets(ctx, pipe, hbKeys)
-	w := r.Conns.conns[t.Conn].watch
-	var sample *sampleCmds
-	if w != nil && w.single != nil {
-		// After the GETs: it says what held when they were answered.
-		sample = queueSample(ctx, pipe, w.single)
-	}
+	g := queueRead(ctx, pipe, nil, t, known)
+	sample := r.sampleOn(ctx, pipe, t.Conn)
 	if err := exec(ctx, pipe); err != nil {
-		return obs, fmt.Errorf("read %s: %w", t, err)
+		return liveness.Observation{}, fmt.Errorf("read %s: %w", t, err)
 	}
-	obs.ReadAt = time.Now()
-	sample.record(obs.ReadAt)
+	readAt := time.Now()
+	sample.record(readAt)
+	obs, more, err := r.collect(ctx, g, readAt)
+	if err != nil || !more {
+		return obs, err
+	}
+	pipe = c.Pipeline()
+	s := r.queueSecond(ctx, pipe, t, &obs)
+	if s != nil {
+		if err := exec(ctx, pipe); err != nil {
+			return obs, fmt.Errorf("read %s: %w", t, err)
+		}
+	}
+	if err := r.finish(ctx, c, t, s, &obs); err != nil {
+		return obs, err
+	}
+	return obs, nil
+}
+
+// groupRead is the first round trip's commands of one target's read.
+// clock is the read's TIME, which the reads of one batch may share.
+type groupRead struct {
+	t         liveness.Target
+	hbKeys    []string
+	clock     *redis.TimeCmd
+	groups    *redis.XInfoGroupsCmd
+	consumers *redis.XInfoConsumersCmd
+	hbCmds    map[string]*redis.StringCmd
+}
+
+// queueRead queues the first round trip of t's read on pipe; clock is the
+// TIME it shares, or nil to queue its own.
+func queueRead(ctx context.Context, pipe redis.Pipeliner, clock *redis.TimeCmd, t liveness.Target, known []string) *groupRead {
+	if clock == nil {
+		clock = pipe.Time(ctx)
+	}
+	g := &groupRead{t: t, hbKeys: heartbeatKeys(t.Spec, known, nil), clock: clock}
+	g.groups = pipe.XInfoGroups(ctx, t.Stream)
+	g.consumers = pipe.XInfoConsumers(ctx, t.Stream, t.Group)
+	g.hbCmds = queueGets(ctx, pipe, g.hbKeys)
+	return g
+}
+
+// sampleOn queues, after a read's GETs, the sample of whether conn's one
+// node refuses writes or evicts keys: it says what held when they were
+// answered. nil where the connection has no such node to sample (a
+// cluster's nodes are sampled each in finish).
+func (r *Reader) sampleOn(ctx context.Context, pipe redis.Pipeliner, conn string) *sampleCmds {
+	w := r.Conns.conns[conn].watch
+	if w == nil || w.single == nil {
+		return nil
+	}
+	return queueSample(ctx, pipe, w.single)
+}
+
+// collect reads g's replies, which arrived at readAt, into an
+// observation; more says it needs the rest of the read (queueSecond,
+// finish): the stream and group exist.
+func (r *Reader) collect(ctx context.Context, g *groupRead, readAt time.Time) (obs liveness.Observation, more bool, err error) {
+	t := g.t
+	obs.ReadAt = readAt
 	obs.IdleFromDeliveries, obs.IdleJudgesHolders = r.Conns.IdleRule(ctx, t.Conn, t.Stream)
 
-	now, err := timeCmd.Result()
+	now, err := g.clock.Result()
 	if err != nil {
-		return obs, fmt.Errorf("read %s: %w", t, err)
+		return obs, false, fmt.Errorf("read %s: %w", t, err)
 	}
 	obs.ServerTime = now
 
-	groups, err := groupsCmd.Result()
+	groups, err := g.groups.Result()
 	switch {
 	case isNoSuchKey(err):
 		obs.StreamMissing = true
-		return obs, nil
+		return obs, false, nil
 	case err != nil:
-		return obs, fmt.Errorf("XINFO GROUPS %s: %w", t.Stream, err)
+		return obs, false, fmt.Errorf("XINFO GROUPS %s: %w", t.Stream, err)
 	}
 	found := false
-	for _, g := range groups {
-		if g.Name == t.Group {
+	for _, gr := range groups {
+		if gr.Name == t.Group {
 			found = true
-			obs.LastDeliveredID = g.LastDeliveredID
-			obs.Lag, obs.LagValid = g.Lag, g.Lag >= 0
+			obs.LastDeliveredID = gr.LastDeliveredID
+			obs.Lag, obs.LagValid = gr.Lag, gr.Lag >= 0
 			// Every pending entry, those released with XNACK (no
 			// consumer's) included.
-			obs.PendingTotal = g.Pending
+			obs.PendingTotal = gr.Pending
 		}
 	}
 	if !found {
@@ -90,23 +137,28 @@ func (r *Reader) Fetch(ctx context.Context, t liveness.Target, known []string) (
 		// stream's length, the lag it would have from the start: what
 		// starts the first worker of a moved trigger, which creates the
 		// group. One more command, only while the group is missing.
+		c, _ := r.Conns.Get(t.Conn)
 		n, err := c.XLen(ctx, t.Stream).Result()
 		if err != nil {
-			return obs, fmt.Errorf("XLEN %s: %w", t.Stream, err)
+			return obs, false, fmt.Errorf("XLEN %s: %w", t.Stream, err)
 		}
 		obs.Lag, obs.LagValid = n, true
-		return obs, nil
+		return obs, false, nil
 	}
 
-	consumers, err := consumersCmd.Result()
+	consumers, err := g.consumers.Result()
 	if err != nil {
 		if IsGroupMissing(err) || isNoSuchKey(err) {
 			obs.GroupMissing = true
-			return obs, nil
+			return obs, false, nil
 		}
-		return obs, fmt.Errorf("XINFO CONSUMERS %s %s: %w", t.Stream, t.Group, err)
+		return obs, false, fmt.Errorf("XINFO CONSUMERS %s %s: %w", t.Stream, t.Group, err)
 	}
 	obs.Consumers = make([]liveness.ConsumerObs, len(consumers))
+	// A consumer's pending count is its own PEL's length, as the XPENDING
+	// summary lists it for each consumer holding entries: the summary
+	// would cost Redis a command more per read for the same numbers.
+	obs.PendingByConsumer = make(map[string]int64, len(consumers))
 	for i, cs := range consumers {
 		// Redis 7.2 added `inactive` (since the last read that delivered;
 		// -1 if none did) and made `idle` count from the last read attempt.
@@ -120,30 +172,31 @@ func (r *Reader) Fetch(ctx context.Context, t liveness.Target, known []string) (
 			inactive = cs.Inactive
 		}
 		obs.Consumers[i] = liveness.ConsumerObs{Name: cs.Name, Pending: cs.Pending, Idle: cs.Idle, Inactive: inactive}
-	}
-
-	pending, err := pendingCmd.Result()
-	if err != nil {
-		if IsGroupMissing(err) {
-			obs.GroupMissing = true
-			return obs, nil
+		if cs.Pending > 0 {
+			obs.PendingByConsumer[cs.Name] = cs.Pending
 		}
-		return obs, fmt.Errorf("XPENDING %s %s: %w", t.Stream, t.Group, err)
 	}
-	obs.PendingByConsumer = pending.Consumers
 
-	obs.Heartbeats = make(map[string]liveness.HeartbeatObs, len(hbKeys))
-	collectGets(hbCmds, obs.Heartbeats)
+	obs.Heartbeats = make(map[string]liveness.HeartbeatObs, len(g.hbKeys))
+	collectGets(g.hbCmds, obs.Heartbeats)
+	return obs, true, nil
+}
 
-	if err := r.second(ctx, c, t, &obs); err != nil {
-		return obs, err
+// finish ends a read whose first round trip found the group: the second
+// round trip's replies (s, nil if none was needed), the type of heartbeat
+// keys of the wrong type, and when each node was readable.
+func (r *Reader) finish(ctx context.Context, c redis.UniversalClient, t liveness.Target, s *secondRead, obs *liveness.Observation) error {
+	if s != nil {
+		if err := s.collect(t, r.LagEstimateCap, obs); err != nil {
+			return err
+		}
 	}
 	nameWrongTypes(ctx, c, obs.Heartbeats)
-	if w != nil {
+	if w := r.Conns.conns[t.Conn].watch; w != nil {
 		w.sampleNodes(ctx, c, t.Stream, obs.Heartbeats)
-		w.stamp(ctx, c, t.Stream, &obs, obs.ReadAt)
+		w.stamp(ctx, c, t.Stream, obs, obs.ReadAt)
 	}
-	return obs, nil
+	return nil
 }
 
 // Confirm reads heartbeat keys of t's connection and Redis's clock in one
@@ -207,8 +260,17 @@ func nameWrongTypes(ctx context.Context, c redis.UniversalClient, hbs map[string
 	}
 }
 
-// second reads what the first round trip could not know to ask for.
-func (r *Reader) second(ctx context.Context, c redis.UniversalClient, t liveness.Target, obs *liveness.Observation) error {
+// secondRead is what a second round trip asks for: the heartbeat keys
+// of consumers the first could not know of, and the lag where XINFO GROUPS
+// answered NULL.
+type secondRead struct {
+	gets map[string]*redis.StringCmd
+	lag  *redis.Cmd
+}
+
+// queueSecond queues on pipe what the first round trip of t's read could
+// not know to ask for; nil when nothing is.
+func (r *Reader) queueSecond(ctx context.Context, pipe redis.Pipeliner, t liveness.Target, obs *liveness.Observation) *secondRead {
 	names := make([]string, 0, len(obs.Consumers)+len(obs.PendingByConsumer))
 	for _, cs := range obs.Consumers {
 		names = append(names, cs.Name)
@@ -220,22 +282,22 @@ func (r *Reader) second(ctx context.Context, c redis.UniversalClient, t liveness
 	if len(missing) == 0 && obs.LagValid {
 		return nil
 	}
-	pipe := c.Pipeline()
-	cmds := queueGets(ctx, pipe, missing)
-	var lagCmd *redis.Cmd
+	s := &secondRead{gets: queueGets(ctx, pipe, missing)}
 	if !obs.LagValid {
-		lagCmd = lagEstimateScript.Eval(ctx, pipe, []string{t.Stream}, obs.LastDeliveredID, r.LagEstimateCap)
+		s.lag = lagEstimateScript.Eval(ctx, pipe, []string{t.Stream}, obs.LastDeliveredID, r.LagEstimateCap)
 	}
-	if err := exec(ctx, pipe); err != nil {
-		return fmt.Errorf("read %s: %w", t, err)
-	}
-	collectGets(cmds, obs.Heartbeats)
-	if lagCmd != nil {
-		n, err := lagCmd.Int64()
+	return s
+}
+
+// collect reads the second round trip's replies into obs.
+func (s *secondRead) collect(t liveness.Target, lagCap int64, obs *liveness.Observation) error {
+	collectGets(s.gets, obs.Heartbeats)
+	if s.lag != nil {
+		n, err := s.lag.Int64()
 		if err != nil {
 			return fmt.Errorf("estimate lag of %s: %w", t, err)
 		}
-		obs.LagEstimate, obs.LagEstimateCapped = n, n >= r.LagEstimateCap
+		obs.LagEstimate, obs.LagEstimateCapped = n, n >= lagCap
 	}
 	return nil
 }

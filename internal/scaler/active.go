@@ -173,7 +173,8 @@ func (t *activeTarget) state(ans *answer) (active bool, changed <-chan struct{},
 }
 
 // answerSince waits until ans is decided from a read begun no earlier
-// than opened, or the target failed, asking the target for that read.
+// than opened, or the target failed, asking the target for that read:
+// the streams asking within one read share it.
 func (t *activeTarget) answerSince(ctx context.Context, ans *answer, opened time.Time) error {
 	t.mu.Lock()
 	if opened.After(t.want) {
@@ -201,9 +202,9 @@ func (t *activeTarget) answerSince(ctx context.Context, ans *answer, opened time
 }
 
 // run decides the target's answers until its last stream leaves or a
-// read fails: at once, after every read of the target, on a stream's
-// opening, and, while an answer is false, when an entry lands on the
-// stream.
+// read fails: at once, after every read of the target, when a stream
+// asks (its opening, its resend), and, while an answer is false, when an
+// entry lands on the stream.
 func (t *activeTarget) run(ctx context.Context, updates <-chan struct{}, unsubscribe func()) {
 	defer t.all.ungate(t)
 	defer unsubscribe()

@@ -69,7 +69,7 @@ func TestTargetsWokenByOneEntryAreJudgedOneAtATime(t *testing.T) {
 	reader := &redisx.Reader{Conns: conns, LagEstimateCap: 1000}
 
 	var judged, inside, most atomic.Int64
-	view := liveness.NewView(reader.Fetch, liveness.ViewOptions{RefreshInterval: time.Hour, MaxAge: time.Hour, FetchTimeout: 5 * time.Second,
+	view := liveness.NewView(reader.Fetch, liveness.ViewOptions{Freshness: time.Hour, FetchTimeout: 5 * time.Second,
 		Expiry: time.Hour, MaxTargets: targets,
 		OnRefresh: func(liveness.Target, *liveness.Snapshot, error, time.Duration) {
 			n := inside.Add(1)

@@ -32,8 +32,8 @@ type Options struct {
 	// StreamMetricSpec looks again at a refused trigger; below 1,
 	// DefaultResendInterval.
 	ResendInterval time.Duration
-	// Arm wakes StreamIsActive on a new entry; nil falls back to the view's
-	// background refresh.
+	// Arm wakes StreamIsActive on a new entry; nil leaves the stream's
+	// resends to see it.
 	Arm ArmFunc
 	// MaxActiveStreams bounds the StreamIsActive streams open at once, and
 	// MaxActiveStreamsPerNamespace those of one ScaledObject namespace;
@@ -175,7 +175,7 @@ func (s *Server) GetMetrics(ctx context.Context, req *externalscaler.GetMetricsR
 		return nil, status.Error(codes.FailedPrecondition, "metric "+RefusedMetricName+" is a placeholder: the HPA was made while pelwarden refused this trigger, "+
 			"which it serves now; re-apply or touch the ScaledObject so KEDA asks GetMetricSpec again")
 	}
-	snap, err := s.snapshot(ctx, r, time.Time{})
+	snap, err := s.poll(ctx, r)
 	if err != nil {
 		return nil, err
 	}
@@ -198,7 +198,7 @@ func (s *Server) IsActive(ctx context.Context, ref *externalscaler.ScaledObjectR
 	if err != nil {
 		return nil, err
 	}
-	snap, err := s.snapshot(ctx, r, time.Time{})
+	snap, err := s.poll(ctx, r)
 	if err != nil {
 		return nil, err
 	}
@@ -206,7 +206,8 @@ func (s *Server) IsActive(ctx context.Context, ref *externalscaler.ScaledObjectR
 }
 
 // StreamIsActive pushes the activity of a target: at once when the stream
-// is opened, as soon as it changes, and again every ResendInterval. The
+// is opened, as soon as it changes, and again every ResendInterval, from
+// a read within the view's freshness. The
 // streams of one target share one goroutine that reads it and decides
 // every stream's answer from each read (activeTargets): while an answer is
 // false it holds the Redis stream's armed watch, so the first XADD is seen
@@ -256,9 +257,14 @@ func (s *Server) StreamIsActive(ref *externalscaler.ScaledObjectRef, stream grpc
 		case <-changed:
 		case <-resend.C:
 			// An open stream is a request too: with external-push at zero
-			// replicas KEDA sends nothing else, and hygiene must go on.
+			// replicas KEDA sends nothing else, and hygiene must go on. Its
+			// answer comes from a read begun within the view's freshness,
+			// as a poll's does: nothing else may read the group.
 			if err := s.admit(id, &r); err != nil {
 				return err
+			}
+			if t.answerSince(ctx, ans, time.Now().Add(-s.view.Freshness())) != nil {
+				return nil // the stream ended
 			}
 			force = true
 		}
@@ -389,9 +395,31 @@ func (s *Server) admit(id trigger.ID, r *metadata.Request) error {
 	return s.opts.Admit(id, r)
 }
 
-// snapshot reads the target under pelwarden's own deadline. A zero since
-// serves a snapshot no older than the view's MaxAge; otherwise the
-// snapshot comes from a read that began after since.
+// poll answers a poll (GetMetrics, IsActive) from a read of the target
+// begun within the view's Freshness, which the view mostly has at hand,
+// having read ahead of the poll; else it reads under pelwarden's own
+// deadline. Every poll teaches the view the target's rhythm.
+func (s *Server) poll(ctx context.Context, r metadata.Request) (*liveness.Snapshot, error) {
+	snap, ok, err := s.view.Poll(r.Target)
+	if err != nil {
+		return nil, rpcstatus.Of(err, r.Target.GroupRef)
+	}
+	if ok {
+		return snap, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.opts.RequestTimeout)
+	defer cancel()
+	snap, err = s.view.PollWait(ctx, r.Target)
+	if err != nil {
+		return nil, rpcstatus.Of(err, r.Target.GroupRef)
+	}
+	return snap, nil
+}
+
+// snapshot reads the target under pelwarden's own deadline for a
+// StreamIsActive evaluation. A zero since serves a snapshot from a read
+// begun within the view's Freshness; otherwise the snapshot comes from a
+// read that began after since.
 func (s *Server) snapshot(ctx context.Context, r metadata.Request, since time.Time) (*liveness.Snapshot, error) {
 	// A fresh snapshot at hand is the steady poll, and the StreamIsActive
 	// target woken with others whose read has settled: answered without

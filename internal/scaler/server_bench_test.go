@@ -30,7 +30,7 @@ func BenchmarkServedPoll(b *testing.B) {
 	}
 	b.Cleanup(func() { _ = conns.Close() })
 	reader := &redisx.Reader{Conns: conns, LagEstimateCap: 10000}
-	view := liveness.NewView(reader.Fetch, liveness.ViewOptions{MaxAge: time.Hour, FetchTimeout: time.Second, MaxTargets: 10})
+	view := liveness.NewView(reader.Fetch, liveness.ViewOptions{Freshness: time.Hour, FetchTimeout: time.Second, MaxTargets: 10})
 	s := New(view, Options{Env: metadata.Env{Conns: conns.Names()}, RequestTimeout: time.Second, ParseCacheSize: 10})
 	ref := &externalscaler.ScaledObjectRef{Name: "so", Namespace: "jobs",
 		ScalerMetadata: map[string]string{"stream": "jobs", "consumerGroup": "workers", "pendingEntriesCount": "5"}}

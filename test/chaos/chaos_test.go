@@ -94,8 +94,7 @@ log:
   level: info
   format: text
 scaler:
-  refreshInterval: 200ms
-  maxSnapshotAge: 500ms
+  freshness: 200ms
 redis:
   - name: default
 %s    dialTimeout: 300ms

@@ -170,7 +170,7 @@ spec:
 		},
 		"a fragment that is no object": {"yaml kube", "triggers:\n  - type: external\n", "Object 'Kind' is missing"},
 		"values the chart takes":       {"yaml values", "serviceMonitor: {enabled: true}\n", ""},
-		"values the schema refuses":    {"yaml values", "scaler: {refreshIntervall: 2s}\n", "'refreshIntervall' not allowed"},
+		"values the schema refuses":    {"yaml values", "scaler: {freshnes: 1s}\n", "'freshnes' not allowed"},
 		"values the schema refuses by type": {
 			"yaml values", "hygiene: {batchSize: 20000}\n", "/hygiene/batchSize",
 		},

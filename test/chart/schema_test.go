@@ -20,7 +20,7 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		"an unknown log level":     {values: "log: {level: loud}", problem: "/log/level"},
 		"an unknown log format":    {values: "log: {format: xml}", problem: "/log/format"},
 		"an unknown top-level key": {values: "replicas: 2", problem: "'replicas' not allowed"},
-		"a misspelled nested key":  {values: "scaler: {refreshIntervall: 2s}", problem: "'refreshIntervall' not allowed"},
+		"a misspelled nested key":  {values: "scaler: {freshnes: 1s}", problem: "'freshnes' not allowed"},
 		"TLS without a Secret":     {values: "grpc: {tls: {enabled: true}}", problem: "/grpc/tls"},
 		"no Redis connection":      {values: "redis: []", problem: "/redis"},
 		"a Redis name pelwarden refuses": {

@@ -75,17 +75,3 @@ Called with (list $ alert) from a rule at the indentation of its fields.
 {{- $root := index . 0 }}
 {{- printf "runbook_url: %s#%s" $root.Values.prometheusRule.runbookBaseURL (lower (index . 1)) | nindent 12 }}
 {{- end }}
-
-{{/*
-A Go duration such as 5s, 1m30s or 500ms in seconds, for alert thresholds
-that follow a configured duration.
-*/}}
-{{- define "pelwarden.durationSeconds" -}}
-{{- $scale := dict "ns" 1e-9 "us" 1e-6 "µs" 1e-6 "ms" 1e-3 "s" 1.0 "m" 60.0 "h" 3600.0 }}
-{{- $total := 0.0 }}
-{{- range regexFindAll "[0-9.]+(ns|us|µs|ms|s|m|h)" . -1 }}
-{{- $unit := regexFind "(ns|us|µs|ms|s|m|h)$" . }}
-{{- $total = addf $total (mulf (float64 (trimSuffix $unit .)) (get $scale $unit)) }}
-{{- end }}
-{{- $total }}
-{{- end }}
