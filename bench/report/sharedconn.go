@@ -14,8 +14,8 @@ func sharedConnRows(l *lookup) []Row {
 	} {
 		b := "SharedConnection/" + c.name
 		load := fmt.Sprintf("KEDA's one connection: 1000 broken ScaledObjects (pendingEntriesCount: notanumber) and 20 with 900 KB of metadata, "+
-			"each polled once a second (%s polls refused/s); pelwarden used %.1f%% of its CPU (%.1f%% alone)",
-			count(l.get(b, "refused/s")), 100*l.get(b, "pelwarden-cpu-attacked"), 100*l.get(b, "pelwarden-cpu-quiet"))
+			"each polled once a second (%s polls refused/s); pelwarden used %.1f%% of its CPU (%.1f%% alone), the KEDA side %.0f%% of its own",
+			count(l.get(b, "refused/s")), 100*l.get(b, "pelwarden-cpu-attacked"), 100*l.get(b, "pelwarden-cpu-quiet"), 100*l.get(b, "keda-cpu-attacked"))
 		pmm := func(p50, p99, maxUs float64) Figure {
 			f := latency(p50, p99)
 			f.Labels = append(f.Labels, "max")
