@@ -24,7 +24,8 @@ import (
 const apiRounds = 20
 
 // BenchmarkAPIRestartToCurrentVerdicts: pelwarden, on its defaults
-// (refresh every 2 s), watches one running pod through a real
+// (scaler.freshness 1 s), is polled every 10 ms the way KEDA's scale loop
+// polls, and watches one running pod through a real
 // kube-apiserver (internal/kubetest); its consumer is idle past ghostIdle,
 // so only the pod keeps it Alive, and it is Unknown while the API is away.
 // Each round kills the API server (SIGKILL) once pelwarden's watch has run
@@ -32,8 +33,8 @@ const apiRounds = 20
 // starts the server again on its port (about 4 s away). The time runs from
 // the first moment the restarted server answers a pods list (probed every
 // 20 ms through the same address; it answers before /readyz does) until
-// pelwarden's view, which only its own refreshes update, judges the
-// consumer by its pod again.
+// pelwarden's view, which only the reads its polls drive update, judges
+// the consumer by its pod again.
 func BenchmarkAPIRestartToCurrentVerdicts(b *testing.B) {
 	c := kubetest.Start(b)
 	kubetest.CreateNamespace(b, c.API.Client(b), "jobs", nil)
@@ -59,8 +60,10 @@ func BenchmarkAPIRestartToCurrentVerdicts(b *testing.B) {
 
 // apiRig is pelwarden watching one pod through the API server.
 type apiRig struct {
-	c     *kubetest.Cluster
-	admin pelwardenv1.AdminClient
+	c      *kubetest.Cluster
+	admin  pelwardenv1.AdminClient
+	scaler externalscaler.ExternalScalerClient
+	poll   *externalscaler.GetMetricsRequest
 }
 
 func (r *apiRig) start(b *testing.B) {
@@ -95,9 +98,10 @@ func (r *apiRig) start(b *testing.B) {
 	r.admin = pelwardenv1.NewAdminClient(conn)
 	md := map[string]string{"stream": "jobs", "consumerGroup": "workers", "liveness": "kubernetes",
 		"podSelector": "app=worker", "podNamespace": "jobs", "ghostIdleSeconds": "1"}
-	req := &externalscaler.GetMetricsRequest{MetricName: "s0-pelwarden",
+	r.poll = &externalscaler.GetMetricsRequest{MetricName: "s0-pelwarden",
 		ScaledObjectRef: &externalscaler.ScaledObjectRef{Name: "workers", Namespace: "jobs", ScalerMetadata: md}}
-	if _, err := externalscaler.NewExternalScalerClient(conn).GetMetrics(ctx, req); err != nil {
+	r.scaler = externalscaler.NewExternalScalerClient(conn)
+	if _, err := r.scaler.GetMetrics(ctx, r.poll); err != nil {
 		b.Fatal(err)
 	}
 	r.waitUnknown(b, 0, 30*time.Second)
@@ -134,13 +138,16 @@ func (r *apiRig) round(b *testing.B) (answered, ready, current time.Time) {
 	return answered, ready, current
 }
 
-// waitUnknown polls the view's latest snapshot, without refreshing it,
-// until the target's Unknown-held entries are want; it returns when.
+// waitUnknown polls the target as KEDA does, every 10 ms, and reads the
+// view's latest snapshot after each poll until the target's Unknown-held
+// entries are want; it returns when. A poll within scaler.freshness of the
+// last read is answered from it, so the view moves at most once a second.
 func (r *apiRig) waitUnknown(b *testing.B, want int64, within time.Duration) time.Time {
 	b.Helper()
 	deadline := time.Now().Add(within)
 	var last string
 	for time.Now().Before(deadline) {
+		_, _ = r.scaler.GetMetrics(context.Background(), r.poll) // the answer is not what is measured; the read it drives is
 		res, err := r.admin.ListTargets(context.Background(), &pelwardenv1.ListTargetsRequest{})
 		if err == nil && len(res.GetTargets()) == 1 && res.GetTargets()[0].GetUnknownPending() == want {
 			return time.Now()
