@@ -27,7 +27,7 @@ const (
 
 // BenchmarkPodDeletionToRequeue: a consumer holds K entries and its pod is
 // deleted; the time runs from the deletion until the first of its entries
-// is requeued. pelwarden runs on its defaults (refresh every 2 s, scan
+// is requeued. pelwarden runs on its defaults (hygiene scan
 // every 10 s, podDeletionGraceSeconds 2), with pods from client-go's fake
 // clientset behind the same informers a real API server feeds. The pods
 // belong to a ReplicaSet (no grace: a Deployment's pod names never

@@ -30,8 +30,8 @@ const (
 // processed all of them, per the ledger the workers write. Then the ledger
 // must show every job processed exactly once.
 //
-// heartbeat: pelwarden runs as its own process with its defaults (refresh
-// every 2 s, scan every 10 s, and a look at each deadline) and heartbeat
+// heartbeat: pelwarden runs as its own process with its defaults (hygiene
+// scan every 10 s, and a look at each deadline) and heartbeat
 // liveness with a 5 s max age. A helper stopped at a round's end leaves
 // the group as a worker that deregisters does: otherwise the two would go
 // silent within a max age of the next victim, and three of five consumers

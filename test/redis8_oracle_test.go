@@ -141,8 +141,8 @@ func TestReleasedEntriesAreCountedAsKEDACountsThemOnRedis8(t *testing.T) {
 		}
 		return nil
 	})
-	// The scaler answers from snapshots up to scaler.maxSnapshotAge old:
-	// past it, each is newer than the ghost.
+	// The scaler answers from reads up to scaler.freshness old: past it,
+	// each is newer than the ghost.
 	time.Sleep(2 * testConfig("").Scaler.Freshness)
 	require.Equal(t, builtin("pendingEntriesCount")-ghostHeld, ours("pendingEntriesCount"),
 		"pendingEntriesCount: KEDA's count less the %d entries the ghost holds", ghostHeld)
