@@ -105,6 +105,46 @@ func TestIsActiveAfterGetMetricsOfOnePollUsesItsRead(t *testing.T) {
 	require.Equal(t, int64(1), reads.Load(), "one read for every caller of the poll")
 }
 
+// TestAReadThatFoundNoGroupServesOnlyItsOwnPoll: KEDA's IsActive right
+// after its GetMetrics shares the read that found no group, but the next
+// poll, well within Freshness, reads again, so a group created since is
+// seen at once; a group that exists serves that poll from the read.
+func TestAReadThatFoundNoGroupServesOnlyItsOwnPoll(t *testing.T) {
+	t.Parallel()
+	for _, missing := range []bool{true, false} {
+		clock := &fakeClock{now: time.Unix(1_700_000_000, 0)}
+		var reads atomic.Int64
+		v := NewView(func(context.Context, Target, []string) (Observation, error) {
+			reads.Add(1)
+			if missing {
+				return Observation{GroupMissing: true, Lag: 30, LagValid: true}, nil
+			}
+			return idleFor(time.Second), nil
+		}, ViewOptions{Freshness: time.Second, FetchTimeout: time.Second, Expiry: time.Hour, MaxTargets: 1, Now: clock.Now})
+		poll := func() {
+			t.Helper()
+			_, ok, err := v.Poll(demandTarget)
+			require.NoError(t, err)
+			if !ok {
+				snap, err := v.PollWait(context.Background(), demandTarget)
+				require.NoError(t, err)
+				require.Equal(t, missing, snap.GroupMissing)
+			}
+		}
+		poll() // GetMetrics
+		clock.advance(5 * time.Millisecond)
+		poll() // IsActive
+		require.Equal(t, int64(1), reads.Load(), "missing %v: GetMetrics and IsActive of one poll share a read", missing)
+		clock.advance(300 * time.Millisecond)
+		poll() // the HPA's GetMetrics
+		want := int64(1)
+		if missing {
+			want = 2
+		}
+		require.Equal(t, want, reads.Load(), "missing %v: the next poll within Freshness", missing)
+	}
+}
+
 // TestATargetNobodyPollsIsNotRead: a target read once, whose consumer
 // holds entries with no deadline near, is not read again while nobody
 // asks: no background refresh.

@@ -22,38 +22,50 @@ func (v *View) Poll(t Target) (snap *Snapshot, ok bool, err error) {
 	if err != nil {
 		return nil, false, err
 	}
-	v.polled(e, snap != nil)
-	return snap, snap != nil, nil
+	e.mu.Lock()
+	e.polls.observe(v.opts.Now(), samePoll(v.opts.Freshness))
+	e.mu.Unlock()
+	if snap != nil && v.missingSince(e, snap).IsZero() {
+		v.answered(e)
+		return snap, true, nil
+	}
+	return nil, false, nil
 }
 
 // PollWait answers a poll that Poll could not: from a read of t, shared
 // with every caller waiting on the group.
 func (v *View) PollWait(ctx context.Context, t Target) (*Snapshot, error) {
 	e, snap, err := v.cached(t)
-	if err != nil || snap != nil {
-		if snap != nil {
-			v.answered(e)
+	if err != nil {
+		return nil, err
+	}
+	since := v.missingSince(e, snap)
+	if snap == nil || !since.IsZero() {
+		if snap, err = v.refresh(ctx, e, since, ReadPoll); err != nil {
+			return nil, err
 		}
-		return snap, err
 	}
-	snap, err = v.refresh(ctx, e, time.Time{}, ReadPoll)
-	if err == nil {
-		v.answered(e)
-	}
-	return snap, err
+	v.answered(e)
+	return snap, nil
 }
 
-// polled records a poll of e at now; answered says it is answered from
-// the snapshot at hand.
-func (v *View) polled(e *entry, answered bool) {
-	now := v.opts.Now()
-	fresh := v.opts.Freshness
-	e.mu.Lock()
-	e.polls.observe(now, samePoll(fresh))
-	e.mu.Unlock()
-	if answered {
-		v.answered(e)
+// missingSince is when the read that answers a poll of e must have begun
+// if snap, from e's latest read, found no stream or group and began
+// before the poll did; zero otherwise. A read that found nothing serves
+// only the poll it was read for (KEDA's IsActive after its GetMetrics):
+// a stream created since, and the entries read from it, are seen at the
+// next poll, where a stale "none" would scale to zero with work waiting.
+// Such a read is a few commands that fail at once.
+func (v *View) missingSince(e *entry, snap *Snapshot) time.Time {
+	if snap == nil || !(snap.StreamMissing || snap.GroupMissing) {
+		return time.Time{}
 	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.readAt.Before(e.polls.last) {
+		return e.polls.last
+	}
+	return time.Time{}
 }
 
 // answered reports the age of the read a poll of e was answered from,
@@ -98,19 +110,17 @@ type pollClock struct {
 }
 
 // observe records a call at now; a call within same of the poll it follows
-// belongs to it (KEDA's IsActive after its GetMetrics). It reports whether
-// the call began a poll.
-func (c *pollClock) observe(now time.Time, same time.Duration) bool {
+// belongs to it (KEDA's IsActive after its GetMetrics).
+func (c *pollClock) observe(now time.Time, same time.Duration) {
 	if !c.last.IsZero() {
 		gap := now.Sub(c.last)
 		if gap < same {
-			return false
+			return
 		}
 		c.gaps[c.n%pollGaps] = gap
 		c.n++
 	}
 	c.last = now
-	return true
 }
 
 // gap is the i-th latest gap, 1 being the latest.

@@ -404,22 +404,12 @@ func (s *Server) poll(ctx context.Context, r metadata.Request) (*liveness.Snapsh
 	if err != nil {
 		return nil, rpcstatus.Of(err, r.Target.GroupRef)
 	}
-	missing := ok && (snap.StreamMissing || snap.GroupMissing)
-	if ok && !missing {
+	if ok {
 		return snap, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.opts.RequestTimeout)
 	defer cancel()
-	if missing {
-		// A read that found no stream or group is not served again: one
-		// created since, and the entries read from it, are seen at this
-		// poll. Such a read is a few commands that fail at once, and a
-		// target has one read in flight at a time, which the polls that
-		// began before it share.
-		snap, err = s.view.RefreshSince(ctx, r.Target, time.Now())
-	} else {
-		snap, err = s.view.PollWait(ctx, r.Target)
-	}
+	snap, err = s.view.PollWait(ctx, r.Target)
 	if err != nil {
 		return nil, rpcstatus.Of(err, r.Target.GroupRef)
 	}
