@@ -73,7 +73,9 @@ func timeless(obs liveness.Observation) liveness.Observation {
 	obs.ServerTime, obs.ReadAt = time.Time{}, time.Time{}
 	cs := make([]liveness.ConsumerObs, len(obs.Consumers))
 	for i, c := range obs.Consumers {
-		c.Idle = 0
+		// Before Redis 7.2 whether inactive is known hangs on idle being
+		// 0, which a millisecond between the reads changes.
+		c.Idle, c.Inactive = 0, 0
 		cs[i] = c
 	}
 	obs.Consumers = cs

@@ -100,7 +100,7 @@ func (r *Reader) sampleOn(ctx context.Context, pipe redis.Pipeliner, conn string
 
 // collect reads g's replies, which arrived at readAt, into an
 // observation; more says it needs the rest of the read (queueSecond,
-// finish): the stream and group exist.
+// finish): the stream exists.
 func (r *Reader) collect(ctx context.Context, g *groupRead, readAt time.Time) (obs liveness.Observation, more bool, err error) {
 	t := g.t
 	obs.ReadAt = readAt
@@ -132,18 +132,13 @@ func (r *Reader) collect(ctx context.Context, g *groupRead, readAt time.Time) (o
 		}
 	}
 	if !found {
-		obs.GroupMissing = true
 		// KEDA's lagCount counts a group not created yet as lagging by the
 		// stream's length, the lag it would have from the start: what
 		// starts the first worker of a moved trigger, which creates the
-		// group. One more command, only while the group is missing.
-		c, _ := r.Conns.Get(t.Conn)
-		n, err := c.XLen(ctx, t.Stream).Result()
-		if err != nil {
-			return obs, false, fmt.Errorf("XLEN %s: %w", t.Stream, err)
-		}
-		obs.Lag, obs.LagValid = n, true
-		return obs, false, nil
+		// group. An XLEN in the second round trip, only while the group is
+		// missing, batched with the other reads' second commands.
+		obs.GroupMissing = true
+		return obs, true, nil
 	}
 
 	consumers, err := g.consumers.Result()
@@ -182,7 +177,7 @@ func (r *Reader) collect(ctx context.Context, g *groupRead, readAt time.Time) (o
 	return obs, true, nil
 }
 
-// finish ends a read whose first round trip found the group: the second
+// finish ends a read whose first round trip found the stream: the second
 // round trip's replies (s, nil if none was needed), the type of heartbeat
 // keys of the wrong type, and when each node was readable.
 func (r *Reader) finish(ctx context.Context, c redis.UniversalClient, t liveness.Target, s *secondRead, obs *liveness.Observation) error {
@@ -190,6 +185,9 @@ func (r *Reader) finish(ctx context.Context, c redis.UniversalClient, t liveness
 		if err := s.collect(t, r.LagEstimateCap, obs); err != nil {
 			return err
 		}
+	}
+	if obs.GroupMissing {
+		return nil
 	}
 	nameWrongTypes(ctx, c, obs.Heartbeats)
 	if w := r.Conns.conns[t.Conn].watch; w != nil {
@@ -261,16 +259,20 @@ func nameWrongTypes(ctx context.Context, c redis.UniversalClient, hbs map[string
 }
 
 // secondRead is what a second round trip asks for: the heartbeat keys
-// of consumers the first could not know of, and the lag where XINFO GROUPS
-// answered NULL.
+// of consumers the first could not know of, the lag where XINFO GROUPS
+// answered NULL, and the stream's length where the group is missing.
 type secondRead struct {
-	gets map[string]*redis.StringCmd
-	lag  *redis.Cmd
+	gets   map[string]*redis.StringCmd
+	lag    *redis.Cmd
+	length *redis.IntCmd
 }
 
 // queueSecond queues on pipe what the first round trip of t's read could
 // not know to ask for; nil when nothing is.
 func (r *Reader) queueSecond(ctx context.Context, pipe redis.Pipeliner, t liveness.Target, obs *liveness.Observation) *secondRead {
+	if obs.GroupMissing {
+		return &secondRead{length: pipe.XLen(ctx, t.Stream)}
+	}
 	names := make([]string, 0, len(obs.Consumers)+len(obs.PendingByConsumer))
 	for _, cs := range obs.Consumers {
 		names = append(names, cs.Name)
@@ -291,6 +293,14 @@ func (r *Reader) queueSecond(ctx context.Context, pipe redis.Pipeliner, t livene
 
 // collect reads the second round trip's replies into obs.
 func (s *secondRead) collect(t liveness.Target, lagCap int64, obs *liveness.Observation) error {
+	if s.length != nil {
+		n, err := s.length.Result()
+		if err != nil {
+			return fmt.Errorf("XLEN %s: %w", t.Stream, err)
+		}
+		obs.Lag, obs.LagValid = n, true
+		return nil
+	}
 	collectGets(s.gets, obs.Heartbeats)
 	if s.lag != nil {
 		n, err := s.lag.Int64()
