@@ -119,7 +119,7 @@ func (m *metrics) handler(reg prometheus.Gatherer) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// The targets are chosen first, so that the count of those left
 		// out, a registry family, is this scrape's.
-		shown := m.exposure.choose(m.snapshots())
+		shown := m.exposure.choose(m.snapshots(), m.view.Failing())
 		m.hidden.Store(int64(shown.hidden))
 		mfs, err := reg.Gather()
 		if err != nil {
@@ -247,7 +247,7 @@ func (m *metrics) encodeTargets(out families, shown shown) error {
 			return err
 		}
 	}
-	failing := m.view.Failing()
+	failing := shown.failing
 	rows = out.rows(judgedLabels, len(failing), func(i int) []string {
 		return failing[i].Labels(liveness.LabelValue(failing[i].Spec.String()))
 	})

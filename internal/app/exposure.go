@@ -1,6 +1,7 @@
 package app
 
 import (
+	"maps"
 	"slices"
 
 	"github.com/pelwarden/pelwarden/internal/admin"
@@ -25,13 +26,14 @@ type exposure struct {
 }
 
 // shown is what one scrape shows: the targets chosen, in their given
-// order, the groups and liveness settings they cover, and how many
-// targets are left out.
+// order, the groups and liveness settings they cover, the failing
+// targets chosen, and how many targets are left out.
 type shown struct {
-	snaps  []judged
-	groups map[liveness.GroupRef]bool
-	specs  map[reportKey]bool
-	hidden int
+	snaps   []judged
+	groups  map[liveness.GroupRef]bool
+	specs   map[reportKey]bool
+	failing []liveness.Target
+	hidden  int
 }
 
 // reportKey is a target as a report names it: its group and the text of
@@ -41,34 +43,47 @@ type reportKey struct {
 	liveness string
 }
 
-// choose picks the targets of snaps to show, keeping snaps' order.
-func (e exposure) choose(snaps []judged) shown {
+// choose picks the targets of snaps to show, and apart from them those of
+// failing (whose reads fail: an outage fails them all, each with no
+// snapshot to show it by), keeping the given orders.
+func (e exposure) choose(snaps []judged, failing []liveness.Target) shown {
 	s := shown{groups: map[liveness.GroupRef]bool{}, specs: map[reportKey]bool{}}
-	keep := make([]bool, len(snaps))
+	var namespaces map[string]string
+	var operator map[string]bool
+	if e.holders != nil {
+		namespaces, operator = e.holders()
+	}
+	keep := e.pick(len(snaps), func(i int) string { return snaps[i].s.Target.Key() }, namespaces, operator)
+	for i, ok := range e.pick(len(failing), func(i int) string { return failing[i].Key() }, namespaces, operator) {
+		if ok {
+			s.failing = append(s.failing, failing[i])
+		}
+	}
+	return s.keep(snaps, keep)
+}
+
+// pick says which of n targets, each named by its key, to show: every
+// one without a cap, else the operator's and up to max of the others, the
+// namespaces taking one each in turn.
+func (e exposure) pick(n int, key func(int) string, namespaces map[string]string, operator map[string]bool) []bool {
+	keep := make([]bool, n)
 	if e.holders == nil { // no cap: every target is shown
 		for i := range keep {
 			keep[i] = true
 		}
-		return s.keep(snaps, keep)
+		return keep
 	}
-	namespaces, operator := e.holders()
 	byNS := map[string][]int{}
-	for i, j := range snaps {
-		key := j.s.Target.Key()
-		if operator[key] {
+	for i := range n {
+		k := key(i)
+		if operator[k] {
 			keep[i] = true
 			continue
 		}
-		ns := namespaces[key]
+		ns := namespaces[k]
 		byNS[ns] = append(byNS[ns], i)
 	}
-	order := slices.Sorted(func(yield func(string) bool) {
-		for ns := range byNS {
-			if !yield(ns) {
-				return
-			}
-		}
-	})
+	order := slices.Sorted(maps.Keys(byNS))
 	left := e.max
 	for round := 0; left > 0; round++ {
 		took := false
@@ -86,7 +101,7 @@ func (e exposure) choose(snaps []judged) shown {
 			break
 		}
 	}
-	return s.keep(snaps, keep)
+	return keep
 }
 
 // keep fills s with the snaps kept.

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -104,4 +105,40 @@ func perTargetSeries(body string) int {
 		n += len(seriesOf(body, f.Name))
 	}
 	return n
+}
+
+// TestAScrapeShowsTheCapOfFailingTargets: in an outage every target's read
+// fails, and none has a snapshot to be chosen by; the failing family still
+// shows the operator's target and scaler.maxMetricsTargets of the
+// callers', not one series per target callers named.
+func TestAScrapeShowsTheCapOfFailingTargets(t *testing.T) {
+	t.Parallel()
+	view := liveness.NewView(func(context.Context, liveness.Target, []string) (liveness.Observation, error) {
+		return liveness.Observation{}, errors.New("connection refused")
+	}, liveness.ViewOptions{Freshness: time.Hour, FetchTimeout: time.Second, MaxTargets: 5000})
+	spec := liveness.Spec{Idle: true, GhostIdle: time.Minute}
+	target := func(stream string) liveness.Target {
+		return liveness.Target{GroupRef: liveness.GroupRef{Conn: "default", Stream: stream, Group: "workers"}, Spec: spec}
+	}
+	namespaces := map[string]string{}
+	for i := range 3000 {
+		tg := target(fmt.Sprintf("flood-%04d", i))
+		_, err := view.Snapshot(t.Context(), tg)
+		require.Error(t, err)
+		namespaces[tg.Key()] = "flood"
+	}
+	operator := target("operator-jobs")
+	_, err := view.Snapshot(t.Context(), operator)
+	require.Error(t, err)
+	holders := func() (map[string]string, map[string]bool) { return namespaces, map[string]bool{operator.Key(): true} }
+
+	reg := prometheus.NewRegistry()
+	m := newMetrics(reg, view, admin.NewReports(100), nil, time.Now)
+	m.exposure = exposure{max: 1000, holders: holders}
+	rec := httptest.NewRecorder()
+	m.handler(reg).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	require.Equal(t, http.StatusOK, rec.Code)
+	failing := seriesOf(rec.Body.String(), failingFamily.name)
+	require.Equal(t, 1001, len(failing), "the cap of callers' failing targets, and the operator's")
+	require.Equal(t, 1, strings.Count(strings.Join(failing, "\n"), `stream="operator-jobs"`))
 }

@@ -219,7 +219,9 @@ type Scaler struct {
 	// many targets ScaledObjects name: their namespaces share it in turn
 	// (a namespace with fewer targets shows all of them and leaves the
 	// rest to the others); hygiene.targets are always shown, and
-	// pelwarden_metrics_targets_hidden counts the rest. Default 1000:
+	// pelwarden_metrics_targets_hidden counts the rest. The failing
+	// targets' pelwarden_read_failing series are capped the same way, apart
+	// (in an outage every target fails). Default 1000:
 	// about 16,000 series, some 2 MB a scrape in text. 0 shows none; at
 	// least maxTargets shows every target.
 	MaxMetricsTargets int `yaml:"maxMetricsTargets"`
