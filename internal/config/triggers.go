@@ -293,16 +293,16 @@ func (r Redis) connection() metadata.Connection {
 // conn.
 func (t Triggers) Reaches(ns, conn string) bool {
 	for _, r := range t.Rules {
-		if matchAny(r.Namespaces, ns) && matchAny(r.Redis, conn) {
+		if MatchAny(r.Namespaces, ns) && MatchAny(r.Redis, conn) {
 			return true
 		}
 	}
 	return false
 }
 
-// matchAny says name matches one of globs; Validate has checked that
-// every glob is a valid pattern.
-func matchAny(globs []string, name string) bool {
+// MatchAny says name matches one of globs, the patterns of the triggers'
+// rules; Validate has checked that every glob is a valid pattern.
+func MatchAny(globs []string, name string) bool {
 	for _, g := range globs {
 		if ok, _ := path.Match(g, name); ok {
 			return true

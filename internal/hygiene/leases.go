@@ -2,7 +2,6 @@ package hygiene
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"time"
 
@@ -70,7 +69,7 @@ func (l *Loop) renewAll(ctx context.Context) {
 		start := l.opts.Now()
 		held, err := redisx.HoldAll(ctx, c, keys, l.holder, l.opts.LeaseTTL)
 		if err != nil {
-			if ctx.Err() == nil && !isRefused(err) {
+			if ctx.Err() == nil && !redisx.IsWritesRefused(err) {
 				l.errs.Log(ctx, l.opts.Log, slog.LevelWarn, "lease:"+conn, "hygiene leases not renewed", "redis", conn, "targets", len(keys), "err", err)
 			}
 			continue
@@ -103,7 +102,7 @@ func (l *Loop) holdsLease(ctx context.Context, r *runner, t Target) (held, faile
 	}
 	held, err := redisx.Lease{Client: c, Key: leaseKey(t.Target), Holder: l.holder, TTL: l.opts.LeaseTTL}.Hold(ctx)
 	if err != nil {
-		if ctx.Err() == nil && !isRefused(err) {
+		if ctx.Err() == nil && !redisx.IsWritesRefused(err) {
 			l.opts.Engine.CountError(t.Target.GroupRef)
 			l.errs.Log(ctx, l.opts.Log, slog.LevelWarn, t.Target.String(), "hygiene lease failed", "target", t.Target.String(), "err", err)
 		}
@@ -194,12 +193,4 @@ func (l *Loop) releaseKeys(ctx context.Context, conn string, keys []string) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
 	_ = redisx.ReleaseAll(rctx, c, keys, l.holder)
-}
-
-// isRefused says err is Redis refusing writes (OOM, MISCONF, READONLY,
-// NOREPLICAS): its connection logs that once, so a turn or a lease that
-// meets it logs nothing of its own.
-func isRefused(err error) bool {
-	var refused *redisx.WritesRefused
-	return errors.As(err, &refused) || redisx.RefusalOf(err) != liveness.RefusalNone
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/pelwarden/pelwarden/internal/liveness"
 	"github.com/pelwarden/pelwarden/internal/reclaim"
+	"github.com/pelwarden/pelwarden/internal/redisx"
 )
 
 // idleWait is how long the dispatcher sleeps with no target queued; Add
@@ -201,7 +202,7 @@ func (l *Loop) scanOnce(ctx context.Context, t Target, read *liveness.Snapshot) 
 		d.ghosts, d.readAt = orEmpty(ghostsIn(snap)), snap.At
 		d.entryDue, failed = l.entryDeadline(ctx, t, steps, began)
 		return d, failed
-	case isRefused(err):
+	case redisx.IsWritesRefused(err):
 		// Told once by the connection; the next turn finds it paused.
 		return decision{}, false
 	case ctx.Err() == nil:

@@ -193,7 +193,7 @@ func (e *Engine) Run(ctx context.Context, job Job, st Step) (StepResult, error) 
 			}
 		}
 	}
-	if err != nil && !job.DryRun && !isRefused(err) {
+	if err != nil && !job.DryRun && !redisx.IsWritesRefused(err) {
 		e.metrics.errors.WithLabelValues(job.Target.Labels()...).Inc()
 	}
 	return res, err

@@ -2,7 +2,6 @@ package reclaim
 
 import (
 	"context"
-	"errors"
 
 	"github.com/pelwarden/pelwarden/internal/liveness"
 	"github.com/pelwarden/pelwarden/internal/redisx"
@@ -51,11 +50,4 @@ func (e *Engine) refused(ctx context.Context, job Job, r redisx.Result, err erro
 		e.opts.Writes.NoteRefused(ctx, job.Target.Conn, job.Target.Stream, ref)
 	}
 	return &redisx.WritesRefused{Conn: job.Target.Conn, Refusal: ref}
-}
-
-// isRefused says err is a refusal of writes: it is the connection's to
-// report, once, not each step's.
-func isRefused(err error) bool {
-	var r *redisx.WritesRefused
-	return errors.As(err, &r)
 }

@@ -1,6 +1,7 @@
 package redisx
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -20,6 +21,14 @@ type WritesRefused struct {
 
 func (e *WritesRefused) Error() string {
 	return fmt.Sprintf("redis %q refuses writes (%s: %s): nothing was changed", e.Conn, e.Refusal, e.Refusal.Cause())
+}
+
+// IsWritesRefused says err is Redis refusing writes, as a WritesRefused or
+// as the node's own reply: its connection reports that once, so a caller
+// that meets it logs nothing of its own.
+func IsWritesRefused(err error) bool {
+	var refused *WritesRefused
+	return errors.As(err, &refused) || RefusalOf(err) != liveness.RefusalNone
 }
 
 // RefusalOf is the refusal err answers a write with, RefusalNone for any

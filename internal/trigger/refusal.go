@@ -2,7 +2,6 @@ package trigger
 
 import (
 	"fmt"
-	"path"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -51,7 +50,7 @@ func (rs rules) reaches(ns, conn string) bool {
 // conn.
 func (rs rules) profiles(ns, conn, name string) bool {
 	for _, r := range rs {
-		if match(r.Namespaces, ns) && match(r.Redis, conn) && match(r.Profiles, name) {
+		if config.MatchAny(r.Namespaces, ns) && config.MatchAny(r.Redis, conn) && config.MatchAny(r.Profiles, name) {
 			return true
 		}
 	}
@@ -62,7 +61,7 @@ func (rs rules) profiles(ns, conn, name string) bool {
 // pattern on conn, the pattern matched as written, placeholder included.
 func (rs rules) heartbeatKeys(ns, conn, pattern string) bool {
 	for _, r := range rs {
-		if match(r.Namespaces, ns) && match(r.Redis, conn) && match(r.HeartbeatKeys, pattern) {
+		if config.MatchAny(r.Namespaces, ns) && config.MatchAny(r.Redis, conn) && config.MatchAny(r.HeartbeatKeys, pattern) {
 			return true
 		}
 	}
@@ -72,18 +71,7 @@ func (rs rules) heartbeatKeys(ns, conn, pattern string) bool {
 // enrolls says some rule lets namespace ns enroll stream on conn in hygiene.
 func (rs rules) enrolls(ns, conn, stream string) bool {
 	for _, r := range rs {
-		if match(r.Namespaces, ns) && match(r.Redis, conn) && match(r.HygieneStreams, stream) {
-			return true
-		}
-	}
-	return false
-}
-
-// match says a name matches one of globs; configuration has checked that
-// every glob is a valid pattern.
-func match(globs []string, name string) bool {
-	for _, g := range globs {
-		if ok, _ := path.Match(g, name); ok {
+		if config.MatchAny(r.Namespaces, ns) && config.MatchAny(r.Redis, conn) && config.MatchAny(r.HygieneStreams, stream) {
 			return true
 		}
 	}
