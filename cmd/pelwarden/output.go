@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
@@ -22,14 +23,7 @@ const (
 
 var formats = []format{formatTable, formatWide, formatJSON, formatYAML}
 
-func (f format) valid() bool {
-	for _, g := range formats {
-		if f == g {
-			return true
-		}
-	}
-	return false
-}
+func (f format) valid() bool { return slices.Contains(formats, f) }
 
 // structured says the answer is printed as the API's message, not a table.
 func (f format) structured() bool { return f == formatJSON || f == formatYAML }

@@ -89,7 +89,7 @@ func (v *View) readAhead(ctx context.Context, es []*entry, now time.Time) {
 	}
 	rs := make([]*reader, 0, len(es))
 	for _, e := range es {
-		if !containsReader(rs, e.reader) {
+		if !slices.Contains(rs, e.reader) {
 			rs = append(rs, e.reader)
 		}
 	}
@@ -255,13 +255,4 @@ func (r *reader) lookup(key viewKey) *entry {
 		}
 	}
 	return nil
-}
-
-func containsReader(rs []*reader, r *reader) bool {
-	for _, x := range rs {
-		if x == r {
-			return true
-		}
-	}
-	return false
 }
