@@ -71,9 +71,11 @@ func (n *nodeWatch) connected(runID string, v ServerVersion, at time.Time) {
 		n.version = v
 	}
 	if runID != "" && runID != n.runID {
-		n.broken = n.broken || n.runID != ""
+		if n.runID != "" { // another server: its counts start anew
+			n.broken = true
+			n.ws.next, n.ws.errKnown = time.Time{}, false
+		}
 		n.runID, n.since = runID, at
-		n.ws.next, n.ws.errKnown = time.Time{}, false // another server: its counts start anew
 		return
 	}
 	if n.since.IsZero() {
