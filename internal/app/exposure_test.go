@@ -139,6 +139,6 @@ func TestAScrapeShowsTheCapOfFailingTargets(t *testing.T) {
 	m.handler(reg).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	require.Equal(t, http.StatusOK, rec.Code)
 	failing := seriesOf(rec.Body.String(), failingFamily.name)
-	require.Equal(t, 1001, len(failing), "the cap of callers' failing targets, and the operator's")
+	require.Len(t, failing, 1001, "the cap of callers' failing targets, and the operator's")
 	require.Equal(t, 1, strings.Count(strings.Join(failing, "\n"), `stream="operator-jobs"`))
 }

@@ -57,7 +57,7 @@ func (v *View) PollWait(ctx context.Context, t Target) (*Snapshot, error) {
 // next poll, where a stale "none" would scale to zero with work waiting.
 // Such a read is a few commands that fail at once.
 func (v *View) missingSince(e *entry, snap *Snapshot) time.Time {
-	if snap == nil || !(snap.StreamMissing || snap.GroupMissing) {
+	if snap == nil || (!snap.StreamMissing && !snap.GroupMissing) {
 		return time.Time{}
 	}
 	e.mu.Lock()
