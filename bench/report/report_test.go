@@ -132,7 +132,7 @@ func TestBuildRowsAddsTheAPIRestartRowOnlyWhenItRan(t *testing.T) {
 	i := slices.IndexFunc(rows, func(r Row) bool { return strings.HasPrefix(r.What, "API server restart") })
 	require.GreaterOrEqual(t, i, 0, "rows: %v", what(rows))
 	require.Equal(t, "1.1 s / 2.9 s", rows[i].Pelwarden.Text)
-	require.Equal(t, "20 restarts, one pod set, defaults (refresh 2 s)", rows[i].Workload)
+	require.Equal(t, "20 restarts, one pod set, defaults (scaler.freshness 1 s), polled every 10 ms", rows[i].Workload)
 	require.Equal(t, []string{"go test -tags kube ./bench/"}, rows[i].Commands)
 }
 

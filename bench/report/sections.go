@@ -44,7 +44,7 @@ const apiRestart = "APIRestartToCurrentVerdicts"
 func apiRestartRow(l *lookup) Row {
 	return l.row(Row{
 		What:      "API server restart (SIGKILL, real kube-apiserver) to verdicts judged by pods again, from the server's first answer, p50 / p99",
-		Workload:  fmt.Sprintf("%.0f restarts, one pod set, defaults (refresh 2 s)", l.get(apiRestart, "restarts")),
+		Workload:  fmt.Sprintf("%.0f restarts, one pod set, defaults (scaler.freshness 1 s), polled every 10 ms", l.get(apiRestart, "restarts")),
 		Pelwarden: seconds(l.get(apiRestart, "p50-s"), l.get(apiRestart, "p99-s")),
 	})
 }
