@@ -32,7 +32,9 @@ const (
 //
 // heartbeat: pelwarden runs as its own process with its defaults (hygiene
 // scan every 10 s, and a look at each deadline) and heartbeat
-// liveness with a 5 s max age. A helper stopped at a round's end leaves
+// liveness with a 5 s max age. Nothing polls the group, so a victim, dead
+// seconds after it took its entries, is found holding them by the next
+// scan. A helper stopped at a round's end leaves
 // the group as a worker that deregisters does: otherwise the two would go
 // silent within a max age of the next victim, and three of five consumers
 // turning Ghost together trips the disruption breaker, as it should.
