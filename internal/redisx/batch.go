@@ -58,7 +58,7 @@ func (r *Reader) finishBatch(ctx context.Context, c redis.UniversalClient, reads
 	queued := false
 	for i, rd := range reads {
 		if more[i] {
-			seconds[i] = r.queueSecond(ctx, pipe, rd.Target, &out[i].Obs)
+			seconds[i] = r.queueSecond(ctx, pipe, rd.Target, rd.Known, &out[i].Obs)
 			queued = queued || seconds[i] != nil
 		}
 	}

@@ -43,6 +43,7 @@ func TestFetchBatchReadsEachGroupAsFetchDoes(t *testing.T) {
 		{Target: target("nope", "workers", liveness.Spec{})},
 		{Target: target("other", "workers", liveness.Spec{})},
 		{Target: target("deleted", "workers", liveness.Spec{})},
+		{Target: target("jobs", "workers", beats), Known: []string{"w1", "w2"}},
 	}
 	got := r.FetchBatch(ctx, reads)
 	require.Len(t, got, len(reads))
@@ -60,6 +61,10 @@ func TestFetchBatchReadsEachGroupAsFetchDoes(t *testing.T) {
 	require.True(t, w1.Exists && w1.Value == "1700000000000", "a consumer the read did not know of has its heartbeat read: %+v", w1)
 	_, read := got[0].Obs.Heartbeats["hb:w2"]
 	require.True(t, read && !w2.Exists && w2.Err == nil, "and a missing one is read as missing: %+v", w2)
+	for _, i := range []int{1, 5} {
+		require.Len(t, got[i].Obs.Heartbeats, 2, "read %d, known %v: every consumer's key is read, in the first round trip or the second", i, reads[i].Known)
+		require.True(t, got[i].Obs.Heartbeats["hb:w1"].Exists, "read %d", i)
+	}
 
 	srv.Kill()
 	for i, res := range r.FetchBatch(ctx, reads) {

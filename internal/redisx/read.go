@@ -50,7 +50,7 @@ func (r *Reader) Fetch(ctx context.Context, t liveness.Target, known []string) (
 		return obs, err
 	}
 	pipe = c.Pipeline()
-	s := r.queueSecond(ctx, pipe, t, &obs)
+	s := r.queueSecond(ctx, pipe, t, known, &obs)
 	if s != nil {
 		if err := exec(ctx, pipe); err != nil {
 			return obs, fmt.Errorf("read %s: %w", t, err)
@@ -268,19 +268,23 @@ type secondRead struct {
 }
 
 // queueSecond queues on pipe what the first round trip of t's read could
-// not know to ask for; nil when nothing is.
-func (r *Reader) queueSecond(ctx context.Context, pipe redis.Pipeliner, t liveness.Target, obs *liveness.Observation) *secondRead {
+// not know to ask for; nil when nothing is. known is the consumers whose
+// heartbeat keys the first round trip asked for.
+func (r *Reader) queueSecond(ctx context.Context, pipe redis.Pipeliner, t liveness.Target, known []string, obs *liveness.Observation) *secondRead {
 	if obs.GroupMissing {
 		return &secondRead{length: pipe.XLen(ctx, t.Stream)}
 	}
-	names := make([]string, 0, len(obs.Consumers)+len(obs.PendingByConsumer))
-	for _, cs := range obs.Consumers {
-		names = append(names, cs.Name)
+	var missing []string
+	if !keysAllRead(t.Spec, known, obs) {
+		names := make([]string, 0, len(obs.Consumers)+len(obs.PendingByConsumer))
+		for _, cs := range obs.Consumers {
+			names = append(names, cs.Name)
+		}
+		for name := range obs.PendingByConsumer {
+			names = append(names, name)
+		}
+		missing = heartbeatKeys(t.Spec, names, obs.Heartbeats)
 	}
-	for name := range obs.PendingByConsumer {
-		names = append(names, name)
-	}
-	missing := heartbeatKeys(t.Spec, names, obs.Heartbeats)
 	if len(missing) == 0 && obs.LagValid {
 		return nil
 	}
@@ -312,6 +316,41 @@ func (s *secondRead) collect(t liveness.Target, lagCap int64, obs *liveness.Obse
 	return nil
 }
 
+// keysAllRead says the first round trip read the heartbeat keys of every
+// consumer obs lists, as it mostly has: each was known from the read
+// before, and no key was left out for MaxHeartbeatReads. It spares a read
+// that finds the group as it was the keys' second listing.
+func keysAllRead(spec liveness.Spec, known []string, obs *liveness.Observation) bool {
+	if !spec.Heartbeat {
+		return true
+	}
+	if len(obs.Heartbeats) >= MaxHeartbeatReads {
+		return false
+	}
+	listed := func(name string) bool { return slices.Contains(known, name) }
+	if len(known) > smallSet {
+		set := make(map[string]struct{}, len(known))
+		for _, k := range known {
+			set[k] = struct{}{}
+		}
+		listed = func(name string) bool { _, ok := set[name]; return ok }
+	}
+	for _, cs := range obs.Consumers {
+		if !listed(cs.Name) {
+			return false
+		}
+	}
+	for name := range obs.PendingByConsumer {
+		if !listed(name) {
+			return false
+		}
+	}
+	return true
+}
+
+// smallSet is the size up to which a list is searched, not indexed.
+const smallSet = 16
+
 // MaxHeartbeatReads bounds the heartbeat keys one read of a target asks
 // Redis for: a thousand workers with prefix matching need a few thousand;
 // a crafted group of names (each costing up to liveness.MaxCandidates
@@ -325,18 +364,26 @@ func heartbeatKeys(spec liveness.Spec, consumers []string, have map[string]liven
 	if !spec.Heartbeat {
 		return nil
 	}
-	seen := make(map[string]bool)
-	var keys []string
+	var seen map[string]bool // made once keys are too many to search
+	keys := make([]string, 0, len(consumers))
 	for _, name := range consumers {
 		for _, k := range spec.HeartbeatKeys(name) {
-			if _, ok := have[k]; ok || seen[k] {
+			if _, ok := have[k]; ok || seen[k] || (seen == nil && slices.Contains(keys, k)) {
 				continue
 			}
 			if len(keys) == MaxHeartbeatReads {
 				return keys
 			}
-			seen[k] = true
 			keys = append(keys, k)
+			switch {
+			case seen != nil:
+				seen[k] = true
+			case len(keys) > smallSet:
+				seen = make(map[string]bool, 2*len(keys))
+				for _, k := range keys {
+					seen[k] = true
+				}
+			}
 		}
 	}
 	return keys
