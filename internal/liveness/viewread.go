@@ -204,9 +204,9 @@ func (v *View) read(ctx context.Context, r *reader, c *call, known []string) {
 // every target has taken it or a newer read replaces it.
 func (v *View) ended(r *reader, c *call) {
 	c.at = v.opts.Now()
-	var names []string
+	var rows []consumerRow
 	if c.err == nil {
-		names = observedNames(c.consumerRows())
+		rows = c.consumerRows()
 	}
 	if v.opts.OnRead != nil {
 		v.opts.OnRead(c.cause)
@@ -219,7 +219,7 @@ func (v *View) ended(r *reader, c *call) {
 	r.inflight = nil
 	r.latest, r.untaken = nil, 0
 	if c.err == nil {
-		r.known = names
+		r.known = observedNames(r.known, rows)
 		r.lastGood = c.started
 		if n := len(r.entries) - c.taken; n > 0 {
 			r.latest, r.untaken = c, n
@@ -375,11 +375,29 @@ func (v *View) annotated(t Target, c *call) Observation {
 }
 
 // observedNames is the consumers of a read, whose heartbeat keys the next
-// read of the same targets asks for at once.
-func observedNames(rows []consumerRow) []string {
+// read of the same targets asks for at once: known, the previous read's,
+// when they are the same names, as they mostly are (the slices are never
+// written to once made, so reads still holding known keep it whole).
+func observedNames(known []string, rows []consumerRow) []string {
+	if sameNames(known, rows) {
+		return known
+	}
 	names := make([]string, len(rows))
 	for i, r := range rows {
 		names[i] = r.obs.Name
 	}
 	return names
+}
+
+// sameNames says names are rows' names, in order.
+func sameNames(names []string, rows []consumerRow) bool {
+	if len(names) != len(rows) {
+		return false
+	}
+	for i, r := range rows {
+		if names[i] != r.obs.Name {
+			return false
+		}
+	}
+	return true
 }
