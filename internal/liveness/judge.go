@@ -21,7 +21,28 @@ func Judge(spec Spec, ev Evidence) Judgement {
 	if !ev.Listed {
 		return judge(spec, ev, Judgement{})
 	}
-	j := Judgement{Reasons: make([]Reason, 0, 4)}
+	return judgeListed(spec, ev, make([]Reason, 0, reasonsOf(spec)))
+}
+
+// reasonsOf is how many reasons the verdict of a listed consumer carries
+// under spec, but for a second note: each source's, and the deciding
+// row's note.
+func reasonsOf(spec Spec) int {
+	n := 2
+	if spec.Heartbeat {
+		n++
+	}
+	if spec.Kubernetes {
+		n++
+	}
+	return n
+}
+
+// judgeListed is Judge of a listed consumer, its reasons appended to
+// reasons (empty, of capacity reasonsOf: build gives every consumer of a
+// snapshot its share of one array).
+func judgeListed(spec Spec, ev Evidence, reasons []Reason) Judgement {
+	j := Judgement{Reasons: reasons}
 	seen := Reason{Source: SourceIdle, Detail: "last read attempt", Age: ev.Seen}
 	if ev.IdleFromDeliveries {
 		seen.Detail = "last read that delivered entries (before Redis 7.2 a read that finds nothing is not counted)"

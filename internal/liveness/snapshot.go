@@ -363,6 +363,10 @@ func build(t *Target, obs Observation, rows []consumerRow, prev *Snapshot, now t
 	}()
 	s.NoHeartbeatRecords = noHeartbeatRecords(t.Spec, all)
 	s.Consumers = make([]ConsumerView, 0, len(all))
+	// The consumers' reasons share one array, each its own share of it
+	// (a reason more than its share, such as the breaker's, moves it out).
+	per := reasonsOf(t.Spec)
+	reasons := make([]Reason, per*len(all))
 	judged := all[:0]
 	for _, g := range all {
 		if IsHolder(g.view.Name) {
@@ -370,7 +374,13 @@ func build(t *Target, obs Observation, rows []consumerRow, prev *Snapshot, now t
 			continue
 		}
 		g.ev.NoGroupHeartbeats = s.NoHeartbeatRecords
-		j := Judge(t.Spec, g.ev)
+		var j Judgement
+		if g.ev.Listed {
+			k := len(judged) * per
+			j = judgeListed(t.Spec, g.ev, reasons[k:k:k+per])
+		} else {
+			j = Judge(t.Spec, g.ev)
+		}
 		cv := &g.view
 		cv.Verdict, cv.Reasons, cv.SharedName, cv.IdleUndecided, cv.rule = j.Verdict, j.Reasons, j.SharedName, j.IdleUndecided, j.rule
 		if j.Verdict == Ghost && g.ev.Pod.State == PodGone {
