@@ -50,7 +50,9 @@ const (
 //
 // PELWARDEN_BENCH_COST_TARGETS and PELWARDEN_BENCH_COST_INTERVALS choose
 // the sizes (default 1000,10000 and 30s,5s); PELWARDEN_BENCH_PELWARDEN
-// runs another pelwarden binary, an earlier build, in the same rows.
+// runs another pelwarden binary, an earlier build, in the same rows;
+// PELWARDEN_BENCH_COST_ENV adds variables to pelwarden's environment
+// (GOGC=off: the rows without its garbage collector).
 func BenchmarkCost(b *testing.B) {
 	bins := proctest.Build(b, "../cmd/pelwarden", "./noopscaler")
 	if bin := os.Getenv("PELWARDEN_BENCH_PELWARDEN"); bin != "" {
@@ -124,8 +126,11 @@ type costRun struct {
 	fresh   ageQuantiles
 	reads   map[string]float64
 	batches float64
-	// lat are the polls' latencies: pelwarden's and the no-op's.
-	lat [2]latencies
+	// lat are the polls' latencies: pelwarden's and the no-op's; allocs
+	// the bytes each process allocated (the Go runtime's counter), and
+	// gcs its garbage collections, which the latencies' tails follow.
+	lat         [2]latencies
+	allocs, gcs [2]float64
 }
 
 const (
@@ -172,7 +177,8 @@ func measureCost(b *testing.B, bins []string, n int, interval time.Duration) cos
 	time.Sleep(2*interval + time.Second)
 
 	var run costRun
-	m0 := scrapeText(b, pelMetrics)
+	noopMetrics := "http://" + h + "/metrics"
+	m0, n0 := scrapeText(b, pelMetrics), scrapeText(b, noopMetrics)
 	cpu0, cmd0, pel0, noop0 := redisCPUs(b, rdbs), costCommands(b, rdbs), procCPU(b, pel.pid), procCPU(b, noopProc.Pid())
 	for _, p := range pollers {
 		p.record(true)
@@ -180,7 +186,7 @@ func measureCost(b *testing.B, bins []string, n int, interval time.Duration) cos
 	t0 := time.Now()
 	window := time.Duration(costWindows(b)) * interval
 	if dir := os.Getenv("PELWARDEN_BENCH_COST_PROFILE"); dir != "" {
-		saveCPUProfile(b, strings.TrimSuffix(pelMetrics, "/metrics"), window, filepath.Join(dir, fmt.Sprintf("cpu-%d-%s.pb.gz", n, interval)))
+		saveProfiles(b, strings.TrimSuffix(pelMetrics, "/metrics"), window, dir, fmt.Sprintf("%d-%s", n, interval))
 	}
 	time.Sleep(window - time.Since(t0))
 	for _, p := range pollers {
@@ -189,6 +195,9 @@ func measureCost(b *testing.B, bins []string, n int, interval time.Duration) cos
 	run.seconds = time.Since(t0).Seconds()
 	cpu1, cmd1, pel1, noop1 := redisCPUs(b, rdbs), costCommands(b, rdbs), procCPU(b, pel.pid), procCPU(b, noopProc.Pid())
 	m1 := scrapeText(b, pelMetrics)
+	n1 := scrapeText(b, noopMetrics)
+	run.allocs = [2]float64{counterDelta(m0, m1, "go_memstats_alloc_bytes_total"), counterDelta(n0, n1, "go_memstats_alloc_bytes_total")}
+	run.gcs = [2]float64{counterDelta(m0, m1, "go_gc_duration_seconds_count"), counterDelta(n0, n1, "go_gc_duration_seconds_count")}
 	for i := range run.cpu {
 		run.cpu[i] = cpu1[i] - cpu0[i]
 	}
@@ -248,6 +257,8 @@ func (r costRun) report(b *testing.B, n int) {
 		p50, p99 := r.lat[i].percentiles()
 		b.ReportMetric(p50, "poll-p50-µs-"+side)
 		b.ReportMetric(p99, "poll-p99-µs-"+side)
+		b.ReportMetric(r.allocs[i]/1024/float64(r.polls[sidePelwarden]), "alloc-KiB/poll-"+side)
+		b.ReportMetric(r.gcs[i]/r.seconds, "gc/s-"+side)
 	}
 }
 
@@ -332,7 +343,7 @@ func startCostPelwarden(b *testing.B, bin, redisAddr string, n int) (costPelward
 	if err := os.WriteFile(cfg, fmt.Appendf(nil, costConfig, grpcAddr, httpAddr, redisAddr, 2*n, profile), 0o600); err != nil {
 		b.Fatal(err)
 	}
-	proc := proctest.Start(b, "pelwarden", bin, "serve", "--config", cfg)
+	proc := proctest.StartEnv(b, "pelwarden", bin, strings.Fields(os.Getenv("PELWARDEN_BENCH_COST_ENV")), "serve", "--config", cfg)
 	keda := externalscaler.NewExternalScalerClient(dial(b, grpcAddr))
 	// The ghost is Unknown until a max age has passed since pelwarden
 	// could first read its heartbeat (it could not have seen it written).

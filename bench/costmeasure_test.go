@@ -2,14 +2,17 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -87,6 +90,12 @@ func series(page, family string) map[string]float64 {
 		out[strings.TrimSpace(rest[:i])] = v
 	}
 	return out
+}
+
+// counterDelta is how much an unlabelled counter of a family rose
+// between two pages.
+func counterDelta(before, after, family string) float64 {
+	return series(after, family)[""] - series(before, family)[""]
 }
 
 // ageQuantiles are quantiles of the answers' ages, in seconds.
@@ -174,21 +183,37 @@ func readsByCause(before, after string) (map[string]float64, float64) {
 	return out, c1[""] - c0[""]
 }
 
-// saveCPUProfile writes pelwarden's CPU profile over d to path, for
-// go tool pprof (PELWARDEN_BENCH_COST_PROFILE=<dir>; pelwarden then
-// serves its profiles, which it does not as deployed).
-func saveCPUProfile(b *testing.B, base string, d time.Duration, path string) {
+// saveProfiles writes pelwarden's CPU profile over d, and what it
+// allocated over d, to dir, for go tool pprof
+// (PELWARDEN_BENCH_COST_PROFILE=<dir>; pelwarden then serves its
+// profiles, which it does not as deployed).
+func saveProfiles(b *testing.B, base string, d time.Duration, dir, name string) {
 	b.Helper()
-	resp, err := http.Get(fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", base, int(d.Seconds()))) //nolint:noctx // a benchmark's read of its own server
-	if err != nil {
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	for i, kind := range []string{"profile", "allocs", "heap"} {
+		wg.Go(func() {
+			errs[i] = saveProfile(fmt.Sprintf("%s/debug/pprof/%s?seconds=%d", base, kind, int(d.Seconds())), filepath.Join(dir, kind+"-"+name+".pb.gz"))
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
 		b.Fatal(err)
+	}
+}
+
+func saveProfile(url, path string) error {
+	resp, err := http.Get(url) //nolint:noctx // a benchmark's read of its own server
+	if err != nil {
+		return err
 	}
 	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		b.Fatalf("CPU profile: %v, %s", err, resp.Status)
+	if err != nil {
+		return err
 	}
-	if err := os.WriteFile(path, body, 0o600); err != nil {
-		b.Fatal(err)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", url, resp.Status)
 	}
+	return os.WriteFile(path, body, 0o600)
 }

@@ -11,7 +11,8 @@ import (
 // costs Redis beside KEDA's built-in scaler polled alike in the same run:
 // Redis's CPU net of an idle Redis's, the commands per poll, pelwarden's
 // own CPU, the age of the read each answer came from, and the poll's
-// latency beside a no-op external scaler's on the same schedule.
+// latency and allocation beside a no-op external scaler's on the same
+// schedule.
 func costRows(l *lookup) []Row {
 	var rows []Row
 	for _, n := range sizes(l.res, "Cost/targets=") {
@@ -49,6 +50,10 @@ func costRows(l *lookup) []Row {
 					Pelwarden: latency(l.get(b, "poll-p50-µs-pelwarden"), l.get(b, "poll-p99-µs-pelwarden")),
 					Against:   "the no-op external scaler (bench/noopscaler) in its own process, polled on the same schedule",
 					Baseline:  ptr(latency(l.get(b, "poll-p50-µs-noop"), l.get(b, "poll-p99-µs-noop")))}),
+				l.row(Row{What: "allocated in the server's process per poll (the Go runtime's counter), and its garbage collections per second", Workload: load,
+					Pelwarden: allocFigure(l.get(b, "alloc-KiB/poll-pelwarden"), l.get(b, "gc/s-pelwarden")),
+					Against:   "the no-op external scaler serving the same polls, whose heap is a few MB",
+					Baseline:  ptr(allocFigure(l.get(b, "alloc-KiB/poll-noop"), l.get(b, "gc/s-noop")))}),
 			)
 		}
 	}
@@ -67,6 +72,13 @@ func costIntervals(res results, n string) []string {
 	}
 	sortDurations(out)
 	return out
+}
+
+// allocFigure is the bytes a process allocated per poll, compared, with
+// its collections per second beside them.
+func allocFigure(kib, gcs float64) Figure {
+	return Figure{Values: []float64{kib}, Unit: "KiB",
+		Text: fmt.Sprintf("%.1f KiB per poll; %.1f collections/s", kib, gcs)}
 }
 
 func plainUnit(v float64, unit string) Figure {

@@ -356,13 +356,15 @@ func TestCostRowsSetEachSizeBesideTheBuiltInScalerLongestIntervalFirst(t *testin
 			cost = append(cost, r)
 		}
 	}
-	require.Len(t, cost, 10, "5 rows for each of 2 intervals")
+	require.Len(t, cost, 12, "6 rows for each of 2 intervals")
 	require.Contains(t, cost[0].Workload, "every 30s", "the longest interval first")
-	require.Contains(t, cost[5].Workload, "every 5s")
+	require.Contains(t, cost[6].Workload, "every 5s")
 	require.Equal(t, []float64{0.3}, cost[0].Ratio, "the CPU ratio is the benchmark's, net of the idle Redis on both sides")
 	require.Equal(t, "0.060% of a core", cost[0].Pelwarden.Text)
 	require.Contains(t, cost[2].What, "goal: at most 1% per 1,000 targets", "the CPU goal is the 30 s one")
-	require.NotContains(t, cost[7].What, "goal")
+	require.NotContains(t, cost[8].What, "goal")
+	require.Equal(t, []float64{2}, cost[5].Ratio, "the bytes allocated per poll, beside the no-op's")
+	require.Equal(t, "18.0 KiB per poll; 0.1 collections/s", cost[5].Pelwarden.Text)
 }
 
 func TestARunOfSomeStepsReplacesTheirRowsAndKeepsTheOthers(t *testing.T) {
@@ -393,7 +395,7 @@ func TestARunOfSomeStepsReplacesTheirRowsAndKeepsTheOthers(t *testing.T) {
 	ran, missing := rowsAndMissing(res)
 	rows, missing := ranOnly(res, ran, missing)
 	require.Empty(t, missing, "only the benchmarks run count as missing")
-	require.Len(t, rows, 10)
+	require.Len(t, rows, 12)
 	for i := range rows {
 		rows[i].Commands = []string{"cost"}
 	}
