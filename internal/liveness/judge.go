@@ -153,9 +153,10 @@ func usedSinceGone(spec Spec, ev Evidence) bool {
 	return readSince || beatSince
 }
 
-func sharedName(_ Spec, _ Evidence, j *Judgement) {
+func sharedName(_ Spec, _ Evidence, j Judgement) Judgement {
 	j.SharedName = true
 	j.Reasons = append(j.Reasons, Reason{Source: SourceKubernetes, Detail: "the name was used after its pod went: another process shares it", Age: -1})
+	return j
 }
 
 // judge walks the table: the first row of the consumer's sections that
@@ -168,7 +169,7 @@ func judge(spec Spec, ev Evidence, j Judgement) Judgement {
 		}
 		j.Verdict, j.Rule, j.rule = r.Verdict, r.Name, uint8(i+1)
 		if r.note != nil {
-			r.note(spec, ev, &j)
+			j = r.note(spec, ev, j)
 		}
 		return j
 	}

@@ -46,8 +46,9 @@ type Rule struct {
 	Verdict   Verdict
 
 	applies func(spec Spec, ev Evidence) bool
-	// note adds the row's own reason to the judgement, or its flags.
-	note func(spec Spec, ev Evidence, j *Judgement)
+	// note adds the row's own reason to the judgement, or its flags, and
+	// returns it: a judgement passed by value stays on the stack.
+	note func(spec Spec, ev Evidence, j Judgement) Judgement
 	// gap is the missing evidence the row holds Unknown for, which a
 	// snapshot counts.
 	gap gap
@@ -94,8 +95,9 @@ var rules = []Rule{
 		When:    "the consumer is in the XPENDING summary but not in XINFO CONSUMERS of the same read",
 		Why:     "nothing is known of it",
 		applies: func(_ Spec, ev Evidence) bool { return !ev.Listed },
-		note: func(_ Spec, _ Evidence, j *Judgement) {
+		note: func(_ Spec, _ Evidence, j Judgement) Judgement {
 			j.Reasons = []Reason{{Source: SourceIdle, Detail: "consumer is in the pending summary but not in XINFO CONSUMERS", Age: -1}}
+			return j
 		},
 	},
 
@@ -140,9 +142,10 @@ var rules = []Rule{
 		When:    "no consumer of the group has a heartbeat record at all",
 		Why:     "the key pattern is probably wrong: the no-heartbeat-records finding",
 		applies: func(_ Spec, ev Evidence) bool { return ev.NoGroupHeartbeats },
-		note: func(spec Spec, _ Evidence, j *Judgement) {
+		note: func(spec Spec, _ Evidence, j Judgement) Judgement {
 			j.Reasons = append(j.Reasons, Reason{Source: SourceHeartbeat, Age: -1, Detail: fmt.Sprintf(
 				"no consumer of the group has a heartbeat record under heartbeatKey %s: the pattern is probably wrong, so no consumer is judged by it", spec.HeartbeatKey)})
+			return j
 		},
 	},
 	{
@@ -195,9 +198,10 @@ var rules = []Rule{
 		applies: func(spec Spec, ev Evidence) bool {
 			return ev.Heartbeat.State == HeartbeatMissing && ev.Known < spec.StartGrace && ev.Seen < spec.StartGrace
 		},
-		note: func(spec Spec, ev Evidence, j *Judgement) {
+		note: func(spec Spec, ev Evidence, j Judgement) Judgement {
 			j.Reasons = append(j.Reasons, Reason{Source: SourceHeartbeat, Age: ev.Known, Detail: fmt.Sprintf(
 				"a starting worker: no heartbeat yet, read within the start grace %s, known for", spec.StartGrace)})
+			return j
 		},
 	},
 	{
@@ -208,8 +212,9 @@ var rules = []Rule{
 		applies: func(_ Spec, ev Evidence) bool {
 			return ev.Heartbeat.Recovering > 0 && (ev.Heartbeat.State == HeartbeatStale || ev.Heartbeat.State == HeartbeatMissing)
 		},
-		note: func(spec Spec, ev Evidence, j *Judgement) {
+		note: func(spec Spec, ev Evidence, j Judgement) Judgement {
 			j.Reasons = append(j.Reasons, outageReason(SourceHeartbeat, "heartbeatMaxAge", spec.HeartbeatMaxAge, ev.Heartbeat.Recovering))
+			return j
 		},
 	},
 	{
@@ -220,8 +225,9 @@ var rules = []Rule{
 		applies: func(_ Spec, ev Evidence) bool {
 			return ev.Heartbeat.Refused > 0 && (ev.Heartbeat.State == HeartbeatStale || ev.Heartbeat.State == HeartbeatMissing)
 		},
-		note: func(spec Spec, ev Evidence, j *Judgement) {
+		note: func(spec Spec, ev Evidence, j Judgement) Judgement {
 			j.Reasons = append(j.Reasons, refusedReason(SourceHeartbeat, "heartbeatMaxAge", spec.HeartbeatMaxAge, ev.Heartbeat.Refused, ev.Heartbeat.Refusal))
+			return j
 		},
 	},
 	{
@@ -231,11 +237,12 @@ var rules = []Rule{
 		applies: func(_ Spec, ev Evidence) bool {
 			return ev.Heartbeat.State == HeartbeatMissing && ev.Heartbeat.Evicting > 0
 		},
-		note: func(spec Spec, ev Evidence, j *Judgement) {
+		note: func(spec Spec, ev Evidence, j Judgement) Judgement {
 			left := ev.Heartbeat.Evicting
 			j.Reasons = append(j.Reasons, Reason{Source: SourceHeartbeat, Age: spec.HeartbeatMaxAge - left, Detail: fmt.Sprintf(
 				"its Redis node evicts keys (maxmemory-policy), so the key may have been evicted: a missing key counts once none "+
 					"was evicted for heartbeatMaxAge %s, in %s; last eviction seen", spec.HeartbeatMaxAge, left.Round(time.Millisecond))})
+			return j
 		},
 	},
 	{
@@ -245,10 +252,11 @@ var rules = []Rule{
 		applies: func(_ Spec, ev Evidence) bool {
 			return ev.Heartbeat.State == HeartbeatMissing && ev.Heartbeat.Vanished > 0
 		},
-		note: func(spec Spec, ev Evidence, j *Judgement) {
+		note: func(spec Spec, ev Evidence, j Judgement) Judgement {
 			j.Reasons = append(j.Reasons, Reason{Source: SourceHeartbeat, Age: spec.HeartbeatMaxAge - ev.Heartbeat.Vanished, Detail: fmt.Sprintf(
 				"the key vanished (expired early, deleted or evicted) after a beat pelwarden read: judged as that beat, stale in %s; last beat",
 				ev.Heartbeat.Vanished.Round(time.Millisecond))})
+			return j
 		},
 	},
 	{
@@ -258,10 +266,11 @@ var rules = []Rule{
 		Why: "the time a value claims is its worker's clock, which may run behind; a value that changes is a beat at the read " +
 			"that sees it, and one that stays unchanged for a max age is stale for sure",
 		applies: firstRead,
-		note: func(spec Spec, ev Evidence, j *Judgement) {
+		note: func(spec Spec, ev Evidence, j Judgement) Judgement {
 			j.Reasons = append(j.Reasons, Reason{Source: SourceHeartbeat, Age: spec.HeartbeatMaxAge - ev.Heartbeat.FirstRead, Detail: fmt.Sprintf(
 				"the value claims a time past the max age %s, on its worker's clock: stale if it is read unchanged for the max age, in %s; read for",
 				spec.HeartbeatMaxAge, ev.Heartbeat.FirstRead.Round(time.Millisecond))})
+			return j
 		},
 	},
 	{
@@ -269,9 +278,10 @@ var rules = []Rule{
 		When:    "no heartbeat, past the start grace",
 		Why:     "workers write heartbeats with an expiry: a dead worker's key disappears, whether or not its name is still read",
 		applies: heartbeatIs(HeartbeatMissing),
-		note: func(spec Spec, _ Evidence, j *Judgement) {
+		note: func(spec Spec, _ Evidence, j Judgement) Judgement {
 			j.Reasons = append(j.Reasons, Reason{Source: SourceHeartbeat, Age: -1, Detail: fmt.Sprintf(
 				"no heartbeat past the start grace %s: its worker stopped beating or never did, whether or not the name is read", spec.StartGrace)})
+			return j
 		},
 	},
 	{
@@ -309,8 +319,9 @@ var rules = []Rule{
 			"since a break pelwarden saw",
 		Why:     "the worker could not read meanwhile",
 		applies: func(_ Spec, ev Evidence) bool { return ev.IdleRecovering > 0 },
-		note: func(spec Spec, ev Evidence, j *Judgement) {
+		note: func(spec Spec, ev Evidence, j Judgement) Judgement {
 			j.Reasons = append(j.Reasons, outageReason(SourceIdle, "ghostIdle", spec.GhostIdle, ev.IdleRecovering))
+			return j
 		},
 	},
 	{
@@ -319,8 +330,9 @@ var rules = []Rule{
 			"NOREPLICAS) or has accepted them again for less than ghostIdleSeconds",
 		Why:     "the worker could not read meanwhile",
 		applies: func(_ Spec, ev Evidence) bool { return ev.IdleRefused > 0 },
-		note: func(spec Spec, ev Evidence, j *Judgement) {
+		note: func(spec Spec, ev Evidence, j Judgement) Judgement {
 			j.Reasons = append(j.Reasons, refusedReason(SourceIdle, "ghostIdle", spec.GhostIdle, ev.IdleRefused, ev.IdleRefusal))
+			return j
 		},
 	},
 	{
@@ -330,12 +342,13 @@ var rules = []Rule{
 		applies: func(_ Spec, ev Evidence) bool {
 			return ev.IdleFromDeliveries && ev.Pending > 0 && !ev.IdleJudgesHolders
 		},
-		note: func(spec Spec, ev Evidence, j *Judgement) {
+		note: func(spec Spec, ev Evidence, j Judgement) Judgement {
 			j.IdleUndecided = true
 			j.Reasons = append(j.Reasons, Reason{Source: SourceIdle, Age: -1, Detail: fmt.Sprintf(
 				"idle past ghostIdle %s, but this server counts idle from the last read that delivered entries, so a worker "+
 					"polling an empty stream while it holds %d looks the same: not judged by idle alone (configure heartbeats, or "+
 					"redis[].idleBefore72: ghost where workers never read while holding entries)", spec.GhostIdle, ev.Pending)})
+			return j
 		},
 	},
 	{
@@ -343,8 +356,9 @@ var rules = []Rule{
 		When:    "otherwise: idle past ghostIdleSeconds",
 		Why:     "weak evidence of death, the only evidence there is",
 		applies: always,
-		note: func(spec Spec, _ Evidence, j *Judgement) {
+		note: func(spec Spec, _ Evidence, j Judgement) Judgement {
 			j.Reasons[0].Detail += fmt.Sprintf(", past ghostIdle %s", spec.GhostIdle)
+			return j
 		},
 	},
 }
