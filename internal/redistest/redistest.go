@@ -7,11 +7,14 @@
 package redistest
 
 import (
+	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"sync"
 	"syscall"
@@ -80,10 +83,11 @@ type Server struct {
 	removeDir bool        // StartProcess made dir; Close removes it.
 	tls       *tls.Config // how the harness connects; nil for plaintext
 
-	mu     sync.Mutex
-	proc   *proctest.Child
-	resume *time.Timer // pending SIGCONT from Pause
-	closed bool
+	mu      sync.Mutex
+	proc    *proctest.Child
+	resume  *time.Timer // pending SIGCONT from Pause
+	closed  bool
+	clients []*redis.Client // made by Client, waited for by Restart
 }
 
 // Start starts a redis-server on 127.0.0.1 with a free port and a data
@@ -201,11 +205,15 @@ func (s *Server) TLSConfig() *tls.Config {
 
 // Client returns a go-redis client for the server, as the default user and
 // over TLS when the server speaks it, closed when the test ends. It keeps
-// working across Restart because it redials.
+// working across Restart because it redials, and Restart returns once it
+// answers.
 func (s *Server) Client(tb testing.TB) *redis.Client {
 	tb.Helper()
 	c := redis.NewClient(&redis.Options{Addr: s.Addr(), TLSConfig: s.TLSConfig()})
 	tb.Cleanup(func() { _ = c.Close() })
+	s.mu.Lock()
+	s.clients = append(s.clients, c)
+	s.mu.Unlock()
 	return c
 }
 
@@ -228,13 +236,48 @@ func (s *Server) Stop() {
 }
 
 // Restart starts the server again on the same port and data directory, so
-// AOF data comes back, and waits until it answers PING. A server that is
-// still running is stopped gracefully first.
+// AOF data comes back, and waits until it answers PING, to every client
+// Client made as well. A server that is still running is stopped
+// gracefully first.
 func (s *Server) Restart(tb testing.TB) {
 	tb.Helper()
 	if err := s.restart(); err != nil {
 		tb.Fatalf("redistest: %v", err)
 	}
+	if err := s.clientsAnswer(clientsBack); err != nil {
+		tb.Fatalf("redistest: after the restart: %v", err)
+	}
+}
+
+// clientsBack bounds the wait for Client's clients after a restart.
+const clientsBack = 10 * time.Second
+
+// clientsAnswer waits up to d until every open client Client made reaches
+// the server: PING gets a reply, an error reply included. A go-redis client that failed to dial as many times as its pool is
+// large answers its last dial error, without dialing, until a dial it
+// retries every second succeeds: a test's first command after a restart
+// would meet the outage's error.
+func (s *Server) clientsAnswer(d time.Duration) error {
+	s.mu.Lock()
+	clients := slices.Clone(s.clients)
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	for _, c := range clients {
+		for {
+			err := c.Ping(ctx).Err()
+			var reply redis.Error
+			if err == nil || errors.Is(err, redis.ErrClosed) || errors.As(err, &reply) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("a client does not answer within %s: %w", d, err)
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+	return nil
 }
 
 // Pause freezes the server with SIGSTOP to simulate a hung Redis: it keeps

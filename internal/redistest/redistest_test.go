@@ -4,10 +4,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pelwarden/pelwarden/internal/proctest"
@@ -71,6 +73,27 @@ func TestRestartKeepsDataOnlyWithAOF(t *testing.T) {
 			require.Equal(t, want, got, "EXISTS k after Restart (AOF=%v)", tc.aof)
 		})
 	}
+}
+
+// TestAClientThatFailedThroughAnOutageAnswersOnceRestartReturns: a
+// go-redis client that failed to dial more times than its pool is large
+// answers its last dial error, without dialing, until a dial it retries
+// every second succeeds. Restart returns only once the server's clients
+// answer, so a test's first command after it does not meet the outage.
+func TestAClientThatFailedThroughAnOutageAnswersOnceRestartReturns(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := Start(t)
+	c := s.Client(t)
+	require.NoError(t, c.Set(ctx, "k", "v", 0).Err())
+	s.Stop()
+	var failed sync.WaitGroup
+	for range c.Options().PoolSize {
+		failed.Go(func() { assert.Error(t, c.Ping(ctx).Err(), "the server is down") })
+	}
+	failed.Wait()
+	s.Restart(t)
+	require.NoError(t, c.Set(ctx, "k", "again", 0).Err(), "the first command after Restart")
 }
 
 func TestParallelServersGetDistinctPortsAndData(t *testing.T) {
