@@ -190,8 +190,8 @@ func readsByCause(before, after string) (map[string]float64, float64) {
 func saveProfiles(b *testing.B, base string, d time.Duration, dir, name string) {
 	b.Helper()
 	var wg sync.WaitGroup
-	errs := make([]error, 3)
-	for i, kind := range []string{"profile", "allocs", "heap"} {
+	errs := make([]error, 2)
+	for i, kind := range []string{"profile", "allocs"} {
 		wg.Go(func() {
 			errs[i] = saveProfile(fmt.Sprintf("%s/debug/pprof/%s?seconds=%d", base, kind, int(d.Seconds())), filepath.Join(dir, kind+"-"+name+".pb.gz"))
 		})
