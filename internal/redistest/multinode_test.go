@@ -137,7 +137,7 @@ func TestClusterMoveSlotAndReshardCarryKeysToTheNewMaster(t *testing.T) {
 func TestSentinelFailoverAndKillMasterMoveTheMasterTheClientFollows(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	s := StartSentinel(t, SentinelOptions{})
+	s := StartSentinel(t, SentinelOptions{DownAfter: time.Second})
 	rdb := s.Client(t)
 	require.Len(t, s.SentinelAddrs(), 3, "3 sentinels by default")
 	first := s.Master(t)

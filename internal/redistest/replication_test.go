@@ -33,3 +33,18 @@ func TestWaitReplicatedWaitsForAWriteOfAnotherConnection(t *testing.T) {
 	require.NoError(t, err, "GET on the replica")
 	require.Equal(t, "v", got, "the replica holds the write once the wait ends")
 }
+
+// TestAMasterFrozenForSecondsIsNotFailedOver freezes the master for longer
+// than a loaded machine's pause: with the default DownAfter the sentinels
+// keep it, so a test that holds the master's handle from its start still
+// holds the master. With a DownAfter of 1s they failed it over.
+func TestAMasterFrozenForSecondsIsNotFailedOver(t *testing.T) {
+	t.Parallel()
+	s := StartSentinel(t, SentinelOptions{})
+	master := s.Master(t)
+	master.Pause(3 * time.Second)
+	time.Sleep(3 * time.Second)
+	master.Resume()
+	require.Equal(t, master.Addr(), s.Master(t).Addr(), "the sentinels still name the frozen master")
+	WaitReplicated(t, master.Client(t))
+}

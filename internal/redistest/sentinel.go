@@ -24,7 +24,10 @@ type SentinelOptions struct {
 	// means 3.
 	Sentinels int
 	// DownAfter is down-after-milliseconds: how long the master may not
-	// answer before a sentinel calls it down; 0 means 1s.
+	// answer before a sentinel calls it down; 0 means 30s, Redis's own
+	// default. A test that kills the master sets it short; one that does
+	// not keeps the default, so a machine too loaded to answer a PING for
+	// a second does not fail the master over under it.
 	DownAfter time.Duration
 	// Node configures the master and replicas (TLS, ACL users, AOF, extra
 	// directives). Over TLS, replication and the sentinels speak TLS too.
@@ -66,7 +69,7 @@ func StartSentinel(tb testing.TB, opts SentinelOptions) *Sentinel {
 		opts.Sentinels = 3
 	}
 	if opts.DownAfter == 0 {
-		opts.DownAfter = time.Second
+		opts.DownAfter = 30 * time.Second
 	}
 	if opts.Replicas < 0 || opts.Sentinels < 1 {
 		tb.Fatalf("redistest: SentinelOptions Replicas=%d Sentinels=%d: want Replicas >= 0 and Sentinels >= 1", opts.Replicas, opts.Sentinels)
