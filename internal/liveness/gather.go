@@ -33,9 +33,10 @@ func gather(spec Spec, obs Observation, rows []consumerRow, before []ConsumerVie
 			r := obs.Heartbeats[hb.Key]
 			cv.beat = memo.timed(spec, &hb, r.Value, obs.ServerTime, now, skew)
 			cv.ClockSkew = hb.Skew
-			hb.Recovering = recovering(spec.HeartbeatMaxAge, r.ReadableSince, now)
-			hb.Refusal, hb.Refused = r.Refused, refusedFor(spec.HeartbeatMaxAge, r.Refused, r.WritableSince, now)
-			hb.Evicting = recovering(spec.HeartbeatMaxAge, r.EvictedAt, now)
+			n := r.Health()
+			hb.Recovering = recovering(spec.HeartbeatMaxAge, n.ReadableSince, now)
+			hb.Refusal, hb.Refused = n.Refused, refusedFor(spec.HeartbeatMaxAge, n.Refused, n.WritableSince, now)
+			hb.Evicting = recovering(spec.HeartbeatMaxAge, n.EvictedAt, now)
 		}
 		pod := podFor(spec, name, obs, now)
 		if pod.Name != "" {
@@ -64,8 +65,8 @@ func refusedNow(obs Observation) Refusal {
 	}
 	out := RefusalNone
 	for _, h := range obs.Heartbeats {
-		if h.Refused != RefusalNone && h.WritableSince.IsZero() && (out == RefusalNone || h.Refused < out) {
-			out = h.Refused
+		if n := h.Node; n != nil && n.Refused != RefusalNone && n.WritableSince.IsZero() && (out == RefusalNone || n.Refused < out) {
+			out = n.Refused
 		}
 	}
 	return out

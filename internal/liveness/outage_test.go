@@ -104,6 +104,8 @@ func TestBuildMeasuresTheRecoveryFromWhenTheNodeWasReadableAgain(t *testing.T) {
 }
 
 func withSince(h HeartbeatObs, since time.Time) HeartbeatObs {
-	h.ReadableSince = since
+	n := h.Health()
+	n.ReadableSince = since
+	h.Node = &n
 	return h
 }

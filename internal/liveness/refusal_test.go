@@ -16,11 +16,11 @@ func TestBuildHoldsWhatCouldNotBeWrittenUnknown(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	target := &Target{Spec: heartbeatSpec()}
 	refused := func(h HeartbeatObs, r Refusal, since time.Time) HeartbeatObs {
-		h.Refused, h.WritableSince = r, since
+		h.Node = &NodeHealth{Refused: r, WritableSince: since}
 		return h
 	}
 	evicted := func(h HeartbeatObs, at time.Time) HeartbeatObs {
-		h.EvictedAt = at
+		h.Node = &NodeHealth{EvictedAt: at}
 		return h
 	}
 	obs := Observation{ServerTime: serverNow, LagValid: true, PendingByConsumer: map[string]int64{}, Heartbeats: map[string]HeartbeatObs{
@@ -49,7 +49,7 @@ func TestBuildHoldsWhatCouldNotBeWrittenUnknown(t *testing.T) {
 	require.Contains(t, ReasonsString(s.Consumers[0].Reasons), "refuses writes (OOM: used memory is above maxmemory")
 	require.Contains(t, ReasonsString(s.Consumers[1].Reasons), "accepts them again")
 
-	stale := HeartbeatObs{Refused: RefusalOOM, WritableSince: now.Add(-2 * time.Second)}
+	stale := NodeHealth{Refused: RefusalOOM, WritableSince: now.Add(-2 * time.Second)}
 	d, ok := changeIn(target.Spec, Evidence{Listed: true, Known: time.Hour, Seen: time.Hour,
 		Heartbeat: Heartbeat{State: HeartbeatStale, Age: time.Hour, Refused: refusedFor(5*time.Second, stale.Refused, stale.WritableSince, now)}})
 	require.True(t, ok)

@@ -17,19 +17,26 @@ type consumerRow struct {
 // those XINFO CONSUMERS lists and those only in the pending summary. It
 // depends on the observation alone.
 func consumerRows(obs Observation) []consumerRow {
-	rows := make([]consumerRow, 0, len(obs.Consumers)+len(obs.PendingByConsumer))
-	for _, c := range obs.Consumers {
-		rows = append(rows, consumerRow{obs: c, listed: true})
+	listed := make([]consumerRow, len(obs.Consumers))
+	for i, c := range obs.Consumers {
+		listed[i] = consumerRow{obs: c, listed: true}
 	}
-	slices.SortFunc(rows, func(a, b consumerRow) int { return strings.Compare(a.obs.Name, b.obs.Name) })
+	slices.SortFunc(listed, func(a, b consumerRow) int { return strings.Compare(a.obs.Name, b.obs.Name) })
+	isListed := func(name string) bool {
+		_, found := slices.BinarySearchFunc(listed, name, func(r consumerRow, n string) int { return strings.Compare(r.obs.Name, n) })
+		return found
+	}
+	// Most pending consumers are listed too: the rows grow past the
+	// listed ones only for those that are not.
+	rows := listed
 	for name := range obs.PendingByConsumer {
-		if _, found := slices.BinarySearchFunc(rows[:len(obs.Consumers)], name, func(r consumerRow, n string) int {
-			return strings.Compare(r.obs.Name, n)
-		}); !found {
+		if !isListed(name) {
 			rows = append(rows, consumerRow{obs: ConsumerObs{Name: name}})
 		}
 	}
-	slices.SortFunc(rows, func(a, b consumerRow) int { return strings.Compare(a.obs.Name, b.obs.Name) })
+	if len(rows) > len(listed) {
+		slices.SortFunc(rows, func(a, b consumerRow) int { return strings.Compare(a.obs.Name, b.obs.Name) })
+	}
 	for i := range rows {
 		rows[i].pending = obs.PendingByConsumer[rows[i].obs.Name]
 	}

@@ -82,19 +82,35 @@ type HeartbeatObs struct {
 	Exists bool
 	// Err is set when the read of this key failed.
 	Err error
-	// ReadableSince is when the Redis node holding the key became readable
-	// again, on this process's clock: the start of the stretch in which
-	// pelwarden read it without an error, a failover or a restart (or
-	// since pelwarden first read it). Zero where the fetcher does not
-	// follow nodes: the key is judged as if its node never broke.
+	// Node is the health of the Redis node holding the key, one value
+	// shared by the keys a read found on that node; nil where the fetcher
+	// does not follow nodes: the key is judged as if its node never broke.
+	Node *NodeHealth
+}
+
+// Health is the health of the key's node: h.Node, or that of a node that
+// never broke.
+func (h HeartbeatObs) Health() NodeHealth {
+	if h.Node == nil {
+		return NodeHealth{}
+	}
+	return *h.Node
+}
+
+// NodeHealth is what pelwarden followed of one Redis node, as of a read.
+type NodeHealth struct {
+	// ReadableSince is when the node became readable again, on this
+	// process's clock: the start of the stretch in which pelwarden read
+	// it without an error, a failover or a restart (or since pelwarden
+	// first read it). Zero: as if it never broke.
 	ReadableSince time.Time
-	// Refused is the refusal of writes the key's node answers now, if
+	// Refused is the refusal of writes the node answers now, if
 	// WritableSince is zero, or last answered before it accepted writes
 	// again at WritableSince; RefusalNone where it was never seen to
 	// refuse them.
 	Refused       Refusal
 	WritableSince time.Time
-	// EvictedAt is when the key's node was last seen to evict keys (its
+	// EvictedAt is when the node was last seen to evict keys (its
 	// evicted_keys rose), on this process's clock; zero if never.
 	EvictedAt time.Time
 }
@@ -141,13 +157,13 @@ type Observation struct {
 	// IdleJudgesHolders says the operator lets idle alone judge consumers
 	// holding entries even so (redis[].idleBefore72: ghost).
 	IdleJudgesHolders bool
-	// StreamReadableSince is HeartbeatObs.ReadableSince for the node
+	// StreamReadableSince is NodeHealth.ReadableSince for the node
 	// holding the stream, whose idle times the idle source reads, but only
 	// after a break pelwarden saw: Redis counts idle times itself, so
 	// pelwarden's own start casts no doubt on them. Zero where there was
 	// none, or the fetcher does not follow nodes.
 	StreamReadableSince time.Time
-	// StreamRefused and StreamWritableSince are HeartbeatObs.Refused and
+	// StreamRefused and StreamWritableSince are NodeHealth.Refused and
 	// WritableSince for the node holding the stream.
 	StreamRefused       Refusal
 	StreamWritableSince time.Time

@@ -290,14 +290,12 @@ func (w *connWatch) newNode() func(*redis.Options) *redis.Client {
 // per slot, from go-redis's slot map: no command is sent.
 func (w *connWatch) stamp(ctx context.Context, c redis.UniversalClient, stream string, obs *liveness.Observation, at time.Time) {
 	if w.single != nil {
-		since := w.single.readableSince(at)
+		node := &liveness.NodeHealth{ReadableSince: w.single.readableSince(at)}
 		obs.StreamReadableSince = w.single.brokenSince(at)
-		var writes liveness.HeartbeatObs
-		stampWrites(w.single, &writes, at)
-		obs.StreamRefused, obs.StreamWritableSince = writes.Refused, writes.WritableSince
+		stampWrites(w.single, node, at)
+		obs.StreamRefused, obs.StreamWritableSince = node.Refused, node.WritableSince
 		for k, h := range obs.Heartbeats {
-			h.ReadableSince = since
-			h.Refused, h.WritableSince, h.EvictedAt = writes.Refused, writes.WritableSince, writes.EvictedAt
+			h.Node = node
 			obs.Heartbeats[k] = h
 		}
 		return
@@ -310,16 +308,17 @@ func (w *connWatch) stamp(ctx context.Context, c redis.UniversalClient, stream s
 	s := w.slotSince(ctx, cc, stream, at, bySlot)
 	obs.StreamReadableSince = s.broken
 	if s.node != nil {
-		var writes liveness.HeartbeatObs
+		var writes liveness.NodeHealth
 		stampWrites(s.node, &writes, at)
 		obs.StreamRefused, obs.StreamWritableSince = writes.Refused, writes.WritableSince
 	}
 	for k, h := range obs.Heartbeats {
 		s := w.slotSince(ctx, cc, k, at, bySlot)
-		h.ReadableSince = s.readable
+		node := &liveness.NodeHealth{ReadableSince: s.readable}
 		if s.node != nil {
-			stampWrites(s.node, &h, at)
+			stampWrites(s.node, node, at)
 		}
+		h.Node = node
 		obs.Heartbeats[k] = h
 	}
 }

@@ -53,20 +53,20 @@ func TestFetchSaysSinceWhenEachKeysNodeIsReadable(t *testing.T) {
 
 	before := time.Now()
 	obs := fetch(t, r, target)
-	first := obs.Heartbeats["hb:w-0"].ReadableSince
+	first := obs.Heartbeats["hb:w-0"].Health().ReadableSince
 	require.WithinRange(t, first, before, obs.ReadAt, "pelwarden's first read starts the stretch")
 	require.True(t, obs.StreamReadableSince.IsZero(), "pelwarden's own start casts no doubt on Redis's idle times")
 	obs, err = r.Fetch(ctx, target, []string{"w-0"})
 	require.NoError(t, err)
-	require.Equal(t, first, obs.Heartbeats["hb:w-0"].ReadableSince, "an unbroken stretch keeps its start")
+	require.Equal(t, first, obs.Heartbeats["hb:w-0"].Health().ReadableSince, "an unbroken stretch keeps its start")
 
 	srv.Kill()
 	srv.Restart(t)
 	restarted := time.Now()
 	obs, err = r.Fetch(ctx, target, []string{"w-0"})
 	require.NoError(t, err, "the pool redials the restarted server without an error")
-	require.True(t, obs.Heartbeats["hb:w-0"].ReadableSince.After(restarted), "a new run_id starts a new stretch")
-	require.Equal(t, obs.Heartbeats["hb:w-0"].ReadableSince, obs.StreamReadableSince, "one server holds the stream and the key")
+	require.True(t, obs.Heartbeats["hb:w-0"].Health().ReadableSince.After(restarted), "a new run_id starts a new stretch")
+	require.Equal(t, obs.Heartbeats["hb:w-0"].Health().ReadableSince, obs.StreamReadableSince, "one server holds the stream and the key")
 
 	// A hung server keeps its run_id: only the failed read tells.
 	srv.Pause(time.Minute)
@@ -75,7 +75,7 @@ func TestFetchSaysSinceWhenEachKeysNodeIsReadable(t *testing.T) {
 	srv.Resume()
 	back := time.Now()
 	obs = fetch(t, r, target, "w-0")
-	require.True(t, obs.Heartbeats["hb:w-0"].ReadableSince.After(back), "the stretch starts after the outage")
+	require.True(t, obs.Heartbeats["hb:w-0"].Health().ReadableSince.After(back), "the stretch starts after the outage")
 	require.True(t, obs.StreamReadableSince.After(back), "a break pelwarden saw casts doubt on idle times too")
 }
 
@@ -117,7 +117,7 @@ func TestAClusterSlotWhoseMasterChangedStartsAStretchOfItsOwn(t *testing.T) {
 	t.Cleanup(func() { _ = conns.Close() })
 	r := &Reader{Conns: conns, LagEstimateCap: 10}
 	target := heartbeatTarget(stream)
-	otherSince := fetch(t, r, target, names...).Heartbeats["hb:"+other].ReadableSince
+	otherSince := fetch(t, r, target, names...).Heartbeats["hb:"+other].Health().ReadableSince
 	// go-redis reads the slot map from any node, replicas too: the replica
 	// about to take over has answered long before it serves the slot.
 	primary, _ := conns.Get("default")
@@ -132,13 +132,13 @@ func TestAClusterSlotWhoseMasterChangedStartsAStretchOfItsOwn(t *testing.T) {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		obs, err := r.Fetch(ctx, target, names)
-		if err == nil && obs.Heartbeats["hb:"+doomed].Err == nil && obs.Heartbeats["hb:"+other].ReadableSince.Equal(otherSince) {
-			require.True(t, obs.Heartbeats["hb:"+doomed].ReadableSince.After(tookOver.Add(-time.Second)),
-				"the key whose slot changed master starts over: %s", obs.Heartbeats["hb:"+doomed].ReadableSince)
+		if err == nil && obs.Heartbeats["hb:"+doomed].Err == nil && obs.Heartbeats["hb:"+other].Health().ReadableSince.Equal(otherSince) {
+			require.True(t, obs.Heartbeats["hb:"+doomed].Health().ReadableSince.After(tookOver.Add(-time.Second)),
+				"the key whose slot changed master starts over: %s", obs.Heartbeats["hb:"+doomed].Health().ReadableSince)
 			return
 		}
 		require.True(t, time.Now().Before(deadline), "the key's slot serves again (%v %v), the other keeps its stretch (%s, want %s)",
-			err, obs.Heartbeats["hb:"+doomed].Err, obs.Heartbeats["hb:"+other].ReadableSince, otherSince)
+			err, obs.Heartbeats["hb:"+doomed].Err, obs.Heartbeats["hb:"+other].Health().ReadableSince, otherSince)
 		time.Sleep(50 * time.Millisecond)
 	}
 }
@@ -195,10 +195,10 @@ func TestEachNewConnectionIsAskedOnceBeforeItsFirstRead(t *testing.T) {
 			}
 			wg.Wait()
 
-			start := obs[0].Heartbeats["hb:w-0"].ReadableSince
+			start := obs[0].Heartbeats["hb:w-0"].Health().ReadableSince
 			for i, o := range obs {
 				require.True(t, o.StreamReadableSince.IsZero(), "read %d: a new connection casts no doubt on idle times", i)
-				require.Equal(t, start, o.Heartbeats["hb:w-0"].ReadableSince, "read %d: one stretch, begun at the first connection", i)
+				require.Equal(t, start, o.Heartbeats["hb:w-0"].Health().ReadableSince, "read %d: one stretch, begun at the first connection", i)
 			}
 			// The first reading is an INFO; so is each sample of the
 			// node's writes (writes.go), one per sampleEvery at most.

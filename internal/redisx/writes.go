@@ -94,7 +94,7 @@ func (st *writeState) expire(at time.Time) bool {
 }
 
 // writes is the node's writes at at, as a read stamps them (liveness's
-// HeartbeatObs.Refused, WritableSince and EvictedAt), and whether a
+// NodeHealth.Refused, WritableSince and EvictedAt), and whether a
 // refusal ended just now.
 func (n *nodeWatch) writes(at time.Time) (refused liveness.Refusal, since, evictedAt time.Time) {
 	n.mu.Lock()
@@ -279,7 +279,7 @@ func (w *connWatch) logWrites(n *nodeWatch, r liveness.Refusal, began bool) {
 const writesLogEvery = 10 * time.Second
 
 // stampWrites sets, in h, the writes of the node n as of at.
-func stampWrites(n *nodeWatch, h *liveness.HeartbeatObs, at time.Time) {
+func stampWrites(n *nodeWatch, h *liveness.NodeHealth, at time.Time) {
 	h.Refused, h.WritableSince, h.EvictedAt = n.writes(at)
 }
 

@@ -39,11 +39,11 @@ func TestAReadOfHeartbeatsSaysWhenTheirNodeRefusesWrites(t *testing.T) {
 			target := heartbeatTarget("jobs")
 
 			obs := fetch(t, r, target, "w-0")
-			require.Equal(t, liveness.RefusalNone, obs.Heartbeats["hb:w-0"].Refused, "writes are accepted")
+			require.Equal(t, liveness.RefusalNone, obs.Heartbeats["hb:w-0"].Health().Refused, "writes are accepted")
 			undo := srv.Cause(t, f)
 			time.Sleep(sampleEvery)
 			obs = fetch(t, r, target, "w-0")
-			h := obs.Heartbeats["hb:w-0"]
+			h := obs.Heartbeats["hb:w-0"].Health()
 			require.Equal(t, want[f], h.Refused)
 			require.True(t, h.WritableSince.IsZero(), "refused now")
 			require.Equal(t, want[f], obs.StreamRefused)
@@ -56,7 +56,7 @@ func TestAReadOfHeartbeatsSaysWhenTheirNodeRefusesWrites(t *testing.T) {
 			accepted := time.Now()
 			time.Sleep(sampleEvery)
 			obs = fetch(t, r, target, "w-0")
-			h = obs.Heartbeats["hb:w-0"]
+			h = obs.Heartbeats["hb:w-0"].Health()
 			require.Equal(t, want[f], h.Refused, "the last refusal")
 			require.WithinRange(t, h.WritableSince, accepted, obs.ReadAt, "accepted again since the sample that found no cause")
 			require.Nil(t, conns.WritesRefused(ctx, "default", "jobs"))
@@ -99,7 +99,7 @@ func TestAReadSaysWhenTheNodeLastEvictedKeys(t *testing.T) {
 	r := &Reader{Conns: conns, LagEstimateCap: 10}
 	target := heartbeatTarget("jobs")
 	obs := fetch(t, r, target, "w-0")
-	require.True(t, obs.Heartbeats["hb:w-0"].EvictedAt.IsZero(), "no eviction seen, and none may happen (maxmemory 0)")
+	require.True(t, obs.Heartbeats["hb:w-0"].Health().EvictedAt.IsZero(), "no eviction seen, and none may happen (maxmemory 0)")
 
 	require.NoError(t, rdb.Set(ctx, "victim", string(make([]byte, 100<<10)), time.Hour).Err())
 	used, err := rdb.Info(ctx, "memory").Result()
@@ -113,7 +113,7 @@ func TestAReadSaysWhenTheNodeLastEvictedKeys(t *testing.T) {
 	time.Sleep(sampleEvery)
 	before := time.Now()
 	obs = fetch(t, r, target, "w-0")
-	require.WithinRange(t, obs.Heartbeats["hb:w-0"].EvictedAt, before, obs.ReadAt, "the sample that saw evicted_keys rise")
+	require.WithinRange(t, obs.Heartbeats["hb:w-0"].Health().EvictedAt, before, obs.ReadAt, "the sample that saw evicted_keys rise")
 }
 
 // TestARefusedPingIsAnAnswer: MISCONF refuses PING too, but Redis
