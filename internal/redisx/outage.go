@@ -290,10 +290,14 @@ func (w *connWatch) newNode() func(*redis.Options) *redis.Client {
 // per slot, from go-redis's slot map: no command is sent.
 func (w *connWatch) stamp(ctx context.Context, c redis.UniversalClient, stream string, obs *liveness.Observation, at time.Time) {
 	if w.single != nil {
-		node := &liveness.NodeHealth{ReadableSince: w.single.readableSince(at)}
+		health := liveness.NodeHealth{ReadableSince: w.single.readableSince(at)}
 		obs.StreamReadableSince = w.single.brokenSince(at)
-		stampWrites(w.single, node, at)
-		obs.StreamRefused, obs.StreamWritableSince = node.Refused, node.WritableSince
+		stampWrites(w.single, &health, at)
+		obs.StreamRefused, obs.StreamWritableSince = health.Refused, health.WritableSince
+		if len(obs.Heartbeats) == 0 {
+			return
+		}
+		node := new(health)
 		for k, h := range obs.Heartbeats {
 			h.Node = node
 			obs.Heartbeats[k] = h
