@@ -112,8 +112,18 @@ func (f *clientFlags) tlsHint(err error) string {
 		return "pass the CA that signed pelwarden's certificate with --tls-ca"
 	case tlsOn && f.cert == "" && (strings.Contains(msg, "certificate required") || strings.Contains(msg, "bad certificate")):
 		return "pelwarden asks for a client certificate: pass --tls-cert and --tls-key"
+	case tlsOn && f.cert == "" && hungUp(msg):
+		return "pelwarden closed the connection, as it does when it asks for a client certificate: pass --tls-cert and --tls-key"
 	}
 	return ""
+}
+
+// hungUp says the server closed the connection. Under TLS 1.3 a server
+// checks the client's certificate after the client has finished its side
+// of the handshake, so a client without one may write into the closed
+// connection before it reads the server's alert.
+func hungUp(msg string) bool {
+	return strings.Contains(msg, "broken pipe") || strings.Contains(msg, "connection reset by peer") || strings.Contains(msg, ": EOF")
 }
 
 // dial connects to pelwarden's Admin API.

@@ -10,7 +10,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
 
 	"github.com/pelwarden/pelwarden/internal/tlstest"
 	pelwardenv1 "github.com/pelwarden/pelwarden/proto/pelwarden/v1"
@@ -66,5 +68,28 @@ func TestATLSHandshakeFailureNamesTheFlagItWants(t *testing.T) {
 			require.Len(t, lines, 2, "the error, then the hint: %s", r.stderr)
 			require.Contains(t, lines[1], tc.hint)
 		})
+	}
+}
+
+// TestAClientWithoutACertificateThatSeesTheServerHangsUpIsToldToPassOne:
+// under TLS 1.3 the server checks the client's certificate after the
+// client's side of the handshake is done, so a client without one may see
+// a broken pipe, a reset or EOF instead of the server's alert. It is told
+// the same flags; a client that sent a certificate is not, nor is one
+// that spoke no TLS told why the server hung up.
+func TestAClientWithoutACertificateThatSeesTheServerHangsUpIsToldToPassOne(t *testing.T) {
+	t.Parallel()
+	for _, msg := range []string{
+		`connection error: desc = "transport: failed to write client preface: write tcp 127.0.0.1:53768->127.0.0.1:39259: write: broken pipe"`,
+		`connection error: desc = "error reading server preface: read tcp 127.0.0.1:53768->127.0.0.1:39259: read: connection reset by peer"`,
+		`connection error: desc = "error reading server preface: EOF"`,
+	} {
+		err := status.Error(codes.Unavailable, msg)
+		noCert := clientFlags{tlsOn: true, ca: "ca.crt"}
+		require.Contains(t, noCert.tlsHint(err), "pass --tls-cert and --tls-key", msg)
+		withCert := clientFlags{tlsOn: true, ca: "ca.crt", cert: "tls.crt", key: "tls.key"}
+		require.Empty(t, withCert.tlsHint(err), "a client that sent a certificate: %s", msg)
+		require.NotContains(t, (&clientFlags{}).tlsHint(err), "closed the connection", "a client that spoke no TLS: %s", msg)
+		require.Empty(t, noCert.tlsHint(status.Error(codes.DeadlineExceeded, msg)), "not a failed connection")
 	}
 }
