@@ -253,10 +253,11 @@ func (s *Server) Restart(tb testing.TB) {
 const clientsBack = 10 * time.Second
 
 // clientsAnswer waits up to d until every open client Client made reaches
-// the server: PING gets a reply, an error reply included. A go-redis client that failed to dial as many times as its pool is
-// large answers its last dial error, without dialing, until a dial it
-// retries every second succeeds: a test's first command after a restart
-// would meet the outage's error.
+// the server: PING gets a reply, an error reply included. A go-redis
+// client that failed to dial as many times as its pool is large answers
+// its last dial error, without dialing, until a dial it retries every
+// second succeeds: a test's first command after a restart would meet the
+// outage's error.
 func (s *Server) clientsAnswer(d time.Duration) error {
 	s.mu.Lock()
 	clients := slices.Clone(s.clients)
