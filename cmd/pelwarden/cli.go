@@ -119,6 +119,9 @@ a consumer dead for hygiene comes from the liveness profiles of
 triggers.profiles; a group of triggers acts only after --triggers-warm-up,
 so that each of its triggers has polled.
 
+The garbage collector runs at GOGC=150 unless GOGC is set: fewer
+collections, so fewer polls wait for one, for a little more memory.
+
 Environment variables (variable, flag, config path it sets):
 `
 
@@ -139,6 +142,7 @@ func newServeCommand(env func(string) (string, bool), stderr io.Writer, runApp r
 				printConfigError(stderr, err)
 				return &exitError{code: exitUsage}
 			}
+			setGCPercent(env)
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			if err := runApp(ctx, cfg); err != nil {
@@ -150,6 +154,22 @@ func newServeCommand(env func(string) (string, bool), stderr io.Writer, runApp r
 	}
 	flags = config.NewFlags(cmd.Flags())
 	return cmd
+}
+
+// gcPercent is the garbage collector's GOGC when the environment sets
+// none. A server of KEDA's polls allocates a few KiB a call beside a heap
+// of long-lived snapshots, one per trigger; polls that arrive while a
+// collection marks wait for it (docs/performance.md). At 150 collections
+// run a third less often than at Go's 100, for about 15% more memory at
+// 10,000 hygiene groups.
+const gcPercent = 150
+
+// setGCPercent sets the collector to gcPercent unless GOGC is set, which
+// the Go runtime has then applied.
+func setGCPercent(env func(string) (string, bool)) {
+	if _, ok := env("GOGC"); !ok {
+		debug.SetGCPercent(gcPercent)
+	}
 }
 
 // printConfigError lists each configuration problem on its own line.

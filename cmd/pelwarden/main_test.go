@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"testing"
 	"time"
 
@@ -185,4 +186,35 @@ func TestServeExitsOneWhenRunAppFails(t *testing.T) {
 	require.Equal(t, exitFailure, r.code)
 	require.True(t, r.ran)
 	require.Equal(t, "pelwarden: listen tcp :9090: address already in use\n", r.stderr)
+}
+
+// TestServeRunsTheCollectorAtGCPercentUnlessGOGCIsSet checks that serve
+// sets the collector before it serves, and leaves it to GOGC when the
+// environment names one (the runtime has applied it). Not parallel: the
+// setting is the process's.
+func TestServeRunsTheCollectorAtGCPercentUnlessGOGCIsSet(t *testing.T) {
+	prev := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(prev) })
+	for _, tc := range []struct {
+		env  map[string]string
+		want int
+	}{
+		{map[string]string{"PELWARDEN_REDIS_ADDR": "r:6379"}, gcPercent},
+		{map[string]string{"PELWARDEN_REDIS_ADDR": "r:6379", "GOGC": "100"}, 100},
+		{map[string]string{"PELWARDEN_REDIS_ADDR": "r:6379", "GOGC": "off"}, 100},
+	} {
+		debug.SetGCPercent(100)
+		got := -2
+		runApp := func(context.Context, config.Config) error {
+			got = debug.SetGCPercent(100)
+			return nil
+		}
+		lookup := func(name string) (string, bool) {
+			v, ok := tc.env[name]
+			return v, ok
+		}
+		var out, errOut bytes.Buffer
+		require.Equal(t, exitOK, execute([]string{"serve"}, lookup, &out, &errOut, runApp), errOut.String())
+		require.Equal(t, tc.want, got, "GOGC while serving, env %v", tc.env)
+	}
 }

@@ -9,7 +9,7 @@ import (
 // logBreaker says when a target's disruption breaker trips or lets go:
 // the snapshot that did it is the one stamped with its moment.
 func logBreaker(log *slog.Logger, t liveness.Target, s *liveness.Snapshot) {
-	switch b := s.Breaker; {
+	switch b := s.BreakerState(); {
 	case !b.Tripped():
 	case b.TrippedAt.Equal(s.At):
 		log.Warn("disruption breaker tripped: consumers that turned Ghost together are held Unknown", "target", t.String(),

@@ -58,7 +58,7 @@ var judgedFamilies = []targetFamily{
 		func(s *liveness.Snapshot, _ float64) float64 { return s.ClockSkew.Seconds() }},
 	{"pelwarden_breaker_held_consumers", "Consumers the disruption breaker holds Unknown (counted as live, nothing taken): most of the group " +
 		"turned Ghost together on evidence no pod confirmed; by target.",
-		func(s *liveness.Snapshot, _ float64) float64 { return float64(s.Breaker.Held) }},
+		func(s *liveness.Snapshot, _ float64) float64 { return float64(s.BreakerState().Held) }},
 	{"pelwarden_snapshot_age_seconds", "Age of the target's latest good snapshot.",
 		func(s *liveness.Snapshot, now float64) float64 { return now - float64(s.At.UnixNano())/1e9 }},
 	{"pelwarden_shared_consumer_names", "Consumers whose name was read from after their pod went: more than one process uses the name; by target.",

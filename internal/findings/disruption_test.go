@@ -16,7 +16,7 @@ func TestATrippedBreakerIsAFinding(t *testing.T) {
 	t.Parallel()
 	tg := &liveness.Target{Spec: liveness.Spec{Heartbeat: true, HeartbeatKey: "hb:{consumer}", HeartbeatMaxAge: time.Second}}
 	at := time.Date(2026, 5, 16, 12, 0, 0, 0, time.UTC)
-	s := &liveness.Snapshot{Target: tg, Breaker: liveness.BreakerState{TrippedAt: at, Turned: 4, Of: 4, Held: 4, Source: liveness.SourceHeartbeat}}
+	s := &liveness.Snapshot{Target: tg, Breaker: &liveness.BreakerState{TrippedAt: at, Turned: 4, Of: 4, Held: 4, Source: liveness.SourceHeartbeat}}
 	got := fromSnapshot(s)
 	require.Len(t, got, 1)
 	require.Equal(t, Disruption, got[0].Kind)

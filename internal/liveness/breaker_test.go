@@ -167,8 +167,8 @@ func TestDisruptionBreaker(t *testing.T) {
 				}
 			}
 			require.Equal(t, tc.want, got, "verdicts of w0..")
-			require.Equal(t, tc.tripped, snap.Breaker.Tripped(), "tripped")
-			require.Equal(t, tc.held, snap.Breaker.Held, "held")
+			require.Equal(t, tc.tripped, snap.BreakerState().Tripped(), "tripped")
+			require.Equal(t, tc.held, snap.BreakerState().Held, "held")
 			require.Equal(t, pending, snap.LivePending, "the held count as live")
 		})
 	}
@@ -202,11 +202,11 @@ func TestIdleOnlyGroupTripsWhenEveryReaderFallsSilent(t *testing.T) {
 	m := time.Minute
 	s1 := Build(target, obs(0, 50*time.Second, 50*time.Second, 50*time.Second), nil, local)
 	s2 := Build(target, obs(20*time.Second, 70*time.Second, 70*time.Second, 70*time.Second), s1, local.Add(20*time.Second))
-	require.True(t, s2.Breaker.Tripped())
-	require.Equal(t, 3, s2.Breaker.Held)
+	require.True(t, s2.BreakerState().Tripped())
+	require.Equal(t, 3, s2.BreakerState().Held)
 	s3 := Build(target, obs(21*time.Second, 0, 71*time.Second, 71*time.Second), s2, local.Add(21*time.Second))
-	require.False(t, s3.Breaker.ReleasedAt.IsZero(), "a read after the trip lets go")
+	require.False(t, s3.BreakerState().ReleasedAt.IsZero(), "a read after the trip lets go")
 	s4 := Build(target, obs(21*time.Second+m, 0, 71*time.Second+m, 71*time.Second+m), s3, local.Add(21*time.Second+m))
-	require.False(t, s4.Breaker.Tripped())
+	require.False(t, s4.BreakerState().Tripped())
 	require.Equal(t, 2, s4.GhostConsumers, "judged on their own evidence a ghostIdle after letting go")
 }

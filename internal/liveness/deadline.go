@@ -109,7 +109,7 @@ func (s *Snapshot) deadlines(spec Spec, all []gathered, now time.Time) {
 			s.groupChange = earliest(s.groupChange, now.Add(o))
 		}
 	}
-	if b := s.Breaker; b.Held > 0 && !b.ReleasedAt.IsZero() {
+	if b := s.BreakerState(); b.Held > 0 && !b.ReleasedAt.IsZero() {
 		_, w := spec.window()
 		s.soonest(b.ReleasedAt.Add(w))
 		s.groupChange = earliest(s.groupChange, b.ReleasedAt.Add(w))

@@ -317,7 +317,7 @@ func TestTheBreakerHoldsWorkersWhoseBeatsStopTogetherWhileOnlyTheirKeysAreRead(t
 		if s.Consumers[0].Heartbeat == HeartbeatFresh {
 			continue
 		}
-		require.Equal(t, 3, s.Breaker.Held, "the three turned Ghost together on their beats alone: held Unknown")
+		require.Equal(t, 3, s.BreakerState().Held, "the three turned Ghost together on their beats alone: held Unknown")
 		require.Equal(t, int64(6), s.LivePending)
 		return
 	}
