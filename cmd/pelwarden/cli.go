@@ -160,8 +160,8 @@ func newServeCommand(env func(string) (string, bool), stderr io.Writer, runApp r
 // none. A server of KEDA's polls allocates a few KiB a call beside a heap
 // of long-lived snapshots, one per trigger; polls that arrive while a
 // collection marks wait for it (docs/performance.md). At 150 collections
-// run a third less often than at Go's 100, for about 15% more memory at
-// 10,000 hygiene groups.
+// run about half as often as at Go's 100 there, for about 15% more
+// memory at 10,000 hygiene groups.
 const gcPercent = 150
 
 // setGCPercent sets the collector to gcPercent unless GOGC is set, which

@@ -66,8 +66,8 @@ func fromSnapshot(s *liveness.Snapshot) []Finding {
 			"needs, or a maxmemory-policy that cannot evict heartbeat keys: noeviction, or volatile-* with heartbeats written without an "+
 			"expiry", s.EvictedConsumers, spec.HeartbeatMaxAge)})
 	}
-	if s.BreakerState().Tripped() {
-		out = append(out, Finding{Kind: Disruption, Detail: disruptionDetail(s.BreakerState())})
+	if b := s.BreakerState(); b.Tripped() {
+		out = append(out, Finding{Kind: Disruption, Detail: disruptionDetail(b)})
 	}
 	if s.LagEstimated {
 		out = append(out, Finding{Kind: NullLag, Detail: fmt.Sprintf("XINFO GROUPS reports the lag as NULL, so Redis cannot count the "+
