@@ -183,17 +183,27 @@ func readsByCause(before, after string) (map[string]float64, float64) {
 	return out, c1[""] - c0[""]
 }
 
-// saveProfiles writes pelwarden's CPU profile over d, and what it
-// allocated over d, to dir, for go tool pprof
+// saveProfiles writes, for go tool pprof and go tool trace, pelwarden's
+// CPU profile over d, what it allocated over d, its live heap at the
+// window's start (collected first), and an execution trace of the
+// window's first seconds, whose scheduling profile (go tool trace
+// -pprof=sched) shows where calls waited for a CPU
 // (PELWARDEN_BENCH_COST_PROFILE=<dir>; pelwarden then serves its
 // profiles, which it does not as deployed).
 func saveProfiles(b *testing.B, base string, d time.Duration, dir, name string) {
 	b.Helper()
+	secs := int(d.Seconds())
+	saves := []struct{ path, file string }{
+		{fmt.Sprintf("profile?seconds=%d", secs), "profile-" + name + ".pb.gz"},
+		{fmt.Sprintf("allocs?seconds=%d", secs), "allocs-" + name + ".pb.gz"},
+		{"heap?gc=1", "heap-" + name + ".pb.gz"},
+		{fmt.Sprintf("trace?seconds=%d", min(secs, 4)), "trace-" + name + ".out"},
+	}
 	var wg sync.WaitGroup
-	errs := make([]error, 2)
-	for i, kind := range []string{"profile", "allocs"} {
+	errs := make([]error, len(saves))
+	for i, s := range saves {
 		wg.Go(func() {
-			errs[i] = saveProfile(fmt.Sprintf("%s/debug/pprof/%s?seconds=%d", base, kind, int(d.Seconds())), filepath.Join(dir, kind+"-"+name+".pb.gz"))
+			errs[i] = saveProfile(base+"/debug/pprof/"+s.path, filepath.Join(dir, s.file))
 		})
 	}
 	wg.Wait()
