@@ -1,6 +1,8 @@
 package liveness
 
 import (
+	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -117,4 +119,37 @@ func TestAReadAheadDueTakesAtMostABatchAlong(t *testing.T) {
 	_, ahead, wait := s.due(now, window)
 	require.Empty(t, ahead)
 	require.Equal(t, idleLook, wait)
+}
+
+// TestAReadAheadIsJudgedWhenItEnds: a read ahead of a target's poll is
+// judged in its batch's goroutine as it ends, so the poll that follows
+// takes a ready snapshot instead of judging the read on its own path.
+func TestAReadAheadIsJudgedWhenItEnds(t *testing.T) {
+	t.Parallel()
+	var refreshed atomic.Int64
+	v := NewView(func(context.Context, Target, []string) (Observation, error) { return idleFor(time.Second), nil },
+		ViewOptions{Freshness: time.Second, FetchTimeout: time.Second, Expiry: time.Hour, MaxTargets: 1,
+			OnRefresh: func(Target, *Snapshot, error, time.Duration) { refreshed.Add(1) }})
+	ctx := context.Background()
+	first, err := v.PollWait(ctx, demandTarget)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), refreshed.Load())
+
+	v.mu.Lock()
+	r := v.groups[demandTarget.GroupRef][0]
+	v.mu.Unlock()
+	v.readScheduled(ctx, []*reader{r}, func(*reader) bool { return true }, ReadAhead)
+	r.mu.Lock()
+	c := r.inflight
+	r.mu.Unlock()
+	require.NotNil(t, c, "the read ahead is out")
+	<-c.done
+	require.Eventually(t, func() bool { return refreshed.Load() == 2 }, 5*time.Second, time.Millisecond,
+		"the read ahead is judged before any poll takes it")
+
+	snap, ok, err := v.Poll(demandTarget)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.NotSame(t, first, snap, "the poll is answered from the read ahead")
+	require.Equal(t, int64(2), refreshed.Load(), "and does not judge it again")
 }

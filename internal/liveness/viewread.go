@@ -228,21 +228,19 @@ func (v *View) ended(r *reader, c *call) {
 	r.mu.Unlock()
 	close(c.done)
 	switch {
-	case all && c.cause != ReadAhead:
-		v.settleAll(r, c, nil)
 	case all:
-		v.settleAll(r, c, (*entry).watchedLocked)
+		v.settleAll(r, c, nil)
 	default:
 		v.settleAll(r, c, (*entry).pinnedLocked)
 	}
 }
 
 // settleAll settles the targets of r that only picks (every one when
-// only is nil) from c. A read the view scheduled settles every target,
-// but a read ahead of polls only those a holder watches: each target
-// only polled is judged when its poll takes the read, so a batch of
-// hundreds of groups is judged over the polls that follow it, not at once
-// ahead of them. A read a caller asked for settles the hygiene loop's
+// only is nil) from c. A read the view scheduled settles every target: a
+// read ahead of polls is judged when it ends, in its batch's goroutine,
+// so the poll that follows finds its answer ready and spends nothing but
+// the lookup (a batch is at most aheadBatch reads, a millisecond's
+// judging or so). A read a caller asked for settles the hygiene loop's
 // targets beside the caller's, so the loop sees a new ghost, and looks at
 // a deadline, whoever read the group.
 func (v *View) settleAll(r *reader, c *call, only func(*entry) bool) {
